@@ -1,0 +1,14 @@
+//! homeroom: ordered, durable, resumable rooms on Cloudflare Durable Objects.
+//!
+//! The crate has three layers (see README.md, "Architecture"):
+//! - [`protocol`]: the wire frames of PROTOCOL.md, parsed and validated;
+//! - [`room`]: the room engine, a pure state machine (builds and tests natively);
+//! - `durable` and `edge`: the Durable Object and Worker adapters (wasm32 only).
+
+pub mod protocol;
+pub mod room;
+
+#[cfg(target_arch = "wasm32")]
+mod durable;
+#[cfg(target_arch = "wasm32")]
+mod edge;

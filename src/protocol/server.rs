@@ -1,0 +1,148 @@
+//! Frames the server sends, serialized once and shared by every recipient.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// A durable message as it travels on the wire (`type: "message"`).
+#[derive(Serialize)]
+pub struct Message<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub seq: u64,
+    pub id: &'a str,
+    pub session: &'a str,
+    pub user: &'a str,
+    pub region: &'a str,
+    pub topic: &'a str,
+    pub data: &'a RawValue,
+    pub ts: u64,
+}
+
+/// One key of the room state as clients see it.
+#[derive(Serialize)]
+pub struct StateValue<'a> {
+    pub value: &'a RawValue,
+    pub version: u64,
+}
+
+/// The room state snapshot: key to value and version, in key order.
+pub type StateMap<'a> = BTreeMap<&'a str, StateValue<'a>>;
+
+/// A presence member as in `welcome` and `presence` frames.
+#[derive(Serialize)]
+pub struct Member<'a> {
+    pub user: &'a str,
+    pub region: &'a str,
+    pub state: &'a RawValue,
+    pub since: u64,
+}
+
+/// Counts for one region in a summary.
+#[derive(Serialize, Default, Clone, PartialEq, Eq, Debug)]
+pub struct RegionCount {
+    pub members: usize,
+    pub users: usize,
+}
+
+/// The body of a `summary` frame (also embedded in `welcome`).
+#[derive(Serialize, Default, Clone, PartialEq, Eq, Debug)]
+pub struct Summary {
+    pub members: usize,
+    pub users: usize,
+    pub connections: usize,
+    pub regions: BTreeMap<String, RegionCount>,
+}
+
+/// `presence` inside `welcome`.
+#[derive(Serialize)]
+pub struct PresenceView<'a> {
+    pub members: BTreeMap<&'a str, Member<'a>>,
+    pub summary: &'a Summary,
+}
+
+/// Every frame the server sends.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame<'a> {
+    Welcome {
+        room: &'a str,
+        session: &'a str,
+        user: &'a str,
+        conn: &'a str,
+        region: &'a str,
+        epoch: &'a str,
+        seq: u64,
+        resumed: bool,
+        missed: u64,
+        presence: PresenceView<'a>,
+    },
+    Resync {
+        reason: &'static str,
+        seq: u64,
+        state: StateMap<'a>,
+    },
+    Ack {
+        id: &'a str,
+        seq: u64,
+    },
+    Signal {
+        session: &'a str,
+        topic: &'a str,
+        data: &'a RawValue,
+    },
+    Presence {
+        joins: BTreeMap<&'a str, Member<'a>>,
+        leaves: Vec<&'a str>,
+    },
+    Summary(&'a Summary),
+    State {
+        seq: u64,
+        state: StateMap<'a>,
+    },
+    Error {
+        code: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        version: Option<u64>,
+    },
+    Pong,
+}
+
+impl ServerFrame<'_> {
+    /// The frame as JSON text. Serializing these types cannot fail (string
+    /// keys, no non-finite floats), so a failure is reported, never a panic.
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            format!(r#"{{"type":"error","code":"internal","message":"encode: {e}"}}"#)
+        })
+    }
+}
+
+impl Message<'_> {
+    /// The message frame as JSON text (see [`ServerFrame::to_text`]).
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_match_the_protocol_text() {
+        assert_eq!(ServerFrame::Pong.to_text(), r#"{"type":"pong"}"#);
+        assert_eq!(ServerFrame::Ack { id: "m1", seq: 43 }.to_text(), r#"{"type":"ack","id":"m1","seq":43}"#);
+        let e = ServerFrame::Error { code: "conflict", id: Some("m2"), message: "x", version: Some(7) };
+        assert_eq!(e.to_text(), r#"{"type":"error","code":"conflict","id":"m2","message":"x","version":7}"#);
+        let s = Summary::default();
+        assert_eq!(
+            ServerFrame::Summary(&s).to_text(),
+            r#"{"type":"summary","members":0,"users":0,"connections":0,"regions":{}}"#
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! What goes into the engine ([`Input`], [`Snapshot`]) and what comes out ([`Output`]).
+
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::CloseCode;
+use crate::protocol::server;
+
+/// A connection the adapter has accepted, as the Worker vouched for it.
+#[derive(Debug, Clone)]
+pub struct Hello {
+    /// The connection id the adapter chose (unique in the room).
+    pub conn: String,
+    pub session: String,
+    pub user: String,
+    pub region: String,
+    /// The highest `seq` the client has applied, when it resumes.
+    pub since: Option<u64>,
+    /// The epoch of the log that `since` counts in.
+    pub epoch: Option<String>,
+}
+
+/// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
+#[derive(Debug)]
+pub enum Input<'a> {
+    /// A socket was accepted: welcome it, replay or resync.
+    Open(Hello),
+    /// A text frame arrived.
+    Text { conn: &'a str, text: &'a str },
+    /// A binary frame of `len` bytes arrived (always refused).
+    Binary { conn: &'a str, len: usize },
+    /// A socket closed or errored.
+    Closed { conn: &'a str },
+}
+
+/// What the engine asks the adapter to do, in order.
+#[derive(Debug)]
+pub enum Output {
+    /// Make a write durable. Comes before the frames that reveal it.
+    Persist(Box<Commit>),
+    /// Send one frame to one connection.
+    Send { conn: String, frame: Rc<str> },
+    /// Send one frame to every open connection but `except`.
+    Broadcast { frame: Rc<str>, except: Option<String> },
+    /// Close a connection. The engine has already forgotten it.
+    Close { conn: String, code: CloseCode },
+    /// Store what the room must know about a connection to rebuild it after
+    /// eviction (the socket attachment).
+    Remember(Peer),
+}
+
+/// One durable, sequenced write.
+#[derive(Debug, Clone)]
+pub struct Commit {
+    pub entry: LogEntry,
+    /// For a `set`: the new value of the key.
+    pub state: Option<StateWrite>,
+    /// Log rows with `seq` at or below this fall out of the retained log.
+    pub trim_through: Option<u64>,
+}
+
+/// A room state key's new value; its version is the commit's `seq`.
+#[derive(Debug, Clone)]
+pub struct StateWrite {
+    pub key: String,
+    pub value: Box<RawValue>,
+}
+
+/// A sequenced message as stored in the log.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub id: String,
+    pub session: String,
+    pub user: String,
+    pub region: String,
+    pub topic: String,
+    pub data: Box<RawValue>,
+    pub ts: u64,
+}
+
+impl LogEntry {
+    /// The `message` frame that delivers this entry.
+    pub fn frame(&self) -> Rc<str> {
+        server::Message {
+            kind: "message",
+            seq: self.seq,
+            id: &self.id,
+            session: &self.session,
+            user: &self.user,
+            region: &self.region,
+            topic: &self.topic,
+            data: &self.data,
+            ts: self.ts,
+        }
+        .to_text()
+        .into()
+    }
+}
+
+/// A connection as the room remembers it across eviction (socket attachment).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Peer {
+    pub conn: String,
+    pub session: String,
+    pub user: String,
+    pub region: String,
+    /// When the connection opened (ms); the newest wins a session.
+    pub opened: u64,
+    /// When the session became a member (ms).
+    pub since: u64,
+    /// The session's presence state.
+    pub state: Box<RawValue>,
+}
+
+/// Everything needed to rebuild a room: storage plus the live sockets.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub room: String,
+    pub epoch: String,
+    pub seq: u64,
+    /// Every state key with its value and version.
+    pub state: Vec<(String, Box<RawValue>, u64)>,
+    /// The newest log entries (at least `replay_limit` of them when the log
+    /// has that many), in `seq` order.
+    pub recent: Vec<LogEntry>,
+    /// (session, id, seq) of every retained log entry, in `seq` order.
+    pub ids: Vec<(String, String, u64)>,
+    /// The connections still open.
+    pub peers: Vec<Peer>,
+}

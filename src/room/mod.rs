@@ -1,0 +1,24 @@
+//! The room engine: a pure state machine that orders, stores and replays a
+//! room's writes and tracks who is present.
+//!
+//! Nothing here touches the runtime. The adapter feeds [`Input`]s with the
+//! current time to [`Room::handle`] and applies the [`Output`]s it drains from
+//! [`Room::poll_output`] in order: `Persist` before the `Send`/`Broadcast` that
+//! reveal it, which is how "stored before seen" holds.
+
+mod config;
+mod engine;
+mod error;
+mod history;
+mod io;
+mod presence;
+mod rate;
+mod state;
+
+pub use config::RoomConfig;
+pub use engine::Room;
+pub use error::{CloseCode, Refusal};
+pub use io::{Commit, Hello, Input, LogEntry, Output, Peer, Snapshot, StateWrite};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,81 @@
+//! Who is in the room: members keyed by session (one per tab, never one per
+//! socket), and the per-region counts derived from them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::value::RawValue;
+
+use crate::protocol::server::{self, RegionCount, Summary};
+
+/// A present session and the connection that currently carries it.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub conn: String,
+    pub user: String,
+    pub region: String,
+    pub state: Box<RawValue>,
+    /// When the session joined (ms); kept across supersedes.
+    pub since: u64,
+    /// When its current connection opened (ms).
+    pub opened: u64,
+}
+
+impl Member {
+    pub fn view(&self) -> server::Member<'_> {
+        server::Member { user: &self.user, region: &self.region, state: &self.state, since: self.since }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Presence {
+    members: BTreeMap<String, Member>,
+}
+
+impl Presence {
+    pub fn get(&self, session: &str) -> Option<&Member> {
+        self.members.get(session)
+    }
+
+    pub fn get_mut(&mut self, session: &str) -> Option<&mut Member> {
+        self.members.get_mut(session)
+    }
+
+    pub fn insert(&mut self, session: String, member: Member) -> Option<Member> {
+        self.members.insert(session, member)
+    }
+
+    pub fn remove(&mut self, session: &str) -> Option<Member> {
+        self.members.remove(session)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Every member as the wire shows it.
+    pub fn view(&self) -> BTreeMap<&str, server::Member<'_>> {
+        self.members.iter().map(|(s, m)| (s.as_str(), m.view())).collect()
+    }
+
+    /// Exact counts: members, distinct users, connections, and per region.
+    pub fn summary(&self) -> Summary {
+        let mut users = BTreeSet::new();
+        let mut regions: HashMap<&str, (usize, BTreeSet<&str>)> = HashMap::new();
+        for m in self.members.values() {
+            users.insert(m.user.as_str());
+            let r = regions.entry(m.region.as_str()).or_default();
+            r.0 += 1;
+            r.1.insert(m.user.as_str());
+        }
+        Summary {
+            members: self.members.len(),
+            users: users.len(),
+            // one live connection per member: newer ones supersede older
+            connections: self.members.len(),
+            regions: regions
+                .into_iter()
+                .map(|(r, (members, users))| (r.to_owned(), RegionCount { members, users: users.len() }))
+                .collect(),
+        }
+    }
+}

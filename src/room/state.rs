@@ -1,0 +1,60 @@
+//! The room's key-value state: each key's value and the `seq` that wrote it.
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+use super::{Refusal, RoomConfig};
+use crate::protocol::server::{StateMap, StateValue};
+
+#[derive(Debug, Default)]
+pub struct RoomState {
+    entries: BTreeMap<String, (Box<RawValue>, u64)>,
+    /// Keys plus JSON values, to bound memory and the resync snapshot.
+    bytes: usize,
+}
+
+impl RoomState {
+    /// The key's version, 0 when absent.
+    pub fn version(&self, key: &str) -> u64 {
+        self.entries.get(key).map_or(0, |(_, v)| *v)
+    }
+
+    /// Refuses a write that would take the state past its limits.
+    pub fn check_fits(&self, config: &RoomConfig, key: &str, value: &RawValue) -> Result<(), Refusal> {
+        let (old, is_new) = match self.entries.get(key) {
+            Some((v, _)) => (key.len() + v.get().len(), false),
+            None => (0, true),
+        };
+        if is_new && self.entries.len() >= config.state_max_keys {
+            return Err(Refusal::TooLarge(format!(
+                "room state holds at most {} keys",
+                config.state_max_keys
+            )));
+        }
+        if self.bytes - old + key.len() + value.get().len() > config.state_max_bytes {
+            return Err(Refusal::TooLarge(format!(
+                "room state holds at most {} bytes",
+                config.state_max_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn set(&mut self, key: String, value: Box<RawValue>, version: u64) {
+        let added = key.len() + value.get().len();
+        if let Some((old, _)) = self.entries.get(&key) {
+            self.bytes -= key.len() + old.get().len();
+        }
+        self.bytes += added;
+        self.entries.insert(key, (value, version));
+    }
+
+    /// The snapshot sent in `state` and `resync` frames.
+    pub fn snapshot(&self) -> StateMap<'_> {
+        self.entries
+            .iter()
+            .map(|(k, (value, version))| (k.as_str(), StateValue { value, version: *version }))
+            .collect()
+    }
+}

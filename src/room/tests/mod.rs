@@ -1,0 +1,6 @@
+//! Engine tests on virtual time: a simulated adapter ([`sim::Sim`]), scenario
+//! tests for each protocol behaviour, and property tests over interleavings.
+
+mod props;
+mod scenarios;
+mod sim;

@@ -1,0 +1,197 @@
+//! A deterministic stand-in for the Durable Object adapter: applies outputs
+//! in order to an in-memory "disk" and per-socket inboxes, on a virtual clock.
+//! It checks "stored before seen" on every frame it delivers.
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::room::{Hello, Input, LogEntry, Output, Peer, Room, RoomConfig, Snapshot};
+
+/// What SQLite would hold.
+#[derive(Default)]
+pub struct Disk {
+    pub seq: u64,
+    pub log: BTreeMap<u64, LogEntry>,
+    pub state: BTreeMap<String, (Box<RawValue>, u64)>,
+}
+
+/// One client socket as the simulated runtime sees it.
+#[derive(Default)]
+pub struct Socket {
+    pub inbox: Vec<Value>,
+    /// The close code the room sent, if it closed the socket.
+    pub closed: Option<u16>,
+    pub peer: Option<Peer>,
+    pub open: bool,
+}
+
+pub struct Sim {
+    pub room: Room,
+    pub config: RoomConfig,
+    pub now: u64,
+    pub disk: Disk,
+    pub sockets: BTreeMap<String, Socket>,
+    next_conn: u64,
+}
+
+impl Sim {
+    pub fn new(config: RoomConfig) -> Sim {
+        let snap = Snapshot { room: "r1".into(), epoch: "e-1".into(), ..Default::default() };
+        Sim {
+            room: Room::restore(config.clone(), snap, 0),
+            config,
+            now: 1_000,
+            disk: Disk::default(),
+            sockets: BTreeMap::new(),
+            next_conn: 0,
+        }
+    }
+
+    /// Opens a socket for `session` from `region`, resuming from `since`.
+    pub fn connect(&mut self, session: &str, region: &str, since: Option<(u64, &str)>) -> String {
+        self.connect_as(session, session, region, since)
+    }
+
+    pub fn connect_as(&mut self, session: &str, user: &str, region: &str, since: Option<(u64, &str)>) -> String {
+        self.next_conn += 1;
+        let conn = format!("c-{}", self.next_conn);
+        self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
+        let hello = Hello {
+            conn: conn.clone(),
+            session: session.into(),
+            user: user.into(),
+            region: region.into(),
+            since: since.map(|s| s.0),
+            epoch: since.map(|s| s.1.to_owned()),
+        };
+        self.room.handle(self.now, Input::Open(hello));
+        self.pump();
+        conn
+    }
+
+    pub fn send(&mut self, conn: &str, text: &str) {
+        assert!(self.sockets[conn].open, "test bug: sending on a closed socket");
+        self.room.handle(self.now, Input::Text { conn, text });
+        self.pump();
+    }
+
+    pub fn send_binary(&mut self, conn: &str, len: usize) {
+        self.room.handle(self.now, Input::Binary { conn, len });
+        self.pump();
+    }
+
+    pub fn publish(&mut self, conn: &str, id: &str, data: &str) {
+        self.send(conn, &format!(r#"{{"type":"publish","id":"{id}","topic":"chat","data":{data}}}"#));
+    }
+
+    /// The client side drops the socket (network loss or a close frame).
+    pub fn drop_conn(&mut self, conn: &str) {
+        let s = self.sockets.get_mut(conn).expect("known socket");
+        if s.open {
+            s.open = false;
+            self.room.handle(self.now, Input::Closed { conn });
+            self.pump();
+        }
+    }
+
+    /// The object is evicted: memory is gone, storage and open sockets stay.
+    pub fn evict(&mut self) {
+        let recent_from = self.disk.seq.saturating_sub(self.config.replay_limit);
+        let snap = Snapshot {
+            room: self.room.name().into(),
+            epoch: self.room.epoch().into(),
+            seq: self.disk.seq,
+            state: self.disk.state.iter().map(|(k, (v, n))| (k.clone(), v.clone(), *n)).collect(),
+            recent: self.disk.log.range(recent_from + 1..).map(|(_, e)| e.clone()).collect(),
+            ids: self.disk.log.values().map(|e| (e.session.clone(), e.id.clone(), e.seq)).collect(),
+            peers: self.sockets.values().filter(|s| s.open).filter_map(|s| s.peer.clone()).collect(),
+        };
+        self.room = Room::restore(self.config.clone(), snap, self.now);
+        self.pump();
+    }
+
+    pub fn advance(&mut self, ms: u64) {
+        self.now += ms;
+    }
+
+    /// Applies every pending output, in order, as the adapter does.
+    pub fn pump(&mut self) {
+        while let Some(out) = self.room.poll_output() {
+            match out {
+                Output::Persist(c) => {
+                    assert_eq!(c.entry.seq, self.disk.seq + 1, "commits are gapless");
+                    self.disk.seq = c.entry.seq;
+                    if let Some(w) = &c.state {
+                        self.disk.state.insert(w.key.clone(), (w.value.clone(), c.entry.seq));
+                    }
+                    self.disk.log.insert(c.entry.seq, c.entry);
+                    if let Some(t) = c.trim_through {
+                        self.disk.log = self.disk.log.split_off(&(t + 1));
+                    }
+                }
+                Output::Send { conn, frame } => self.deliver(&conn, &frame),
+                Output::Broadcast { frame, except } => {
+                    let to: Vec<String> = self
+                        .sockets
+                        .iter()
+                        .filter(|(c, s)| s.open && Some(c.as_str()) != except.as_deref())
+                        .map(|(c, _)| c.clone())
+                        .collect();
+                    for c in to {
+                        self.deliver(&c, &frame);
+                    }
+                }
+                Output::Close { conn, code } => {
+                    let s = self.sockets.get_mut(&conn).expect("known socket");
+                    assert!(s.open, "closing {conn} twice");
+                    s.open = false;
+                    s.closed = Some(code.code());
+                }
+                Output::Remember(peer) => {
+                    let conn = peer.conn.clone();
+                    self.sockets.get_mut(&conn).expect("known socket").peer = Some(peer);
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, conn: &str, frame: &str) {
+        let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
+        if matches!(v["type"].as_str(), Some("ack" | "message")) {
+            let seq = v["seq"].as_u64().expect("seq");
+            assert!(seq <= self.disk.seq, "frame for seq {seq} left before it was stored");
+        }
+        let s = self.sockets.get_mut(conn).expect("known socket");
+        assert!(s.open, "frame sent to closed socket {conn}: {frame}");
+        s.inbox.push(v);
+    }
+
+    /// Takes the frames a socket received so far.
+    pub fn take(&mut self, conn: &str) -> Vec<Value> {
+        std::mem::take(&mut self.sockets.get_mut(conn).expect("known socket").inbox)
+    }
+
+    /// Takes the frames of one type.
+    pub fn take_type(&mut self, conn: &str, kind: &str) -> Vec<Value> {
+        self.take(conn).into_iter().filter(|f| f["type"] == kind).collect()
+    }
+}
+
+/// The `seq` of each `message` frame in `frames`.
+pub fn seqs(frames: &[Value]) -> Vec<u64> {
+    frames.iter().filter(|f| f["type"] == "message").map(|f| f["seq"].as_u64().unwrap()).collect()
+}
+
+impl Sim {
+    /// The runtime reports a close for `conn` whatever the engine thinks of
+    /// it (e.g. the late close event of a socket the room superseded).
+    pub fn runtime_close(&mut self, conn: &str) {
+        if let Some(s) = self.sockets.get_mut(conn) {
+            s.open = false;
+        }
+        self.room.handle(self.now, Input::Closed { conn });
+        self.pump();
+    }
+}
