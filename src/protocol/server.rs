@@ -136,9 +136,20 @@ mod tests {
     #[test]
     fn frames_match_the_protocol_text() {
         assert_eq!(ServerFrame::Pong.to_text(), r#"{"type":"pong"}"#);
-        assert_eq!(ServerFrame::Ack { id: "m1", seq: 43 }.to_text(), r#"{"type":"ack","id":"m1","seq":43}"#);
-        let e = ServerFrame::Error { code: "conflict", id: Some("m2"), message: "x", version: Some(7) };
-        assert_eq!(e.to_text(), r#"{"type":"error","code":"conflict","id":"m2","message":"x","version":7}"#);
+        assert_eq!(
+            ServerFrame::Ack { id: "m1", seq: 43 }.to_text(),
+            r#"{"type":"ack","id":"m1","seq":43}"#
+        );
+        let e = ServerFrame::Error {
+            code: "conflict",
+            id: Some("m2"),
+            message: "x",
+            version: Some(7),
+        };
+        assert_eq!(
+            e.to_text(),
+            r#"{"type":"error","code":"conflict","id":"m2","message":"x","version":7}"#
+        );
         let s = Summary::default();
         assert_eq!(
             ServerFrame::Summary(&s).to_text(),

@@ -68,11 +68,17 @@ impl Room {
         for p in peers {
             if let Some(old) = room.presence.get(&p.session).map(|m| m.conn.clone()) {
                 room.conns.remove(&old);
-                room.outputs.push_back(Output::Close { conn: old, code: CloseCode::Superseded });
+                room.outputs.push_back(Output::Close {
+                    conn: old,
+                    code: CloseCode::Superseded,
+                });
             }
             room.conns.insert(
                 p.conn.clone(),
-                Conn { session: p.session.clone(), limiter: RateLimiter::new(&room.config, now) },
+                Conn {
+                    session: p.session.clone(),
+                    limiter: RateLimiter::new(&room.config, now),
+                },
             );
             let member = Member {
                 conn: p.conn,
@@ -124,7 +130,11 @@ impl Room {
                 if len > self.config.max_frame {
                     self.close(conn, CloseCode::TooLarge);
                 } else if self.admit(now, conn) {
-                    self.refuse(conn, None, Refusal::BadFrame("binary frames are not accepted".into()));
+                    self.refuse(
+                        conn,
+                        None,
+                        Refusal::BadFrame("binary frames are not accepted".into()),
+                    );
                 }
             }
             Input::Closed { conn } => self.closed(conn),
@@ -132,13 +142,23 @@ impl Room {
     }
 
     fn open(&mut self, now: u64, hello: Hello) {
-        let Hello { conn, session, user, region, since, epoch } = hello;
+        let Hello {
+            conn,
+            session,
+            user,
+            region,
+            since,
+            epoch,
+        } = hello;
         let previous = self.presence.remove(&session);
         let changed = match &previous {
             Some(old) => {
                 // Newest wins: the old socket goes, the member stays.
                 self.conns.remove(&old.conn);
-                self.push(Output::Close { conn: old.conn.clone(), code: CloseCode::Superseded });
+                self.push(Output::Close {
+                    conn: old.conn.clone(),
+                    code: CloseCode::Superseded,
+                });
                 old.region != region || old.user != user
             }
             None => true,
@@ -147,11 +167,19 @@ impl Room {
             conn: conn.clone(),
             user,
             region,
-            state: previous.as_ref().map_or_else(empty_object, |m| m.state.clone()),
+            state: previous
+                .as_ref()
+                .map_or_else(empty_object, |m| m.state.clone()),
             since: previous.as_ref().map_or(now, |m| m.since),
             opened: now,
         };
-        self.conns.insert(conn.clone(), Conn { session: session.clone(), limiter: RateLimiter::new(&self.config, now) });
+        self.conns.insert(
+            conn.clone(),
+            Conn {
+                session: session.clone(),
+                limiter: RateLimiter::new(&self.config, now),
+            },
+        );
         self.remember(&session, &member);
         self.presence.insert(session.clone(), member);
         if changed {
@@ -179,8 +207,13 @@ impl Room {
             epoch: &self.epoch,
             seq: self.seq,
             resumed: matches!(replay, Ok(Some(_))),
-            missed: replay.as_ref().map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64)),
-            presence: PresenceView { members: self.presence.view(), summary: &summary },
+            missed: replay
+                .as_ref()
+                .map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64)),
+            presence: PresenceView {
+                members: self.presence.view(),
+                summary: &summary,
+            },
         }
         .to_text();
         self.send(&conn, welcome.into());
@@ -192,8 +225,12 @@ impl Room {
             }
             Ok(None) => {}
             Err(reason) => {
-                let resync =
-                    ServerFrame::Resync { reason, seq: self.seq, state: self.state.snapshot() }.to_text();
+                let resync = ServerFrame::Resync {
+                    reason,
+                    seq: self.seq,
+                    state: self.state.snapshot(),
+                }
+                .to_text();
                 self.send(&conn, resync.into());
             }
         }
@@ -221,15 +258,32 @@ impl Room {
         };
         match frame {
             ClientFrame::Publish { id, topic, data } => self.publish(now, conn, id, topic, data),
-            ClientFrame::Set { id, key, value, if_version } => self.set(now, conn, id, key, value, if_version),
+            ClientFrame::Set {
+                id,
+                key,
+                value,
+                if_version,
+            } => self.set(now, conn, id, key, value, if_version),
             ClientFrame::Signal { topic, data } => {
                 let session = &self.conns[conn].session;
-                let frame = ServerFrame::Signal { session, topic: &topic, data: &data }.to_text();
-                self.push(Output::Broadcast { frame: frame.into(), except: Some(conn.to_owned()) });
+                let frame = ServerFrame::Signal {
+                    session,
+                    topic: &topic,
+                    data: &data,
+                }
+                .to_text();
+                self.push(Output::Broadcast {
+                    frame: frame.into(),
+                    except: Some(conn.to_owned()),
+                });
             }
             ClientFrame::Presence { state } => self.set_presence(conn, state),
             ClientFrame::GetState => {
-                let frame = ServerFrame::State { seq: self.seq, state: self.state.snapshot() }.to_text();
+                let frame = ServerFrame::State {
+                    seq: self.seq,
+                    state: self.state.snapshot(),
+                }
+                .to_text();
                 self.send(conn, frame.into());
             }
             ClientFrame::Ping => self.send(conn, ServerFrame::Pong.to_text().into()),
@@ -238,7 +292,9 @@ impl Room {
 
     /// Rate-limits one frame; false when it must not be applied.
     fn admit(&mut self, now: u64, conn: &str) -> bool {
-        let Some(c) = self.conns.get_mut(conn) else { return false };
+        let Some(c) = self.conns.get_mut(conn) else {
+            return false;
+        };
         match c.limiter.check(&self.config, now) {
             Verdict::Allow => true,
             Verdict::Refuse => {
@@ -261,7 +317,15 @@ impl Room {
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `set` frame
-    fn set(&mut self, now: u64, conn: &str, id: String, key: String, value: Box<RawValue>, if_version: Option<u64>) {
+    fn set(
+        &mut self,
+        now: u64,
+        conn: &str,
+        id: String,
+        key: String,
+        value: Box<RawValue>,
+        if_version: Option<u64>,
+    ) {
         let session = self.conns[conn].session.clone();
         if let Some(seq) = self.history.seq_of(&session, &id) {
             return self.send(conn, ack(&id, seq));
@@ -274,7 +338,15 @@ impl Room {
             return self.refuse(conn, Some(&id), refusal);
         }
         let data = state_data(&key, &value, self.seq + 1);
-        self.commit(now, conn, &session, id, "$state".into(), data, Some(StateWrite { key, value }));
+        self.commit(
+            now,
+            conn,
+            &session,
+            id,
+            "$state".into(),
+            data,
+            Some(StateWrite { key, value }),
+        );
     }
 
     /// Sequences a write: persist, then ack the sender, then tell everyone.
@@ -289,7 +361,10 @@ impl Room {
         data: Box<RawValue>,
         state: Option<StateWrite>,
     ) {
-        let member = self.presence.get(session).expect("a connection's session is a member");
+        let member = self
+            .presence
+            .get(session)
+            .expect("a connection's session is a member");
         self.seq += 1;
         let entry = LogEntry {
             seq: self.seq,
@@ -302,24 +377,41 @@ impl Room {
             ts: now,
         };
         let frame = entry.frame();
-        self.history.push(entry.seq, session, &entry.id, frame.clone());
+        self.history
+            .push(entry.seq, session, &entry.id, frame.clone());
         if let Some(w) = &state {
             self.state.set(w.key.clone(), w.value.clone(), entry.seq);
         }
-        let trim_through = self.seq.checked_sub(self.config.log_retain).filter(|s| *s > 0);
+        let trim_through = self
+            .seq
+            .checked_sub(self.config.log_retain)
+            .filter(|s| *s > 0);
         let ack_frame = ack(&entry.id, entry.seq);
-        self.push(Output::Persist(Box::new(Commit { entry, state, trim_through })));
+        self.push(Output::Persist(Box::new(Commit {
+            entry,
+            state,
+            trim_through,
+        })));
         self.send(conn, ack_frame);
-        self.push(Output::Broadcast { frame, except: None });
+        self.push(Output::Broadcast {
+            frame,
+            except: None,
+        });
     }
 
     fn set_presence(&mut self, conn: &str, state: Box<RawValue>) {
         if state.get().len() > self.config.presence_max {
             let limit = self.config.presence_max;
-            return self.refuse(conn, None, Refusal::TooLarge(format!("presence state is over {limit} bytes")));
+            return self.refuse(
+                conn,
+                None,
+                Refusal::TooLarge(format!("presence state is over {limit} bytes")),
+            );
         }
         let session = self.conns[conn].session.clone();
-        let Some(member) = self.presence.get_mut(&session) else { return };
+        let Some(member) = self.presence.get_mut(&session) else {
+            return;
+        };
         member.state = state;
         let member = member.clone();
         self.remember(&session, &member);
@@ -327,26 +419,50 @@ impl Room {
     }
 
     fn closed(&mut self, conn: &str) {
-        let Some(c) = self.conns.remove(conn) else { return };
-        let is_current = self.presence.get(&c.session).is_some_and(|m| m.conn == conn);
+        let Some(c) = self.conns.remove(conn) else {
+            return;
+        };
+        let is_current = self
+            .presence
+            .get(&c.session)
+            .is_some_and(|m| m.conn == conn);
         if is_current {
             self.presence.remove(&c.session);
-            let frame = ServerFrame::Presence { joins: BTreeMap::new(), leaves: vec![&c.session] }.to_text();
-            self.push(Output::Broadcast { frame: frame.into(), except: None });
+            let frame = ServerFrame::Presence {
+                joins: BTreeMap::new(),
+                leaves: vec![&c.session],
+            }
+            .to_text();
+            self.push(Output::Broadcast {
+                frame: frame.into(),
+                except: None,
+            });
         }
     }
 
     /// The room closes a socket: forget it (a leave for its member) and say so.
     fn close(&mut self, conn: &str, code: CloseCode) {
         self.closed(conn);
-        self.push(Output::Close { conn: conn.to_owned(), code });
+        self.push(Output::Close {
+            conn: conn.to_owned(),
+            code,
+        });
     }
 
     fn broadcast_join(&mut self, session: &str, except: Option<&str>) {
-        let Some(member) = self.presence.get(session) else { return };
+        let Some(member) = self.presence.get(session) else {
+            return;
+        };
         let joins = BTreeMap::from([(session, member.view())]);
-        let frame = ServerFrame::Presence { joins, leaves: Vec::new() }.to_text();
-        self.push(Output::Broadcast { frame: frame.into(), except: except.map(str::to_owned) });
+        let frame = ServerFrame::Presence {
+            joins,
+            leaves: Vec::new(),
+        }
+        .to_text();
+        self.push(Output::Broadcast {
+            frame: frame.into(),
+            except: except.map(str::to_owned),
+        });
     }
 
     fn remember(&mut self, session: &str, m: &Member) {
@@ -367,12 +483,21 @@ impl Room {
             _ => None,
         };
         let message = refusal.message();
-        let frame = ServerFrame::Error { code: refusal.code(), id, message: &message, version }.to_text();
+        let frame = ServerFrame::Error {
+            code: refusal.code(),
+            id,
+            message: &message,
+            version,
+        }
+        .to_text();
         self.send(conn, frame.into());
     }
 
     fn send(&mut self, conn: &str, frame: Rc<str>) {
-        self.push(Output::Send { conn: conn.to_owned(), frame });
+        self.push(Output::Send {
+            conn: conn.to_owned(),
+            frame,
+        });
     }
 
     fn push(&mut self, output: Output) {
@@ -396,5 +521,10 @@ fn state_data(key: &str, value: &RawValue, version: u64) -> Box<RawValue> {
         value: &'a RawValue,
         version: u64,
     }
-    serde_json::value::to_raw_value(&Data { key, value, version }).unwrap_or_else(|_| empty_object())
+    serde_json::value::to_raw_value(&Data {
+        key,
+        value,
+        version,
+    })
+    .unwrap_or_else(|_| empty_object())
 }

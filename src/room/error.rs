@@ -34,7 +34,9 @@ impl Refusal {
         match self {
             Refusal::BadFrame(m) | Refusal::Invalid(m) | Refusal::TooLarge(m) => m.clone(),
             Refusal::RateLimited => "too many frames; slow down".into(),
-            Refusal::Conflict { version } => format!("version mismatch: the key is at version {version}"),
+            Refusal::Conflict { version } => {
+                format!("version mismatch: the key is at version {version}")
+            }
         }
     }
 }

@@ -43,7 +43,10 @@ pub enum Output {
     /// Send one frame to one connection.
     Send { conn: String, frame: Rc<str> },
     /// Send one frame to every open connection but `except`.
-    Broadcast { frame: Rc<str>, except: Option<String> },
+    Broadcast {
+        frame: Rc<str>,
+        except: Option<String>,
+    },
     /// Close a connection. The engine has already forgotten it.
     Close { conn: String, code: CloseCode },
     /// Store what the room must know about a connection to rebuild it after

@@ -22,7 +22,12 @@ pub struct Member {
 
 impl Member {
     pub fn view(&self) -> server::Member<'_> {
-        server::Member { user: &self.user, region: &self.region, state: &self.state, since: self.since }
+        server::Member {
+            user: &self.user,
+            region: &self.region,
+            state: &self.state,
+            since: self.since,
+        }
     }
 }
 
@@ -54,7 +59,10 @@ impl Presence {
 
     /// Every member as the wire shows it.
     pub fn view(&self) -> BTreeMap<&str, server::Member<'_>> {
-        self.members.iter().map(|(s, m)| (s.as_str(), m.view())).collect()
+        self.members
+            .iter()
+            .map(|(s, m)| (s.as_str(), m.view()))
+            .collect()
     }
 
     /// Exact counts: members, distinct users, connections, and per region.
@@ -74,7 +82,15 @@ impl Presence {
             connections: self.members.len(),
             regions: regions
                 .into_iter()
-                .map(|(r, (members, users))| (r.to_owned(), RegionCount { members, users: users.len() }))
+                .map(|(r, (members, users))| {
+                    (
+                        r.to_owned(),
+                        RegionCount {
+                            members,
+                            users: users.len(),
+                        },
+                    )
+                })
                 .collect(),
         }
     }

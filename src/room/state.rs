@@ -21,7 +21,12 @@ impl RoomState {
     }
 
     /// Refuses a write that would take the state past its limits.
-    pub fn check_fits(&self, config: &RoomConfig, key: &str, value: &RawValue) -> Result<(), Refusal> {
+    pub fn check_fits(
+        &self,
+        config: &RoomConfig,
+        key: &str,
+        value: &RawValue,
+    ) -> Result<(), Refusal> {
         let (old, is_new) = match self.entries.get(key) {
             Some((v, _)) => (key.len() + v.get().len(), false),
             None => (0, true),
@@ -54,7 +59,15 @@ impl RoomState {
     pub fn snapshot(&self) -> StateMap<'_> {
         self.entries
             .iter()
-            .map(|(k, (value, version))| (k.as_str(), StateValue { value, version: *version }))
+            .map(|(k, (value, version))| {
+                (
+                    k.as_str(),
+                    StateValue {
+                        value,
+                        version: *version,
+                    },
+                )
+            })
             .collect()
     }
 }

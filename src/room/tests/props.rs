@@ -89,7 +89,11 @@ impl Client {
 }
 
 fn run(ops: Vec<Op>) {
-    let config = RoomConfig { rate_per_sec: 100_000, burst: 100_000, ..RoomConfig::default() };
+    let config = RoomConfig {
+        rate_per_sec: 100_000,
+        burst: 100_000,
+        ..RoomConfig::default()
+    };
     let mut sim = Sim::new(config);
     let mut clients: Vec<Client> = (0..4).map(|_| Client::default()).collect();
     let mut acks = BTreeMap::new();
@@ -103,7 +107,9 @@ fn run(ops: Vec<Op>) {
                 match op {
                     Op::Set(_, v) => sim.send(
                         &conn,
-                        &format!(r#"{{"type":"set","id":"{id}","key":"k","value":{v},"if_version":{v}}}"#),
+                        &format!(
+                            r#"{{"type":"set","id":"{id}","key":"k","value":{v},"if_version":{v}}}"#
+                        ),
                     ),
                     _ => sim.publish(&conn, &id, "{}"),
                 }
@@ -143,7 +149,11 @@ fn run(ops: Vec<Op>) {
         if client.conn.is_none() {
             connect(&mut sim, client, i);
         }
-        client.apply(sim.take(client.conn.as_ref().unwrap()), &mut acks, &Client::session(i));
+        client.apply(
+            sim.take(client.conn.as_ref().unwrap()),
+            &mut acks,
+            &Client::session(i),
+        );
         assert_eq!(client.applied, Some(sim.room.seq()), "client {i} caught up");
     }
     // Every acked write is in the log once, at the seq its ack named.
@@ -159,7 +169,11 @@ fn run(ops: Vec<Op>) {
 fn connect(sim: &mut Sim, client: &mut Client, i: usize) {
     // Frames already delivered to the old socket were applied; now resume.
     let since = client.applied.zip(client.epoch.clone());
-    let conn = sim.connect(&Client::session(i), "EU", since.as_ref().map(|(s, e)| (*s, e.as_str())));
+    let conn = sim.connect(
+        &Client::session(i),
+        "EU",
+        since.as_ref().map(|(s, e)| (*s, e.as_str())),
+    );
     client.conn = Some(conn);
 }
 
@@ -174,7 +188,12 @@ proptest! {
 
 #[test]
 fn a_long_outage_resyncs_and_still_converges() {
-    let mut ops = vec![Op::Reconnect(0), Op::Reconnect(1), Op::Publish(0), Op::Drop(1)];
+    let mut ops = vec![
+        Op::Reconnect(0),
+        Op::Reconnect(1),
+        Op::Publish(0),
+        Op::Drop(1),
+    ];
     ops.extend((0..150).map(|_| Op::Publish(0)));
     ops.push(Op::Evict);
     run(ops);

@@ -38,7 +38,11 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(config: RoomConfig) -> Sim {
-        let snap = Snapshot { room: "r1".into(), epoch: "e-1".into(), ..Default::default() };
+        let snap = Snapshot {
+            room: "r1".into(),
+            epoch: "e-1".into(),
+            ..Default::default()
+        };
         Sim {
             room: Room::restore(config.clone(), snap, 0),
             config,
@@ -54,10 +58,22 @@ impl Sim {
         self.connect_as(session, session, region, since)
     }
 
-    pub fn connect_as(&mut self, session: &str, user: &str, region: &str, since: Option<(u64, &str)>) -> String {
+    pub fn connect_as(
+        &mut self,
+        session: &str,
+        user: &str,
+        region: &str,
+        since: Option<(u64, &str)>,
+    ) -> String {
         self.next_conn += 1;
         let conn = format!("c-{}", self.next_conn);
-        self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
+        self.sockets.insert(
+            conn.clone(),
+            Socket {
+                open: true,
+                ..Default::default()
+            },
+        );
         let hello = Hello {
             conn: conn.clone(),
             session: session.into(),
@@ -72,7 +88,10 @@ impl Sim {
     }
 
     pub fn send(&mut self, conn: &str, text: &str) {
-        assert!(self.sockets[conn].open, "test bug: sending on a closed socket");
+        assert!(
+            self.sockets[conn].open,
+            "test bug: sending on a closed socket"
+        );
         self.room.handle(self.now, Input::Text { conn, text });
         self.pump();
     }
@@ -83,7 +102,10 @@ impl Sim {
     }
 
     pub fn publish(&mut self, conn: &str, id: &str, data: &str) {
-        self.send(conn, &format!(r#"{{"type":"publish","id":"{id}","topic":"chat","data":{data}}}"#));
+        self.send(
+            conn,
+            &format!(r#"{{"type":"publish","id":"{id}","topic":"chat","data":{data}}}"#),
+        );
     }
 
     /// The client side drops the socket (network loss or a close frame).
@@ -103,10 +125,30 @@ impl Sim {
             room: self.room.name().into(),
             epoch: self.room.epoch().into(),
             seq: self.disk.seq,
-            state: self.disk.state.iter().map(|(k, (v, n))| (k.clone(), v.clone(), *n)).collect(),
-            recent: self.disk.log.range(recent_from + 1..).map(|(_, e)| e.clone()).collect(),
-            ids: self.disk.log.values().map(|e| (e.session.clone(), e.id.clone(), e.seq)).collect(),
-            peers: self.sockets.values().filter(|s| s.open).filter_map(|s| s.peer.clone()).collect(),
+            state: self
+                .disk
+                .state
+                .iter()
+                .map(|(k, (v, n))| (k.clone(), v.clone(), *n))
+                .collect(),
+            recent: self
+                .disk
+                .log
+                .range(recent_from + 1..)
+                .map(|(_, e)| e.clone())
+                .collect(),
+            ids: self
+                .disk
+                .log
+                .values()
+                .map(|e| (e.session.clone(), e.id.clone(), e.seq))
+                .collect(),
+            peers: self
+                .sockets
+                .values()
+                .filter(|s| s.open)
+                .filter_map(|s| s.peer.clone())
+                .collect(),
         };
         self.room = Room::restore(self.config.clone(), snap, self.now);
         self.pump();
@@ -124,7 +166,9 @@ impl Sim {
                     assert_eq!(c.entry.seq, self.disk.seq + 1, "commits are gapless");
                     self.disk.seq = c.entry.seq;
                     if let Some(w) = &c.state {
-                        self.disk.state.insert(w.key.clone(), (w.value.clone(), c.entry.seq));
+                        self.disk
+                            .state
+                            .insert(w.key.clone(), (w.value.clone(), c.entry.seq));
                     }
                     self.disk.log.insert(c.entry.seq, c.entry);
                     if let Some(t) = c.trim_through {
@@ -161,7 +205,10 @@ impl Sim {
         let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
         if matches!(v["type"].as_str(), Some("ack" | "message")) {
             let seq = v["seq"].as_u64().expect("seq");
-            assert!(seq <= self.disk.seq, "frame for seq {seq} left before it was stored");
+            assert!(
+                seq <= self.disk.seq,
+                "frame for seq {seq} left before it was stored"
+            );
         }
         let s = self.sockets.get_mut(conn).expect("known socket");
         assert!(s.open, "frame sent to closed socket {conn}: {frame}");
@@ -175,13 +222,20 @@ impl Sim {
 
     /// Takes the frames of one type.
     pub fn take_type(&mut self, conn: &str, kind: &str) -> Vec<Value> {
-        self.take(conn).into_iter().filter(|f| f["type"] == kind).collect()
+        self.take(conn)
+            .into_iter()
+            .filter(|f| f["type"] == kind)
+            .collect()
     }
 }
 
 /// The `seq` of each `message` frame in `frames`.
 pub fn seqs(frames: &[Value]) -> Vec<u64> {
-    frames.iter().filter(|f| f["type"] == "message").map(|f| f["seq"].as_u64().unwrap()).collect()
+    frames
+        .iter()
+        .filter(|f| f["type"] == "message")
+        .map(|f| f["seq"].as_u64().unwrap())
+        .collect()
 }
 
 impl Sim {

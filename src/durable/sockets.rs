@@ -1,0 +1,82 @@
+//! The live sockets of a room and how the engine's outputs reach them.
+
+use std::collections::HashMap;
+
+use worker::{SqlStorage, WebSocket};
+
+use super::storage;
+use crate::room::{Output, Peer, Room as Engine};
+
+/// Open sockets by connection id.
+#[derive(Default)]
+pub struct Sockets {
+    by_conn: HashMap<String, WebSocket>,
+}
+
+/// The connection id of a socket, from its attachment.
+pub fn conn_of(ws: &WebSocket) -> Option<String> {
+    peer_of(ws).map(|p| p.conn)
+}
+
+fn peer_of(ws: &WebSocket) -> Option<Peer> {
+    let text: String = ws.deserialize_attachment().ok()??;
+    serde_json::from_str(&text).ok()
+}
+
+impl Sockets {
+    /// Rebuilds the map from the runtime's sockets, collecting their peers.
+    pub fn restore(all: &[WebSocket], peers: &mut Vec<Peer>) -> Sockets {
+        let mut by_conn = HashMap::new();
+        for ws in all {
+            if let Some(peer) = peer_of(ws) {
+                by_conn.insert(peer.conn.clone(), ws.clone());
+                peers.push(peer);
+            }
+        }
+        Sockets { by_conn }
+    }
+
+    pub fn add(&mut self, conn: String, ws: WebSocket) {
+        self.by_conn.insert(conn, ws);
+    }
+
+    pub fn remove(&mut self, conn: &str) {
+        self.by_conn.remove(conn);
+    }
+
+    /// Applies the engine's outputs in order. A failed write stops here, so
+    /// nothing after it (the ack, the broadcast) is sent.
+    pub fn apply(&mut self, engine: &mut Engine, sql: &SqlStorage) -> worker::Result<()> {
+        while let Some(out) = engine.poll_output() {
+            match out {
+                Output::Persist(commit) => storage::commit(sql, &commit)?,
+                Output::Send { conn, frame } => {
+                    if let Some(ws) = self.by_conn.get(&conn) {
+                        // A socket closing under us reports its close event next.
+                        let _ = ws.send_with_str(&*frame);
+                    }
+                }
+                Output::Broadcast { frame, except } => {
+                    for (conn, ws) in &self.by_conn {
+                        if except.as_deref() != Some(conn.as_str()) {
+                            let _ = ws.send_with_str(&*frame);
+                        }
+                    }
+                }
+                Output::Close { conn, code } => {
+                    if let Some(ws) = self.by_conn.remove(&conn) {
+                        let _ = ws.close(Some(code.code()), Some(code.reason()));
+                    }
+                }
+                Output::Remember(peer) => {
+                    if let Some(ws) = self.by_conn.get(&peer.conn) {
+                        let text = serde_json::to_string(&peer).unwrap_or_default();
+                        // Only fails past 16 KiB; a peer is far smaller.
+                        let _ = ws.serialize_attachment(text);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,185 @@
+//! The room's SQLite storage: schema migrations, loading a snapshot for the
+//! engine, and writing its commits.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use worker::{SqlStorage, SqlStorageValue as V};
+
+use crate::room::{Commit, LogEntry, Snapshot};
+
+/// The migrations in `migrations/`, applied in order and recorded by version.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "0001_room.sql",
+    include_str!("../../migrations/0001_room.sql"),
+)];
+
+/// Applies every migration not yet recorded. Safe to run on every start.
+pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
+    sql.exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+        None,
+    )?;
+    #[derive(Deserialize)]
+    struct Applied {
+        version: i64,
+    }
+    let applied: Vec<Applied> = sql
+        .exec("SELECT version FROM schema_migrations", None)?
+        .to_array()?;
+    for (version, name, text) in MIGRATIONS {
+        if applied.iter().any(|a| a.version == *version) {
+            continue;
+        }
+        sql.exec(text, None)?;
+        sql.exec(
+            "INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+            vec![V::Integer(*version), V::String((*name).into())],
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct MetaRow {
+    k: String,
+    v: String,
+}
+
+#[derive(Deserialize)]
+struct LogRow {
+    seq: u64,
+    session: String,
+    id: String,
+    user: String,
+    region: String,
+    topic: String,
+    data: String,
+    ts: u64,
+}
+
+#[derive(Deserialize)]
+struct StateRow {
+    key: String,
+    value: String,
+    version: u64,
+}
+
+#[derive(Deserialize)]
+struct IdRow {
+    session: String,
+    id: String,
+    seq: u64,
+}
+
+/// Reads the room from storage. A room never stored before gets `new_epoch`
+/// and `room`, written at once so that every later load sees the same epoch.
+pub fn load(
+    sql: &SqlStorage,
+    room: Option<&str>,
+    new_epoch: impl FnOnce() -> String,
+    recent: u64,
+) -> worker::Result<Snapshot> {
+    let meta: Vec<MetaRow> = sql.exec("SELECT k, v FROM meta", None)?.to_array()?;
+    let get = |k: &str| meta.iter().find(|m| m.k == k).map(|m| m.v.clone());
+    let epoch = match get("epoch") {
+        Some(e) => e,
+        None => {
+            let e = new_epoch();
+            sql.exec(
+                "INSERT INTO meta (k, v) VALUES ('epoch', ?)",
+                vec![V::String(e.clone())],
+            )?;
+            e
+        }
+    };
+    let name = match (get("room"), room) {
+        (Some(n), _) => n,
+        (None, Some(r)) => {
+            sql.exec(
+                "INSERT INTO meta (k, v) VALUES ('room', ?)",
+                vec![V::String(r.into())],
+            )?;
+            r.to_owned()
+        }
+        (None, None) => String::new(),
+    };
+    let state = sql
+        .exec("SELECT key, value, version FROM state", None)?
+        .to_array::<StateRow>()?
+        .into_iter()
+        .filter_map(|r| Some((r.key, RawValue::from_string(r.value).ok()?, r.version)))
+        .collect();
+    let mut recent: Vec<LogEntry> = sql
+        .exec(
+            "SELECT seq, session, id, user, region, topic, data, ts FROM log ORDER BY seq DESC LIMIT ?",
+            vec![V::Integer(recent as i64)],
+        )?
+        .to_array::<LogRow>()?
+        .into_iter()
+        .filter_map(|r| {
+            Some(LogEntry {
+                seq: r.seq,
+                id: r.id,
+                session: r.session,
+                user: r.user,
+                region: r.region,
+                topic: r.topic,
+                data: RawValue::from_string(r.data).ok()?,
+                ts: r.ts,
+            })
+        })
+        .collect();
+    recent.reverse();
+    let ids = sql
+        .exec("SELECT session, id, seq FROM log ORDER BY seq", None)?
+        .to_array::<IdRow>()?
+        .into_iter()
+        .map(|r| (r.session, r.id, r.seq))
+        .collect();
+    Ok(Snapshot {
+        room: name,
+        epoch,
+        seq: recent.last().map_or(0, |e| e.seq),
+        state,
+        recent,
+        ids,
+        peers: Vec::new(),
+    })
+}
+
+/// Writes one commit. Runs synchronously within the event, so the runtime's
+/// output gate holds every frame sent after it until the write is durable.
+pub fn commit(sql: &SqlStorage, c: &Commit) -> worker::Result<()> {
+    let e = &c.entry;
+    sql.exec(
+        "INSERT INTO log (seq, session, id, user, region, topic, data, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        vec![
+            V::Integer(e.seq as i64),
+            V::String(e.session.clone()),
+            V::String(e.id.clone()),
+            V::String(e.user.clone()),
+            V::String(e.region.clone()),
+            V::String(e.topic.clone()),
+            V::String(e.data.get().to_owned()),
+            V::Integer(e.ts as i64),
+        ],
+    )?;
+    if let Some(w) = &c.state {
+        sql.exec(
+            "INSERT OR REPLACE INTO state (key, value, version) VALUES (?, ?, ?)",
+            vec![
+                V::String(w.key.clone()),
+                V::String(w.value.get().to_owned()),
+                V::Integer(e.seq as i64),
+            ],
+        )?;
+    }
+    if let Some(through) = c.trim_through {
+        sql.exec(
+            "DELETE FROM log WHERE seq <= ?",
+            vec![V::Integer(through as i64)],
+        )?;
+    }
+    Ok(())
+}
