@@ -33,7 +33,7 @@ pub struct Room {
 }
 
 impl DurableObject for Room {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         console_error_panic_hook::set_once();
         // Answered by the runtime without waking the object.
         if let Ok(pair) =

@@ -41,3 +41,53 @@ impl Default for RoomConfig {
         }
     }
 }
+
+impl RoomConfig {
+    /// The defaults, overridden by deployment variables where set
+    /// (`REPLAY_LIMIT`, `LOG_RETAIN`, `MAX_FRAME_BYTES`, `RATE_PER_SEC`,
+    /// `RATE_BURST`). A value that is not a positive integer is reported and
+    /// the default kept, so a typo never takes a room down.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> (RoomConfig, Vec<String>) {
+        let mut config = RoomConfig::default();
+        let mut problems = Vec::new();
+        let mut read = |name: &str, slot: &mut u64| {
+            if let Some(text) = var(name) {
+                match text.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => *slot = n,
+                    _ => problems.push(format!("{name}={text:?} is not a positive integer; using {slot}")),
+                }
+            }
+        };
+        read("REPLAY_LIMIT", &mut config.replay_limit);
+        read("LOG_RETAIN", &mut config.log_retain);
+        read("RATE_PER_SEC", &mut config.rate_per_sec);
+        read("RATE_BURST", &mut config.burst);
+        let mut max_frame = config.max_frame as u64;
+        read("MAX_FRAME_BYTES", &mut max_frame);
+        config.max_frame = max_frame as usize;
+        // The log must hold at least what a resume may replay.
+        config.log_retain = config.log_retain.max(config.replay_limit);
+        (config, problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vars_override_defaults_and_bad_values_are_reported() {
+        let vars = |name: &str| match name {
+            "REPLAY_LIMIT" => Some("250".to_owned()),
+            "RATE_PER_SEC" => Some("fast".to_owned()),
+            "LOG_RETAIN" => Some("10".to_owned()),
+            _ => None,
+        };
+        let (c, problems) = RoomConfig::from_vars(vars);
+        assert_eq!(c.replay_limit, 250);
+        assert_eq!(c.log_retain, 250, "raised to the replay limit");
+        assert_eq!(c.rate_per_sec, 20);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("RATE_PER_SEC"));
+    }
+}
