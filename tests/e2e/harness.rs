@@ -1,0 +1,150 @@
+//! The harness: one shared tokio runtime, one shared `wrangler dev` per test binary (started only if a selected trial needs it), trial builders with an overall timeout, signal-safe cleanup and the runtime log on failure.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+use crate::runtime::{self, Runtime};
+use crate::support::{Ctx, R};
+
+/// No single test may run longer than this.
+const TEST_TIMEOUT: Duration = Duration::from_secs(100);
+
+static SHARED: OnceLock<Ctx> = OnceLock::new();
+
+/// The tokio runtime every trial's future runs on (`block_on` from the trial's thread).
+pub fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+    })
+}
+
+/// A trial plus whether it needs the shared runtime.
+pub struct Spec {
+    pub trial: Trial,
+    pub needs_shared: bool,
+}
+
+fn run_future(fut: impl Future<Output = R> + Send + 'static) -> Result<(), Failed> {
+    rt().block_on(async move {
+        match tokio::time::timeout(TEST_TIMEOUT, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("test timed out after {TEST_TIMEOUT:?}")),
+        }
+    })
+    .map_err(Failed::from)
+}
+
+/// A trial against the shared runtime.
+pub fn shared<F, Fut>(name: &str, f: F) -> Spec
+where
+    F: FnOnce(Ctx) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+{
+    Spec {
+        trial: Trial::test(name, move || {
+            let ctx = SHARED
+                .get()
+                .cloned()
+                .ok_or_else(|| Failed::from("the shared runtime is not running"))?;
+            run_future(f(ctx))
+        }),
+        needs_shared: true,
+    }
+}
+
+/// A trial that starts (and stops) runtimes of its own.
+pub fn alone<F, Fut>(name: &str, f: F) -> Spec
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+{
+    Spec {
+        trial: Trial::test(name, move || run_future(f())),
+        needs_shared: false,
+    }
+}
+
+fn install_signal_cleanup() {
+    rt().spawn(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        eprintln!("e2e: interrupted; stopping wrangler dev");
+        runtime::kill_all_groups();
+        std::process::exit(130);
+    });
+}
+
+/// Runs the selected trials; never returns.
+pub fn main(specs: Vec<Spec>) -> ! {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        // The trials are I/O bound and several wait on purpose (idle eviction, restarts):
+        // run them all at once.
+        args.test_threads = Some(64);
+    }
+    let needs_shared = !args.list
+        && specs.iter().any(|s| {
+            s.needs_shared && !args.is_filtered_out(&s.trial) && !args.is_ignored(&s.trial)
+        });
+    let trials: Vec<Trial> = specs.into_iter().map(|s| s.trial).collect();
+
+    install_signal_cleanup();
+    let mut main_rt: Option<Runtime> = None;
+    let persist = tempfile::Builder::new()
+        .prefix("homeroom-e2e-")
+        .tempdir()
+        .expect("temp dir");
+    if needs_shared {
+        match rt().block_on(Runtime::start("main", persist.path())) {
+            Ok(r) => {
+                let _ = SHARED.set(Ctx {
+                    port: r.port,
+                    log: r.log.clone(),
+                });
+                main_rt = Some(r);
+            }
+            Err(e) => {
+                eprintln!("e2e: cannot start the runtime under test:\n{e}");
+                runtime::kill_all_groups();
+                std::process::exit(1);
+            }
+        }
+    }
+
+    let conclusion = libtest_mimic::run(&args, trials);
+
+    if let Some(mut r) = main_rt.take() {
+        rt().block_on(r.stop());
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-wrangler.log");
+        let _ = std::fs::write(&path, r.log.lines().join("\n"));
+        if conclusion.has_failed() || std::env::var_os("E2E_SHOW_LOG").is_some() {
+            eprintln!(
+                "\n--- wrangler dev log (last 150 lines; full log in {}) ---\n{}\n--- end of log ---",
+                path.display(),
+                r.log.tail(150)
+            );
+        }
+    }
+    runtime::kill_all_groups();
+    drop(persist);
+    conclusion.exit()
+}

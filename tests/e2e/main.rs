@@ -1,0 +1,40 @@
+//! End-to-end tests (`cargo test --test e2e`): real WebSocket clients against the real runtime (`wrangler dev` on workerd); this file only lists the trials, the harness runs them.
+//!
+//! Layout: `harness.rs` (runner, shared runtime), `runtime.rs` (the wrangler process),
+//! `client.rs` (WebSocket client), `http.rs` (raw HTTP), `support.rs` (names, checks);
+//! one file per behaviour under test.
+
+mod client;
+mod harness;
+mod http;
+mod runtime;
+mod support;
+
+mod bad_input;
+mod cas;
+mod eviction;
+mod idempotency;
+mod ordering;
+mod refusals;
+mod restart;
+mod resume;
+mod supersede;
+
+fn main() {
+    // Longest first: they wait on purpose (restarts, idle eviction) while the rest runs.
+    let specs = [
+        restart::trials(),
+        eviction::trials(),
+        ordering::trials(),
+        resume::trials(),
+        cas::trials(),
+        idempotency::trials(),
+        supersede::trials(),
+        refusals::trials(),
+        bad_input::trials(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    harness::main(specs)
+}

@@ -1,0 +1,395 @@
+//! The runtime under test: one `wrangler dev` (node + workerd) in its own process group, on free ports, with persistence in a given dir; readiness polling, log capture, stop (TERM) and hard kill (KILL).
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::http;
+
+/// How long a start may take (the first start may build the Wasm). Override with
+/// `E2E_START_TIMEOUT_SECS`.
+fn start_timeout() -> Duration {
+    let secs = std::env::var("E2E_START_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(180);
+    Duration::from_secs(secs)
+}
+
+/// Process groups that are alive, so a signal handler can kill them all.
+static GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Sends `sig` (e.g. "TERM", "KILL") to every process in group `pgid`.
+fn signal_group(pgid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg("--")
+        .arg(format!("-{pgid}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Kills every runtime this process started (used on SIGINT/SIGTERM and at exit).
+pub fn kill_all_groups() {
+    let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in groups {
+        signal_group(pgid, "KILL");
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released; good enough for tests).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+/// The captured output (stdout and stderr, line by line) of one runtime.
+#[derive(Clone, Default)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The last `n` lines, joined, for failure messages.
+    pub fn tail(&self, n: usize) -> String {
+        let lines = self.0.lock().unwrap();
+        let start = lines.len().saturating_sub(n);
+        lines[start..].join("\n")
+    }
+
+    /// Every structured JSON log line (an object somewhere on the line) whose `event` is `event`.
+    pub fn events(&self, event: &str) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(event))
+            .filter_map(|l| json_in_line(l))
+            .filter(|v| v["event"] == event)
+            .collect()
+    }
+
+    /// The `room_loaded` lines of one room, in order.
+    pub fn room_loaded(&self, room: &str) -> Vec<Value> {
+        self.events("room_loaded")
+            .into_iter()
+            .filter(|v| v["room"] == room)
+            .collect()
+    }
+
+    /// Polls until `room` has at least `count` `room_loaded` lines; returns them.
+    pub async fn wait_room_loaded(
+        &self,
+        room: &str,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let loaded = self.room_loaded(room);
+            if loaded.len() >= count {
+                return Ok(loaded);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "expected at least {count} `room_loaded` log lines for room {room}, found {}: {loaded:?}",
+                    loaded.len()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Parses the JSON object on a log line (wrangler may prefix or decorate worker output).
+fn json_in_line(line: &str) -> Option<Value> {
+    let line = strip_ansi(line);
+    let start = line.find('{')?;
+    let end = line.rfind('}')?;
+    if end < start {
+        return None;
+    }
+    serde_json::from_str(&line[start..=end]).ok()
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn capture<R: Read + Send + 'static>(stream: R, log: Log, label: String, echo: bool) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    let line = strip_ansi(line.trim_end_matches(['\r', '\n']));
+                    if echo {
+                        eprintln!("[{label}] {line}");
+                    }
+                    log.push(line);
+                }
+            }
+        }
+    });
+}
+
+/// One running `wrangler dev`.
+pub struct Runtime {
+    pub label: String,
+    pub port: u16,
+    pub log: Log,
+    child: Option<Child>,
+    pgid: u32,
+}
+
+impl Runtime {
+    /// Starts `wrangler dev` from the repository root on fresh ports, persisting to `persist`,
+    /// and waits until it answers HTTP.
+    pub async fn start(label: &str, persist: &Path) -> Result<Runtime, String> {
+        // E2E_WORKER_DIR points the harness at another wrangler project (e.g. a stand-in
+        // worker while developing the tests); by default the repository itself.
+        let root_buf = std::env::var_os("E2E_WORKER_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let root = root_buf.as_path();
+        let wrangler = root.join("node_modules/.bin/wrangler");
+        if !wrangler.exists() {
+            return Err(format!(
+                "{} is missing: run scripts/test (it installs the tools)",
+                wrangler.display()
+            ));
+        }
+        let port = free_port();
+        let inspector = free_port();
+        let args: Vec<String> = vec![
+            "dev".into(),
+            "--ip".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--inspector-port".into(),
+            inspector.to_string(),
+            "--persist-to".into(),
+            persist.display().to_string(),
+            // "log", not "info": wrangler filters the Worker's console.log (the room's
+            // `room_loaded` lines) at --log-level info.
+            "--log-level".into(),
+            "log".into(),
+            "--show-interactive-dev-session=false".into(),
+        ];
+        // Use the project's tool environment when there is one (scripts/env is sourced by
+        // bash), otherwise put node_modules/.bin first on PATH.
+        let env_script = root.join("scripts/env");
+        let mut cmd = if env_script.exists() {
+            let mut c = Command::new("bash");
+            c.arg("-c")
+                .arg(". scripts/env >/dev/null && exec node_modules/.bin/wrangler \"$@\"")
+                .arg("wrangler")
+                .args(&args);
+            c
+        } else {
+            let mut c = Command::new(&wrangler);
+            c.args(&args);
+            c
+        };
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.current_dir(root)
+            .env(
+                "PATH",
+                format!("{}:{path}", root.join("node_modules/.bin").display()),
+            )
+            .env("NO_COLOR", "1")
+            .env("FORCE_COLOR", "0")
+            .env("WRANGLER_SEND_METRICS", "false")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start wrangler dev: {e}"))?;
+        let pgid = child.id();
+        GROUPS.lock().unwrap().push(pgid);
+        let log = Log::default();
+        let echo = std::env::var_os("E2E_ECHO_LOG").is_some();
+        capture(
+            child.stdout.take().unwrap(),
+            log.clone(),
+            label.to_string(),
+            echo,
+        );
+        capture(
+            child.stderr.take().unwrap(),
+            log.clone(),
+            label.to_string(),
+            echo,
+        );
+        let mut rt = Runtime {
+            label: label.to_string(),
+            port,
+            log,
+            child: Some(child),
+            pgid,
+        };
+        rt.wait_ready().await?;
+        Ok(rt)
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        let deadline = started + start_timeout();
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!(
+                        "wrangler dev ({}) exited during startup with {status}\n--- log ---\n{}",
+                        self.label,
+                        self.log.tail(80)
+                    ));
+                }
+            }
+            // Any HTTP answer from the worker means the runtime is up.
+            if let Ok(resp) =
+                http::get(self.port, "/__e2e_ready", &[], Duration::from_secs(5)).await
+            {
+                if resp.status != 502 && resp.status != 503 {
+                    eprintln!(
+                        "e2e: runtime `{}` ready on port {} after {:.1}s",
+                        self.label,
+                        self.port,
+                        started.elapsed().as_secs_f64()
+                    );
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                let tail = self.log.tail(80);
+                self.kill_now();
+                return Err(format!(
+                    "wrangler dev ({}) did not answer on port {} within {:?}\n--- log ---\n{tail}",
+                    self.label,
+                    self.port,
+                    start_timeout()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// SIGKILL to the whole group, no waiting.
+    fn kill_now(&mut self) {
+        if self.child.is_some() {
+            signal_group(self.pgid, "KILL");
+            if let Some(mut c) = self.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            GROUPS.lock().unwrap().retain(|g| *g != self.pgid);
+        }
+    }
+
+    /// Hard kill (SIGKILL to node and workerd at once), then waits for the exit.
+    pub async fn kill_hard(&mut self) {
+        self.kill_now();
+        self.wait_group_gone(Duration::from_secs(5)).await;
+    }
+
+    /// Clean stop: SIGTERM to the group, wait up to 10 s, then SIGKILL.
+    /// Returns whether the runtime exited on SIGTERM alone.
+    pub async fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        signal_group(self.pgid, "TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut clean = false;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                clean = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Whatever is left of the group (workerd) goes now.
+        signal_group(self.pgid, "KILL");
+        let _ = child.kill();
+        let _ = child.wait();
+        GROUPS.lock().unwrap().retain(|g| *g != self.pgid);
+        self.wait_group_gone(Duration::from_secs(5)).await;
+        clean
+    }
+
+    /// Waits until no process of the group is left (so the persist dir is released).
+    async fn wait_group_gone(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let alive = group_alive(self.pgid);
+            if !alive {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Whether any non-zombie process is left in group `pgid` (read from /proc).
+fn group_alive(pgid: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp ...; comm may contain spaces, so split after ')'.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let _ppid = fields.next();
+        let pgrp = fields.next().and_then(|p| p.parse::<u32>().ok());
+        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
+    })
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
