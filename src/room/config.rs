@@ -54,7 +54,9 @@ impl RoomConfig {
             if let Some(text) = var(name) {
                 match text.trim().parse::<u64>() {
                     Ok(n) if n > 0 => *slot = n,
-                    _ => problems.push(format!("{name}={text:?} is not a positive integer; using {slot}")),
+                    _ => problems.push(format!(
+                        "{name}={text:?} is not a positive integer; using {slot}"
+                    )),
                 }
             }
         };
