@@ -55,11 +55,25 @@ pub struct Summary {
     pub regions: BTreeMap<String, RegionCount>,
 }
 
-/// `presence` inside `welcome`.
+/// Members by session, as `welcome` and `presence` frames list them.
+pub type Joins<'a> = BTreeMap<&'a str, Member<'a>>;
+
+/// `presence` inside `welcome`. In a large room `members` is empty and
+/// `large` is true: the summary is all a client gets.
 #[derive(Serialize)]
 pub struct PresenceView<'a> {
-    pub members: BTreeMap<&'a str, Member<'a>>,
+    pub members: Joins<'a>,
     pub summary: &'a Summary,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub large: bool,
+}
+
+/// The body of `GET /rooms/{room}/presence`: every member, always.
+#[derive(Serialize)]
+pub struct PresenceList<'a> {
+    pub members: Joins<'a>,
+    pub summary: &'a Summary,
+    pub large: bool,
 }
 
 /// Every frame the server sends.
@@ -92,9 +106,15 @@ pub enum ServerFrame<'a> {
         topic: &'a str,
         data: &'a RawValue,
     },
+    /// A presence diff. With `reset`, `joins` is the whole member list
+    /// (empty when the room turned `large`): drop every member not in it.
     Presence {
-        joins: BTreeMap<&'a str, Member<'a>>,
+        joins: Joins<'a>,
         leaves: Vec<&'a str>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        reset: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        large: bool,
     },
     Summary(&'a Summary),
     State {

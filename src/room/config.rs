@@ -23,6 +23,13 @@ pub struct RoomConfig {
     pub state_max_keys: usize,
     /// Most bytes (keys plus JSON values) the room state may hold.
     pub state_max_bytes: usize,
+    /// A connection with no frame and no answered heartbeat for this long
+    /// (ms) is closed and its member leaves.
+    pub presence_ttl_ms: u64,
+    /// Shortest time between two `summary` frames (ms).
+    pub summary_interval_ms: u64,
+    /// Above this many members the room sends summaries only.
+    pub large_room: usize,
 }
 
 impl Default for RoomConfig {
@@ -38,6 +45,9 @@ impl Default for RoomConfig {
             presence_max: 1024,
             state_max_keys: 1000,
             state_max_bytes: 1024 * 1024,
+            presence_ttl_ms: 60_000,
+            summary_interval_ms: 2_000,
+            large_room: 100,
         }
     }
 }
@@ -45,7 +55,7 @@ impl Default for RoomConfig {
 impl RoomConfig {
     /// The defaults, overridden by deployment variables where set
     /// (`REPLAY_LIMIT`, `LOG_RETAIN`, `MAX_FRAME_BYTES`, `RATE_PER_SEC`,
-    /// `RATE_BURST`). A value that is not a positive integer is reported and
+    /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`). A value that is not a positive integer is reported and
     /// the default kept, so a typo never takes a room down.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> (RoomConfig, Vec<String>) {
         let mut config = RoomConfig::default();
@@ -64,9 +74,14 @@ impl RoomConfig {
         read("LOG_RETAIN", &mut config.log_retain);
         read("RATE_PER_SEC", &mut config.rate_per_sec);
         read("RATE_BURST", &mut config.burst);
+        read("PRESENCE_TTL_MS", &mut config.presence_ttl_ms);
+        read("SUMMARY_INTERVAL_MS", &mut config.summary_interval_ms);
         let mut max_frame = config.max_frame as u64;
         read("MAX_FRAME_BYTES", &mut max_frame);
         config.max_frame = max_frame as usize;
+        let mut large_room = config.large_room as u64;
+        read("LARGE_ROOM", &mut large_room);
+        config.large_room = large_room as usize;
         // The log must hold at least what a resume may replay.
         config.log_retain = config.log_retain.max(config.replay_limit);
         (config, problems)

@@ -59,6 +59,8 @@ pub enum CloseCode {
     Superseded,
     /// The connection kept flooding past its rate limit (4029).
     Abuse,
+    /// No frame and no answered heartbeat for `presence_ttl` (4008).
+    Timeout,
 }
 
 impl CloseCode {
@@ -68,6 +70,7 @@ impl CloseCode {
             CloseCode::TooLarge => 1009,
             CloseCode::Superseded => 4001,
             CloseCode::Abuse => 4029,
+            CloseCode::Timeout => 4008,
         }
     }
 
@@ -77,6 +80,7 @@ impl CloseCode {
             CloseCode::TooLarge => "frame too large",
             CloseCode::Superseded => "superseded",
             CloseCode::Abuse => "rate limit abuse",
+            CloseCode::Timeout => "heartbeat timeout",
         }
     }
 }

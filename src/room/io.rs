@@ -33,6 +33,11 @@ pub enum Input<'a> {
     Binary { conn: &'a str, len: usize },
     /// A socket closed or errored.
     Closed { conn: &'a str },
+    /// The runtime answered a heartbeat ping on `conn` at `at` (ms) without
+    /// waking the room; reported when the alarm fires.
+    Heartbeat { conn: &'a str, at: u64 },
+    /// The alarm the engine asked for fired.
+    Timer,
 }
 
 /// What the engine asks the adapter to do, in order.
@@ -52,6 +57,9 @@ pub enum Output {
     /// Store what the room must know about a connection to rebuild it after
     /// eviction (the socket attachment).
     Remember(Peer),
+    /// Wake the room with [`Input::Timer`] at this time (ms); replaces an
+    /// alarm set before.
+    SetAlarm(u64),
 }
 
 /// One durable, sequenced write.
@@ -114,6 +122,10 @@ pub struct Peer {
     pub opened: u64,
     /// When the session became a member (ms).
     pub since: u64,
+    /// The last sign of life the attachment knows of (ms); at most half a
+    /// presence TTL old while the client is active.
+    #[serde(default)]
+    pub seen: u64,
     /// The session's presence state.
     pub state: Box<RawValue>,
 }

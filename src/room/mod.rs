@@ -14,6 +14,7 @@ mod io;
 mod presence;
 mod rate;
 mod state;
+mod timer;
 
 pub use config::RoomConfig;
 pub use engine::Room;

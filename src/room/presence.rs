@@ -31,6 +31,16 @@ impl Member {
     }
 }
 
+/// When the last `summary` went out and what it said, so that the next one
+/// is sent only when the counts changed and the interval has passed.
+#[derive(Debug, Default)]
+pub struct SummaryThrottle {
+    pub sent: Option<Summary>,
+    pub sent_at: Option<u64>,
+    /// A summary is held back until then.
+    pub due: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 pub struct Presence {
     members: BTreeMap<String, Member>,
@@ -66,7 +76,7 @@ impl Presence {
     }
 
     /// Exact counts: members, distinct users, connections, and per region.
-    pub fn summary(&self) -> Summary {
+    pub fn summary(&self, connections: usize) -> Summary {
         let mut users = BTreeSet::new();
         let mut regions: HashMap<&str, (usize, BTreeSet<&str>)> = HashMap::new();
         for m in self.members.values() {
@@ -78,8 +88,7 @@ impl Presence {
         Summary {
             members: self.members.len(),
             users: users.len(),
-            // one live connection per member: newer ones supersede older
-            connections: self.members.len(),
+            connections,
             regions: regions
                 .into_iter()
                 .map(|(r, (members, users))| {

@@ -1,6 +1,7 @@
 //! Property tests: for any interleaving of publishes, retries, drops,
 //! reconnects, supersedes and evictions, every connection sees `seq` strictly
-//! increasing without gaps, and every acked write is in the log exactly once.
+//! increasing without gaps, every acked write is in the log exactly once,
+//! and presence counts exactly one member per connected session.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -137,6 +138,12 @@ fn run(ops: Vec<Op>) {
             Op::Advance(ms) => sim.advance(ms),
             _ => {}
         }
+        // Presence is exact at every step: one member per connected tab.
+        let connected = clients.iter().filter(|c| c.conn.is_some()).count();
+        assert_eq!(
+            (sim.room.members(), sim.room.connections()),
+            (connected, connected)
+        );
         for (i, client) in clients.iter_mut().enumerate() {
             if let Some(conn) = client.conn.clone() {
                 let frames = sim.take(&conn);

@@ -25,6 +25,8 @@ pub struct Socket {
     pub closed: Option<u16>,
     pub peer: Option<Peer>,
     pub open: bool,
+    /// When the runtime last auto-answered a ping on this socket.
+    pub pinged: Option<u64>,
 }
 
 pub struct Sim {
@@ -33,6 +35,10 @@ pub struct Sim {
     pub now: u64,
     pub disk: Disk,
     pub sockets: BTreeMap<String, Socket>,
+    /// The alarm the engine asked for, as the runtime keeps it.
+    pub alarm: Option<u64>,
+    /// Every alarm time the engine asked for, in order.
+    pub alarms_set: Vec<u64>,
     next_conn: u64,
 }
 
@@ -49,6 +55,8 @@ impl Sim {
             now: 1_000,
             disk: Disk::default(),
             sockets: BTreeMap::new(),
+            alarm: None,
+            alarms_set: Vec::new(),
             next_conn: 0,
         }
     }
@@ -193,6 +201,10 @@ impl Sim {
                     s.open = false;
                     s.closed = Some(code.code());
                 }
+                Output::SetAlarm(at) => {
+                    self.alarm = Some(at);
+                    self.alarms_set.push(at);
+                }
                 Output::Remember(peer) => {
                     let conn = peer.conn.clone();
                     self.sockets.get_mut(&conn).expect("known socket").peer = Some(peer);
@@ -246,6 +258,41 @@ impl Sim {
             s.open = false;
         }
         self.room.handle(self.now, Input::Closed { conn });
+        self.pump();
+    }
+}
+
+impl Sim {
+    /// The client pings and the runtime answers without waking the room.
+    pub fn ping_runtime(&mut self, conn: &str) {
+        let now = self.now;
+        self.sockets.get_mut(conn).expect("known socket").pinged = Some(now);
+    }
+
+    /// Runs virtual time forward to `until`, firing the alarm on the way as
+    /// the adapter does: heartbeats of every open socket first, then the timer.
+    pub fn run_until(&mut self, until: u64) {
+        while let Some(at) = self.alarm.filter(|at| *at <= until) {
+            self.now = self.now.max(at);
+            self.alarm = None;
+            self.fire_alarm();
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Fires the alarm now, whatever it was set to (an early alarm).
+    pub fn fire_alarm(&mut self) {
+        let beats: Vec<(String, u64)> = self
+            .sockets
+            .iter()
+            .filter(|(_, s)| s.open)
+            .filter_map(|(c, s)| s.pinged.map(|at| (c.clone(), at)))
+            .collect();
+        for (conn, at) in &beats {
+            self.room
+                .handle(self.now, Input::Heartbeat { conn, at: *at });
+        }
+        self.room.handle(self.now, Input::Timer);
         self.pump();
     }
 }

@@ -1,0 +1,354 @@
+//! Presence in the room: members keyed by session (the newest connection of a
+//! session wins), joins and leaves, throttled per-region summaries, the
+//! large-room switch, the heartbeat sweep and the alarm that drives them.
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+use super::{empty_object, Conn, Room};
+use crate::protocol::server::{PresenceList, ServerFrame};
+use crate::room::io::{Output, Peer};
+use crate::room::presence::Member;
+use crate::room::rate::RateLimiter;
+use crate::room::CloseCode;
+
+/// What happened to the member list, for the frame that tells the others.
+enum Change<'a> {
+    Joined(&'a str),
+    Left(&'a str),
+    /// Nothing others need to hear about (same member reconnected as it was).
+    Quiet,
+}
+
+impl Room {
+    /// Re-admits the sockets that stayed open while the object was away.
+    pub(super) fn restore_peers(&mut self, mut peers: Vec<Peer>, now: u64) {
+        // Oldest first, so that for a session seen twice the newest wins.
+        peers.sort_by_key(|p| p.opened);
+        for p in peers {
+            if let Some(old) = self.presence.get(&p.session).map(|m| m.conn.clone()) {
+                self.conns.remove(&old);
+                self.push(Output::Close {
+                    conn: old,
+                    code: CloseCode::Superseded,
+                });
+            }
+            let seen = p.seen.max(p.opened);
+            let conn = Conn {
+                session: p.session.clone(),
+                limiter: RateLimiter::new(&self.config, now),
+                last_seen: seen,
+                seen_saved: seen,
+            };
+            self.conns.insert(p.conn.clone(), conn);
+            let member = Member {
+                conn: p.conn,
+                user: p.user,
+                region: p.region,
+                state: p.state,
+                since: p.since,
+                opened: p.opened,
+            };
+            self.presence.insert(p.session, member);
+        }
+        self.large = self.presence.len() > self.config.large_room;
+        self.sweep_at = self.next_sweep();
+    }
+
+    /// Makes `conn` the connection of `session`, superseding an older one.
+    pub(super) fn join(
+        &mut self,
+        now: u64,
+        conn: &str,
+        session: &str,
+        user: String,
+        region: String,
+    ) {
+        let previous = self.presence.remove(session);
+        let change = match &previous {
+            Some(old) => {
+                // Newest wins: the old socket goes, the member stays.
+                self.conns.remove(&old.conn);
+                self.push(Output::Close {
+                    conn: old.conn.clone(),
+                    code: CloseCode::Superseded,
+                });
+                if old.region != region || old.user != user {
+                    Change::Joined(session)
+                } else {
+                    Change::Quiet
+                }
+            }
+            None => Change::Joined(session),
+        };
+        let member = Member {
+            conn: conn.to_owned(),
+            user,
+            region,
+            state: previous
+                .as_ref()
+                .map_or_else(empty_object, |m| m.state.clone()),
+            since: previous.as_ref().map_or(now, |m| m.since),
+            opened: now,
+        };
+        let record = Conn {
+            session: session.to_owned(),
+            limiter: RateLimiter::new(&self.config, now),
+            last_seen: now,
+            seen_saved: now,
+        };
+        self.conns.insert(conn.to_owned(), record);
+        self.remember(session, &member, now);
+        self.presence.insert(session.to_owned(), member);
+        self.sweep_at
+            .get_or_insert(now + self.config.presence_ttl_ms);
+        self.members_changed(now, change, Some(conn));
+    }
+
+    /// A `presence` frame: replace the session's state and tell the others.
+    pub(super) fn set_presence(&mut self, now: u64, conn: &str, state: Box<RawValue>) {
+        if state.get().len() > self.config.presence_max {
+            let limit = self.config.presence_max;
+            let refusal =
+                crate::room::Refusal::TooLarge(format!("presence state is over {limit} bytes"));
+            return self.refuse(conn, None, refusal);
+        }
+        let session = self.conns[conn].session.clone();
+        let Some(member) = self.presence.get_mut(&session) else {
+            return;
+        };
+        member.state = state;
+        let member = member.clone();
+        self.remember(&session, &member, now);
+        if !self.large {
+            self.broadcast_joins(
+                BTreeMap::from([(session.as_str(), member.view())]),
+                Some(conn),
+            );
+        }
+    }
+
+    /// The runtime reports a socket gone. Only the member's current
+    /// connection takes the member with it; a superseded one is long forgotten.
+    pub(super) fn closed(&mut self, now: u64, conn: &str) {
+        let Some(c) = self.conns.remove(conn) else {
+            return;
+        };
+        if self
+            .presence
+            .get(&c.session)
+            .is_some_and(|m| m.conn == conn)
+        {
+            self.presence.remove(&c.session);
+            self.members_changed(now, Change::Left(&c.session), None);
+        }
+        if self.conns.is_empty() {
+            self.sweep_at = None;
+        }
+    }
+
+    /// The room closes a socket: forget it (a leave for its member) and say so.
+    pub(super) fn close(&mut self, now: u64, conn: &str, code: CloseCode) {
+        self.closed(now, conn);
+        self.push(Output::Close {
+            conn: conn.to_owned(),
+            code,
+        });
+    }
+
+    /// A frame from `conn` is a sign of life. The attachment learns it at
+    /// most twice per TTL, so a restored room does not expire a chatty client.
+    pub(super) fn seen(&mut self, now: u64, conn: &str) {
+        let half_ttl = self.config.presence_ttl_ms / 2;
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        c.last_seen = c.last_seen.max(now);
+        if now.saturating_sub(c.seen_saved) < half_ttl {
+            return;
+        }
+        c.seen_saved = now;
+        let session = c.session.clone();
+        if let Some(member) = self.presence.get(&session).cloned() {
+            self.remember(&session, &member, now);
+        }
+    }
+
+    /// The alarm fired (possibly early: then nothing is due and it re-arms).
+    pub(super) fn timer(&mut self, now: u64) {
+        self.alarm.fired();
+        if self.summary.due.is_some_and(|due| due <= now) {
+            self.flush_summary(now, None);
+        }
+        if self.sweep_at.is_some_and(|at| at <= now) {
+            let ttl = self.config.presence_ttl_ms;
+            let mut expired: Vec<String> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.last_seen + ttl <= now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            expired.sort(); // deterministic order of leaves
+            for conn in expired {
+                self.close(now, &conn, CloseCode::Timeout);
+            }
+            self.sweep_at = self.next_sweep();
+        }
+    }
+
+    /// Asks the adapter for an alarm at the earliest deadline, if the one
+    /// already requested is not early enough.
+    pub(super) fn arm(&mut self) {
+        let want = match (self.sweep_at, self.summary.due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(at) = self.alarm.want(want) {
+            self.push(Output::SetAlarm(at));
+        }
+    }
+
+    /// The whole presence for `GET /rooms/{room}/presence`: every member,
+    /// even in a large room, and the summary.
+    pub fn presence_json(&self) -> String {
+        let summary = self.presence.summary(self.conns.len());
+        let list = PresenceList {
+            members: self.presence.view(),
+            summary: &summary,
+            large: self.large,
+        };
+        serde_json::to_string(&list).unwrap_or_default()
+    }
+
+    fn next_sweep(&self) -> Option<u64> {
+        let ttl = self.config.presence_ttl_ms;
+        self.conns.values().map(|c| c.last_seen + ttl).min()
+    }
+
+    /// Tells the others what changed: a diff in a small room, a full reset
+    /// when the room crosses the large-room line, then a (throttled) summary.
+    fn members_changed(&mut self, now: u64, change: Change<'_>, except: Option<&str>) {
+        let was_large = self.large;
+        let n = self.presence.len();
+        let large_room = self.config.large_room;
+        // Hysteresis: a room hovering at the line does not flap.
+        if !self.large && n > large_room {
+            self.large = true;
+        } else if self.large && n <= large_room - large_room / 10 {
+            self.large = false;
+        }
+        if self.large != was_large {
+            let joins = if self.large {
+                BTreeMap::new()
+            } else {
+                self.presence.view()
+            };
+            let frame = ServerFrame::Presence {
+                joins,
+                leaves: Vec::new(),
+                reset: true,
+                large: self.large,
+            }
+            .to_text();
+            self.push(Output::Broadcast {
+                frame: frame.into(),
+                except: except.map(str::to_owned),
+            });
+        } else if !self.large {
+            match change {
+                Change::Joined(session) => {
+                    if let Some(m) = self.presence.get(session) {
+                        let joins = BTreeMap::from([(session, m.view())]);
+                        let frame = ServerFrame::Presence {
+                            joins,
+                            leaves: Vec::new(),
+                            reset: false,
+                            large: false,
+                        }
+                        .to_text();
+                        self.push(Output::Broadcast {
+                            frame: frame.into(),
+                            except: except.map(str::to_owned),
+                        });
+                    }
+                }
+                Change::Left(session) => {
+                    let frame = ServerFrame::Presence {
+                        joins: BTreeMap::new(),
+                        leaves: vec![session],
+                        reset: false,
+                        large: false,
+                    }
+                    .to_text();
+                    self.push(Output::Broadcast {
+                        frame: frame.into(),
+                        except: None,
+                    });
+                }
+                Change::Quiet => {}
+            }
+        }
+        // A joining connection reads the summary in its welcome, which must
+        // be its first frame.
+        self.summary_changed(now, except);
+    }
+
+    fn broadcast_joins(&mut self, joins: crate::protocol::server::Joins<'_>, except: Option<&str>) {
+        let frame = ServerFrame::Presence {
+            joins,
+            leaves: Vec::new(),
+            reset: false,
+            large: false,
+        }
+        .to_text();
+        self.push(Output::Broadcast {
+            frame: frame.into(),
+            except: except.map(str::to_owned),
+        });
+    }
+
+    /// Leading and trailing edge: a change right after a quiet interval goes
+    /// out at once; changes within the interval coalesce into one summary at
+    /// its end.
+    fn summary_changed(&mut self, now: u64, except: Option<&str>) {
+        if self.summary.due.is_some() {
+            return;
+        }
+        match self.summary.sent_at {
+            Some(at) if now < at + self.config.summary_interval_ms => {
+                self.summary.due = Some(at + self.config.summary_interval_ms);
+            }
+            _ => self.flush_summary(now, except),
+        }
+    }
+
+    /// Sends the summary if it differs from the last one sent.
+    fn flush_summary(&mut self, now: u64, except: Option<&str>) {
+        self.summary.due = None;
+        let summary = self.presence.summary(self.conns.len());
+        if self.summary.sent.as_ref() == Some(&summary) {
+            return;
+        }
+        let frame = ServerFrame::Summary(&summary).to_text();
+        self.push(Output::Broadcast {
+            frame: frame.into(),
+            except: except.map(str::to_owned),
+        });
+        self.summary.sent = Some(summary);
+        self.summary.sent_at = Some(now);
+    }
+
+    fn remember(&mut self, session: &str, m: &Member, now: u64) {
+        self.push(Output::Remember(Peer {
+            conn: m.conn.clone(),
+            session: session.to_owned(),
+            user: m.user.clone(),
+            region: m.region.clone(),
+            opened: m.opened,
+            since: m.since,
+            seen: now,
+            state: m.state.clone(),
+        }));
+    }
+}

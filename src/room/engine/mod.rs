@@ -1,0 +1,315 @@
+//! [`Room`]: the state machine that turns inputs into ordered, durable effects.
+//!
+//! This file holds the room's fields, restore, the input dispatch and the
+//! welcome; [`writes`] sequences publishes and sets; [`membership`] keeps
+//! presence, summaries, the heartbeat sweep and the alarm.
+
+mod membership;
+mod writes;
+
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+use serde_json::value::RawValue;
+
+use super::history::History;
+use super::io::{Hello, Input, Output, Snapshot};
+use super::presence::{Presence, SummaryThrottle};
+use super::rate::{RateLimiter, Verdict};
+use super::state::RoomState;
+use super::timer::Alarm;
+use super::{CloseCode, Refusal, RoomConfig};
+use crate::protocol::server::{PresenceView, ServerFrame};
+use crate::protocol::{self, ClientFrame, FrameError};
+
+/// A connection the engine knows: which session it carries, its rate budget
+/// and when it last showed signs of life.
+#[derive(Debug)]
+struct Conn {
+    session: String,
+    limiter: RateLimiter,
+    /// Last frame or answered heartbeat (ms).
+    last_seen: u64,
+    /// The `seen` last written to the socket attachment (ms).
+    seen_saved: u64,
+}
+
+/// One room: its log position, state, connections and presence.
+#[derive(Debug)]
+pub struct Room {
+    config: RoomConfig,
+    name: String,
+    epoch: String,
+    seq: u64,
+    history: History,
+    state: RoomState,
+    conns: HashMap<String, Conn>,
+    presence: Presence,
+    summary: SummaryThrottle,
+    /// Above `large_room` members: summaries only, no per-member diffs.
+    large: bool,
+    /// When to look for connections that stopped answering heartbeats.
+    sweep_at: Option<u64>,
+    alarm: Alarm,
+    outputs: VecDeque<Output>,
+}
+
+impl Room {
+    /// Rebuilds a room from storage and the sockets still open. A new room is
+    /// a snapshot with `seq` 0 and a fresh epoch.
+    pub fn restore(config: RoomConfig, snap: Snapshot, now: u64) -> Room {
+        let mut history = History::new(config.replay_limit, config.log_retain);
+        let first_framed = snap.recent.first().map_or(u64::MAX, |e| e.seq);
+        for (session, id, seq) in snap.ids.iter().filter(|(_, _, seq)| *seq < first_framed) {
+            history.remember_id(*seq, session, id);
+        }
+        for e in &snap.recent {
+            history.push(e.seq, &e.session, &e.id, e.frame());
+        }
+        let mut state = RoomState::default();
+        for (key, value, version) in snap.state {
+            state.set(key, value, version);
+        }
+        let mut room = Room {
+            name: snap.room,
+            epoch: snap.epoch,
+            seq: snap.seq,
+            history,
+            state,
+            conns: HashMap::new(),
+            presence: Presence::default(),
+            summary: SummaryThrottle::default(),
+            large: false,
+            sweep_at: None,
+            alarm: Alarm::default(),
+            outputs: VecDeque::new(),
+            config,
+        };
+        room.restore_peers(snap.peers, now);
+        room.arm();
+        room
+    }
+
+    /// The next effect to apply, in order.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    /// The latest sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Open connections the engine tracks.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Present members (sessions).
+    pub fn members(&self) -> usize {
+        self.presence.len()
+    }
+
+    /// Feeds one input at time `now` (ms since the Unix epoch).
+    pub fn handle(&mut self, now: u64, input: Input<'_>) {
+        match input {
+            Input::Open(hello) => self.open(now, hello),
+            Input::Text { conn, text } => self.text(now, conn, text),
+            Input::Binary { conn, len } => {
+                if len > self.config.max_frame {
+                    self.close(now, conn, CloseCode::TooLarge);
+                } else if self.admit(now, conn) {
+                    let refusal = Refusal::BadFrame("binary frames are not accepted".into());
+                    self.refuse(conn, None, refusal);
+                }
+            }
+            Input::Closed { conn } => self.closed(now, conn),
+            Input::Heartbeat { conn, at } => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.last_seen = c.last_seen.max(at);
+                }
+            }
+            Input::Timer => self.timer(now),
+        }
+        self.arm();
+    }
+
+    fn open(&mut self, now: u64, hello: Hello) {
+        let Hello {
+            conn,
+            session,
+            user,
+            region,
+            since,
+            epoch,
+        } = hello;
+        self.join(now, &conn, &session, user, region);
+
+        let replay = match (since, epoch.as_deref()) {
+            (None, _) => Ok(None),
+            (Some(_), e) if e != Some(self.epoch.as_str()) => Err("epoch"),
+            (Some(s), _) if s > self.seq => Err("epoch"),
+            (Some(s), _) if self.seq - s > self.config.replay_limit => Err("gap"),
+            (Some(s), _) => match self.history.replay_after(s, self.seq) {
+                Some(frames) => Ok(Some(frames.cloned().collect::<Vec<_>>())),
+                None => Err("gap"),
+            },
+        };
+        let member = self.presence.get(&session).expect("joined above");
+        let summary = self.presence.summary(self.conns.len());
+        let welcome = ServerFrame::Welcome {
+            room: &self.name,
+            session: &session,
+            user: &member.user,
+            conn: &conn,
+            region: &member.region,
+            epoch: &self.epoch,
+            seq: self.seq,
+            resumed: matches!(replay, Ok(Some(_))),
+            missed: replay
+                .as_ref()
+                .map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64)),
+            presence: PresenceView {
+                members: if self.large {
+                    Default::default()
+                } else {
+                    self.presence.view()
+                },
+                summary: &summary,
+                large: self.large,
+            },
+        }
+        .to_text();
+        self.send(&conn, welcome.into());
+        match replay {
+            Ok(Some(frames)) => {
+                for frame in frames {
+                    self.send(&conn, frame);
+                }
+            }
+            Ok(None) => {}
+            Err(reason) => {
+                let resync = ServerFrame::Resync {
+                    reason,
+                    seq: self.seq,
+                    state: self.state.snapshot(),
+                }
+                .to_text();
+                self.send(&conn, resync.into());
+            }
+        }
+    }
+
+    fn text(&mut self, now: u64, conn: &str, text: &str) {
+        if !self.conns.contains_key(conn) {
+            return; // a socket the room already closed; its late frames are moot
+        }
+        if text.len() > self.config.max_frame {
+            return self.close(now, conn, CloseCode::TooLarge);
+        }
+        if !self.admit(now, conn) {
+            return;
+        }
+        let frame = match protocol::parse(text) {
+            Ok(frame) => frame,
+            Err(e) => {
+                let id = match &e {
+                    FrameError::Invalid { id, .. } => id.clone(),
+                    FrameError::BadFrame(_) => None,
+                };
+                return self.refuse(conn, id.as_deref(), e.into());
+            }
+        };
+        match frame {
+            ClientFrame::Publish { id, topic, data } => self.publish(now, conn, id, topic, data),
+            ClientFrame::Set {
+                id,
+                key,
+                value,
+                if_version,
+            } => self.set(now, conn, id, key, value, if_version),
+            ClientFrame::Signal { topic, data } => {
+                let session = &self.conns[conn].session;
+                let frame = ServerFrame::Signal {
+                    session,
+                    topic: &topic,
+                    data: &data,
+                }
+                .to_text();
+                self.push(Output::Broadcast {
+                    frame: frame.into(),
+                    except: Some(conn.to_owned()),
+                });
+            }
+            ClientFrame::Presence { state } => self.set_presence(now, conn, state),
+            ClientFrame::GetState => {
+                let frame = ServerFrame::State {
+                    seq: self.seq,
+                    state: self.state.snapshot(),
+                }
+                .to_text();
+                self.send(conn, frame.into());
+            }
+            ClientFrame::Ping => self.send(conn, ServerFrame::Pong.to_text().into()),
+        }
+    }
+
+    /// Rate-limits one frame (any frame is also a sign of life); false when
+    /// it must not be applied.
+    fn admit(&mut self, now: u64, conn: &str) -> bool {
+        self.seen(now, conn);
+        let Some(c) = self.conns.get_mut(conn) else {
+            return false;
+        };
+        match c.limiter.check(&self.config, now) {
+            Verdict::Allow => true,
+            Verdict::Refuse => {
+                self.refuse(conn, None, Refusal::RateLimited);
+                false
+            }
+            Verdict::Abuse => {
+                self.close(now, conn, CloseCode::Abuse);
+                false
+            }
+        }
+    }
+
+    fn refuse(&mut self, conn: &str, id: Option<&str>, refusal: Refusal) {
+        let version = match refusal {
+            Refusal::Conflict { version } => Some(version),
+            _ => None,
+        };
+        let message = refusal.message();
+        let frame = ServerFrame::Error {
+            code: refusal.code(),
+            id,
+            message: &message,
+            version,
+        }
+        .to_text();
+        self.send(conn, frame.into());
+    }
+
+    fn send(&mut self, conn: &str, frame: Rc<str>) {
+        self.push(Output::Send {
+            conn: conn.to_owned(),
+            frame,
+        });
+    }
+
+    fn push(&mut self, output: Output) {
+        self.outputs.push_back(output);
+    }
+}
+
+fn empty_object() -> Box<RawValue> {
+    RawValue::from_string("{}".into()).expect("valid JSON")
+}
