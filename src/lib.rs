@@ -5,7 +5,9 @@
 //! - [`room`]: the room engine, a pure state machine (builds and tests natively);
 //! - `durable` and `edge`: the Durable Object and Worker adapters (wasm32 only).
 
+pub mod auth;
 pub mod protocol;
+pub mod regions;
 pub mod room;
 
 #[cfg(target_arch = "wasm32")]
