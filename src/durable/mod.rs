@@ -5,14 +5,15 @@
 //! Wasm reset the first event rebuilds it from SQLite ([`storage`]) and the
 //! attachments of the sockets that stayed connected ([`sockets`]).
 
+mod heartbeat;
 mod sockets;
 mod storage;
 
 use std::cell::RefCell;
 
 use worker::{
-    durable_object, wasm_bindgen, DurableObject, Env, Request, Response, Result, State, WebSocket,
-    WebSocketIncomingMessage, WebSocketPair,
+    durable_object, js_sys, wasm_bindgen, DurableObject, Env, Request, Response, Result,
+    ScheduledTime, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
 use crate::edge::forward::{self, Forwarded};
@@ -41,21 +42,38 @@ impl DurableObject for Room {
         {
             state.set_websocket_auto_response(&pair);
         }
+        let (config, problems) =
+            RoomConfig::from_vars(|name| env.var(name).ok().map(|v| v.to_string()));
+        for problem in problems {
+            log("config_error", serde_json::json!({ "problem": problem }));
+        }
         Room {
             state,
-            config: RoomConfig::default(),
+            config,
             live: RefCell::new(None),
         }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        let Some(fwd) = forward::read(&req) else {
-            return Response::error(
+        match forward::read(&req) {
+            Some(forward::Inbound::Connect(fwd)) => {
+                let (response, alarm) = self.accept(fwd)?;
+                self.arm(alarm).await;
+                Ok(response)
+            }
+            Some(forward::Inbound::Presence { room }) => {
+                let (body, alarm) = self.run(Some(&room), |live, _| live.engine.presence_json())?;
+                self.arm(alarm).await;
+                Response::ok(body).map(|r| {
+                    let _ = r.headers().set("content-type", "application/json");
+                    r
+                })
+            }
+            None => Response::error(
                 "the room accepts only requests forwarded by the Worker",
                 400,
-            );
-        };
-        self.accept(fwd)
+            ),
+        }
     }
 
     async fn websocket_message(
@@ -66,7 +84,7 @@ impl DurableObject for Room {
         let Some(conn) = sockets::conn_of(&ws) else {
             return Ok(());
         };
-        self.with_engine(None, |live, now| match &message {
+        let ((), alarm) = self.run(None, |live, now| match &message {
             WebSocketIncomingMessage::String(text) => {
                 live.engine.handle(now, Input::Text { conn: &conn, text })
             }
@@ -77,7 +95,9 @@ impl DurableObject for Room {
                     len: bytes.len(),
                 },
             ),
-        })
+        })?;
+        self.arm(alarm).await;
+        Ok(())
     }
 
     async fn websocket_close(
@@ -87,15 +107,34 @@ impl DurableObject for Room {
         _reason: String,
         _clean: bool,
     ) -> Result<()> {
-        self.gone(&ws)
+        self.gone(&ws).await
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
-        self.gone(&ws)
+        self.gone(&ws).await
     }
 
     async fn alarm(&self) -> Result<Response> {
-        // No timers yet; an alarm that finds nothing to do is harmless.
+        // Pings answered by the runtime never woke us: collect them now, so a
+        // client that only pings is not mistaken for a dead one.
+        let beats: Vec<(String, u64)> = self
+            .state
+            .get_websockets()
+            .iter()
+            .filter_map(|ws| {
+                Some((
+                    sockets::conn_of(ws)?,
+                    heartbeat::last_answered(&self.state, ws)?,
+                ))
+            })
+            .collect();
+        let ((), alarm) = self.run(None, |live, now| {
+            for (conn, at) in &beats {
+                live.engine.handle(now, Input::Heartbeat { conn, at: *at });
+            }
+            live.engine.handle(now, Input::Timer);
+        })?;
+        self.arm(alarm).await;
         Response::ok("")
     }
 
@@ -106,7 +145,7 @@ impl DurableObject for Room {
 
 impl Room {
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
-    fn accept(&self, fwd: Forwarded) -> Result<Response> {
+    fn accept(&self, fwd: Forwarded) -> Result<(Response, Option<u64>)> {
         let pair = WebSocketPair::new()?;
         let conn = format!("c-{}", random_hex());
         let session_tag = format!("s:{}", fwd.session);
@@ -122,46 +161,64 @@ impl Room {
             epoch: fwd.epoch,
         };
         let server = pair.server;
-        self.with_engine(Some(&fwd.room), move |live, now| {
+        let ((), alarm) = self.run(Some(&fwd.room), move |live, now| {
             live.sockets.add(conn, server);
             live.engine.handle(now, Input::Open(hello));
         })?;
-        Response::from_websocket(pair.client)
+        Ok((Response::from_websocket(pair.client)?, alarm))
     }
 
-    fn gone(&self, ws: &WebSocket) -> Result<()> {
+    async fn gone(&self, ws: &WebSocket) -> Result<()> {
         // Complete the closing handshake; the socket may already be closed.
         let _ = ws.close(Some(1000), Some("closed"));
         let Some(conn) = sockets::conn_of(ws) else {
             return Ok(());
         };
-        self.with_engine(None, |live, now| {
+        let ((), alarm) = self.run(None, |live, now| {
             live.sockets.remove(&conn);
             live.engine.handle(now, Input::Closed { conn: &conn });
-        })
+        })?;
+        self.arm(alarm).await;
+        Ok(())
     }
 
     /// Runs `f` on the engine (rebuilding it first if the object was evicted),
-    /// then applies every output in order. If storage refuses a write, the
-    /// engine is dropped before anything that write would reveal is sent:
-    /// the next event rebuilds it from what is really stored.
-    fn with_engine(&self, room: Option<&str>, f: impl FnOnce(&mut Live, u64)) -> Result<()> {
+    /// then applies every output in order; returns what `f` returned and the
+    /// alarm the engine asked for. If storage refuses a write, the engine is
+    /// dropped before anything that write would reveal is sent: the next
+    /// event rebuilds it from what is really stored.
+    fn run<T>(
+        &self,
+        room: Option<&str>,
+        f: impl FnOnce(&mut Live, u64) -> T,
+    ) -> Result<(T, Option<u64>)> {
         let mut slot = self.live.borrow_mut();
         if slot.is_none() {
             *slot = Some(self.load(room)?);
         }
         let live = slot.as_mut().expect("loaded above");
-        f(live, now_ms());
+        let out = f(live, now_ms());
         let sql = self.state.storage().sql();
-        if let Err(e) = live.sockets.apply(&mut live.engine, &sql) {
-            worker::console_error!(
-                "{}",
-                serde_json::json!({"event": "storage_error", "room": live.engine.name(), "error": e.to_string()})
-            );
-            *slot = None;
-            return Err(e);
+        match live.sockets.apply(&mut live.engine, &sql) {
+            Ok(alarm) => Ok((out, alarm)),
+            Err(e) => {
+                let fields =
+                    serde_json::json!({"room": live.engine.name(), "error": e.to_string()});
+                log("storage_error", fields);
+                *slot = None;
+                Err(e)
+            }
         }
-        Ok(())
+    }
+
+    /// Sets the storage alarm the engine asked for (after the borrow of the
+    /// engine is released: this awaits).
+    async fn arm(&self, alarm: Option<u64>) {
+        let Some(at) = alarm else { return };
+        let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
+        if let Err(e) = self.state.storage().set_alarm(when).await {
+            log("alarm_error", serde_json::json!({ "error": e.to_string() }));
+        }
     }
 
     fn load(&self, room: Option<&str>) -> Result<Live> {
@@ -171,15 +228,21 @@ impl Room {
         let mut snap = storage::load(&sql, room, || format!("e-{}", random_hex()), recent)?;
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let engine = Engine::restore(self.config.clone(), snap, now_ms());
-        worker::console_log!(
-            "{}",
-            serde_json::json!({
-                "event": "room_loaded", "room": engine.name(), "epoch": engine.epoch(),
-                "seq": engine.seq(), "sockets": engine.connections(),
-            })
-        );
+        let fields = serde_json::json!({
+            "room": engine.name(), "epoch": engine.epoch(),
+            "seq": engine.seq(), "sockets": engine.connections(),
+        });
+        log("room_loaded", fields);
         Ok(Live { engine, sockets })
     }
+}
+
+/// One structured log line: `{"event": event, ...fields}`.
+fn log(event: &str, mut fields: serde_json::Value) {
+    if let Some(map) = fields.as_object_mut() {
+        map.insert("event".into(), event.into());
+    }
+    worker::console_log!("{fields}");
 }
 
 fn now_ms() -> u64 {

@@ -44,9 +44,11 @@ impl Sockets {
         self.by_conn.remove(conn);
     }
 
-    /// Applies the engine's outputs in order. A failed write stops here, so
-    /// nothing after it (the ack, the broadcast) is sent.
-    pub fn apply(&mut self, engine: &mut Engine, sql: &SqlStorage) -> worker::Result<()> {
+    /// Applies the engine's outputs in order and returns the alarm it asked
+    /// for. A failed write stops here, so nothing after it (the ack, the
+    /// broadcast) is sent.
+    pub fn apply(&mut self, engine: &mut Engine, sql: &SqlStorage) -> worker::Result<Option<u64>> {
+        let mut alarm = None;
         while let Some(out) = engine.poll_output() {
             match out {
                 Output::Persist(commit) => storage::commit(sql, &commit)?,
@@ -75,8 +77,9 @@ impl Sockets {
                         let _ = ws.serialize_attachment(text);
                     }
                 }
+                Output::SetAlarm(at) => alarm = Some(at),
             }
         }
-        Ok(())
+        Ok(alarm)
     }
 }

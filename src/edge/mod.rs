@@ -5,7 +5,7 @@ pub mod forward;
 mod refusal;
 mod region;
 
-use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Response, Result};
+use worker::{event, Context, Env, Method, Request, Response, Result};
 
 use crate::protocol::names;
 use forward::Forwarded;
@@ -21,6 +21,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let outcome = match segments.as_slice() {
         ["rooms", room, "ws"] => connect(&req, &env, room).await,
+        ["rooms", room, "presence"] => presence(&req, &env, room).await,
         _ => Err(HttpRefusal::NotFound),
     };
     match outcome {
@@ -75,7 +76,7 @@ async fn connect(
         // anonymous dev mode: the user is the session
         user: session.clone(),
         session,
-        region: region::of(req),
+        region: region::of(req, env),
         since,
         epoch,
     };
@@ -89,16 +90,33 @@ async fn connect(
 }
 
 async fn forward_to_room(req: &Request, env: &Env, fwd: &Forwarded) -> Result<Response> {
-    let headers = Headers::new();
-    for (k, v) in req.headers().entries() {
-        if !k.starts_with("x-homeroom-") {
-            headers.set(&k, &v)?;
-        }
-    }
-    fwd.write(&headers)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    let inner = Request::new_with_init(&format!("https://room/{}", fwd.room), &init)?;
     let stub = env.durable_object(ROOMS)?.get_by_name(&fwd.room)?;
-    stub.fetch_with_request(inner).await
+    stub.fetch_with_request(forward::connect_request(req, fwd)?)
+        .await
+}
+
+/// `GET /rooms/{room}/presence`: every member and the summary, as JSON.
+async fn presence(
+    req: &Request,
+    env: &Env,
+    room: &str,
+) -> std::result::Result<Response, HttpRefusal> {
+    if req.method() != Method::Get {
+        return Err(HttpRefusal::MethodNotAllowed);
+    }
+    if !names::valid_room(room) {
+        return Err(HttpRefusal::BadRoom);
+    }
+    let ask = async {
+        let stub = env.durable_object(ROOMS)?.get_by_name(room)?;
+        stub.fetch_with_request(forward::presence_request(room)?)
+            .await
+    };
+    ask.await.map_err(|e| {
+        worker::console_error!(
+            "{}",
+            serde_json::json!({"event": "route_error", "room": room, "error": e.to_string()})
+        );
+        HttpRefusal::Unavailable
+    })
 }

@@ -1,12 +1,53 @@
-//! Where a client connected from, as a region name (PROTOCOL.md "Regions").
+//! Where a client connected from, as a region name (PROTOCOL.md "Regions"):
+//! the request's `cf` colo, country and continent through the deployment's
+//! `REGIONS` table ([`crate::regions`]).
 
-use worker::Request;
+use std::cell::RefCell;
 
-/// Region of a request: its continent code (`AF AN AS EU NA OC SA`), or `XX`
-/// when the runtime gives no location.
-pub fn of(req: &Request) -> String {
-    req.cf()
-        .and_then(|cf| cf.continent())
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "XX".into())
+use worker::{js_sys, wasm_bindgen::JsValue, Env, Request};
+
+use crate::regions::RegionTable;
+
+thread_local! {
+    /// The parsed table and the raw text it came from (vars do not change
+    /// within an isolate, but a cheap check keeps this honest).
+    static TABLE: RefCell<Option<(String, RegionTable)>> = const { RefCell::new(None) };
+}
+
+/// The region of `req` under the deployment's table.
+pub fn of(req: &Request, env: &Env) -> String {
+    let raw = env
+        .var("REGIONS")
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    let colo = cf_field(req, "colo");
+    let country = cf_field(req, "country");
+    let continent = cf_field(req, "continent");
+    TABLE.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.as_ref().is_none_or(|(text, _)| *text != raw) {
+            let (table, problem) = RegionTable::from_var(Some(&raw));
+            if let Some(problem) = problem {
+                worker::console_error!(
+                    "{}",
+                    serde_json::json!({"event": "config_error", "problem": problem})
+                );
+            }
+            *slot = Some((raw, table));
+        }
+        let (_, table) = slot.as_ref().expect("set above");
+        table.region(colo.as_deref(), country.as_deref(), continent.as_deref())
+    })
+}
+
+/// One string of the request's `cf` object, read without the typed getters
+/// (workers-rs's `Cf::colo` panics when the field is absent).
+fn cf_field(req: &Request, name: &str) -> Option<String> {
+    let cf = js_sys::Reflect::get(req.inner(), &JsValue::from_str("cf")).ok()?;
+    if cf.is_undefined() || cf.is_null() {
+        return None;
+    }
+    js_sys::Reflect::get(&cf, &JsValue::from_str(name))
+        .ok()?
+        .as_string()
 }

@@ -1,0 +1,31 @@
+//! When the runtime last answered a ping on a socket by itself (the
+//! hibernation auto-response). workers-rs does not bind
+//! `getWebSocketAutoResponseTimestamp`, so it is bound here.
+
+use worker::wasm_bindgen::prelude::*;
+use worker::wasm_bindgen::JsCast;
+use worker::{js_sys, web_sys, worker_sys, State, WebSocket};
+
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+extern "C" {
+    /// The same `DurableObjectState`, seen with the one method we need.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type StateWithTimestamps;
+
+    #[wasm_bindgen(method, catch, js_name = getWebSocketAutoResponseTimestamp)]
+    fn get_web_socket_auto_response_timestamp(
+        this: &StateWithTimestamps,
+        ws: &web_sys::WebSocket,
+    ) -> Result<JsValue, JsValue>;
+}
+
+/// The time (ms) of the last ping the runtime answered on `ws`, if any.
+pub fn last_answered(state: &State, ws: &WebSocket) -> Option<u64> {
+    let raw: &worker_sys::DurableObjectState = state.as_raw();
+    let value = raw
+        .unchecked_ref::<StateWithTimestamps>()
+        .get_web_socket_auto_response_timestamp(ws.as_ref())
+        .ok()?;
+    let date: js_sys::Date = value.dyn_into().ok()?;
+    Some(date.get_time() as u64)
+}
