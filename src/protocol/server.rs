@@ -87,6 +87,9 @@ pub enum ServerFrame<'a> {
         conn: &'a str,
         region: &'a str,
         epoch: &'a str,
+        /// Where the room lives (the location hint it was created with).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        home: Option<&'a str>,
         seq: u64,
         resumed: bool,
         missed: u64,

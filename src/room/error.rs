@@ -61,6 +61,8 @@ pub enum CloseCode {
     Abuse,
     /// No frame and no answered heartbeat for `presence_ttl` (4008).
     Timeout,
+    /// The operator drains the room; reconnect promptly (1001).
+    GoingAway,
 }
 
 impl CloseCode {
@@ -71,6 +73,7 @@ impl CloseCode {
             CloseCode::Superseded => 4001,
             CloseCode::Abuse => 4029,
             CloseCode::Timeout => 4008,
+            CloseCode::GoingAway => 1001,
         }
     }
 
@@ -81,6 +84,7 @@ impl CloseCode {
             CloseCode::Superseded => "superseded",
             CloseCode::Abuse => "rate limit abuse",
             CloseCode::Timeout => "heartbeat timeout",
+            CloseCode::GoingAway => "room drained",
         }
     }
 }

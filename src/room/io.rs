@@ -135,6 +135,8 @@ pub struct Peer {
 pub struct Snapshot {
     pub room: String,
     pub epoch: String,
+    /// Where the room was placed when it was created (a location hint).
+    pub home: Option<String>,
     pub seq: u64,
     /// Every state key with its value and version.
     pub state: Vec<(String, Box<RawValue>, u64)>,

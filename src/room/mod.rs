@@ -17,7 +17,7 @@ mod state;
 mod timer;
 
 pub use config::RoomConfig;
-pub use engine::Room;
+pub use engine::{Room, SERVER_SESSION};
 pub use error::{CloseCode, Refusal};
 pub use io::{Commit, Hello, Input, LogEntry, Output, Peer, Snapshot, StateWrite};
 

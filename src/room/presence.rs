@@ -44,6 +44,9 @@ pub struct SummaryThrottle {
 #[derive(Debug, Default)]
 pub struct Presence {
     members: BTreeMap<String, Member>,
+    /// Members (each with its one connection) per region, kept as members
+    /// come and go so that stats need no scan.
+    by_region: HashMap<String, usize>,
 }
 
 impl Presence {
@@ -51,16 +54,53 @@ impl Presence {
         self.members.get(session)
     }
 
-    pub fn get_mut(&mut self, session: &str) -> Option<&mut Member> {
-        self.members.get_mut(session)
+    /// Replaces a member's presence state; returns the updated member.
+    pub fn set_state(&mut self, session: &str, state: Box<RawValue>) -> Option<&Member> {
+        let member = self.members.get_mut(session)?;
+        member.state = state;
+        Some(member)
     }
 
     pub fn insert(&mut self, session: String, member: Member) -> Option<Member> {
-        self.members.insert(session, member)
+        *self.by_region.entry(member.region.clone()).or_default() += 1;
+        let old = self.members.insert(session, member);
+        if let Some(old) = &old {
+            self.forget_region(&old.region);
+        }
+        old
     }
 
     pub fn remove(&mut self, session: &str) -> Option<Member> {
-        self.members.remove(session)
+        let old = self.members.remove(session);
+        if let Some(old) = &old {
+            self.forget_region(&old.region);
+        }
+        old
+    }
+
+    /// Removes every member at once (a drain).
+    pub fn clear(&mut self) {
+        self.members.clear();
+        self.by_region.clear();
+    }
+
+    /// Members connected from `region`.
+    pub fn in_region(&self, region: &str) -> usize {
+        self.by_region.get(region).copied().unwrap_or(0)
+    }
+
+    /// Members per region.
+    pub fn regions(&self) -> &HashMap<String, usize> {
+        &self.by_region
+    }
+
+    fn forget_region(&mut self, region: &str) {
+        if let Some(n) = self.by_region.get_mut(region) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_region.remove(region);
+            }
+        }
     }
 
     pub fn len(&self) -> usize {

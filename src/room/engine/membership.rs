@@ -115,11 +115,9 @@ impl Room {
             return self.refuse(conn, None, refusal);
         }
         let session = self.conns[conn].session.clone();
-        let Some(member) = self.presence.get_mut(&session) else {
+        let Some(member) = self.presence.set_state(&session, state).cloned() else {
             return;
         };
-        member.state = state;
-        let member = member.clone();
         self.remember(&session, &member, now);
         if !self.large {
             self.broadcast_joins(
@@ -146,6 +144,23 @@ impl Room {
         if self.conns.is_empty() {
             self.sweep_at = None;
         }
+    }
+
+    /// Closes every socket with 1001 (the operator drains the room; clients
+    /// come back on their own). No leaves are sent: nobody stays to read them.
+    pub fn drain(&mut self) -> usize {
+        let mut conns: Vec<String> = self.conns.drain().map(|(id, _)| id).collect();
+        conns.sort();
+        self.presence.clear();
+        self.large = false;
+        self.sweep_at = None;
+        for conn in &conns {
+            self.push(Output::Close {
+                conn: conn.clone(),
+                code: CloseCode::GoingAway,
+            });
+        }
+        conns.len()
     }
 
     /// The room closes a socket: forget it (a leave for its member) and say so.

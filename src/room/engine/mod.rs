@@ -5,7 +5,10 @@
 //! presence, summaries, the heartbeat sweep and the alarm.
 
 mod membership;
+mod stats;
 mod writes;
+
+pub use writes::SERVER_SESSION;
 
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -40,6 +43,7 @@ pub struct Room {
     config: RoomConfig,
     name: String,
     epoch: String,
+    home: Option<String>,
     seq: u64,
     history: History,
     state: RoomState,
@@ -51,6 +55,7 @@ pub struct Room {
     /// When to look for connections that stopped answering heartbeats.
     sweep_at: Option<u64>,
     alarm: Alarm,
+    stats: stats::Counters,
     outputs: VecDeque<Output>,
 }
 
@@ -73,6 +78,7 @@ impl Room {
         let mut room = Room {
             name: snap.room,
             epoch: snap.epoch,
+            home: snap.home,
             seq: snap.seq,
             history,
             state,
@@ -82,6 +88,7 @@ impl Room {
             large: false,
             sweep_at: None,
             alarm: Alarm::default(),
+            stats: stats::Counters::since(now),
             outputs: VecDeque::new(),
             config,
         };
@@ -172,6 +179,7 @@ impl Room {
             conn: &conn,
             region: &member.region,
             epoch: &self.epoch,
+            home: self.home.as_deref(),
             seq: self.seq,
             resumed: matches!(replay, Ok(Some(_))),
             missed: replay

@@ -6,9 +6,21 @@ use std::rc::Rc;
 use serde_json::value::RawValue;
 
 use super::Room;
+use crate::protocol::names;
 use crate::protocol::server::ServerFrame;
 use crate::room::io::{Commit, LogEntry, Output, StateWrite};
 use crate::room::Refusal;
+
+/// The session that server-side publishes (`POST /rooms/{room}/messages`)
+/// are deduplicated under; no client session can take it (`$` is not allowed).
+pub const SERVER_SESSION: &str = "$server";
+
+/// Who a write comes from, as its `message` frame shows.
+struct Author {
+    session: String,
+    user: String,
+    region: String,
+}
 
 impl Room {
     pub(super) fn publish(
@@ -19,11 +31,11 @@ impl Room {
         topic: String,
         data: Box<RawValue>,
     ) {
-        let session = self.conns[conn].session.clone();
-        if let Some(seq) = self.history.seq_of(&session, &id) {
+        let author = self.author(conn);
+        if let Some(seq) = self.history.seq_of(&author.session, &id) {
             return self.send(conn, ack(&id, seq));
         }
-        self.commit(now, conn, &session, id, topic, data, None);
+        self.commit(now, &author, Some(conn), id, topic, data, None);
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `set` frame
@@ -36,8 +48,8 @@ impl Room {
         value: Box<RawValue>,
         if_version: Option<u64>,
     ) {
-        let session = self.conns[conn].session.clone();
-        if let Some(seq) = self.history.seq_of(&session, &id) {
+        let author = self.author(conn);
+        if let Some(seq) = self.history.seq_of(&author.session, &id) {
             return self.send(conn, ack(&id, seq));
         }
         let current = self.state.version(&key);
@@ -48,15 +60,59 @@ impl Room {
             return self.refuse(conn, Some(&id), refusal);
         }
         let data = state_data(&key, &value, self.seq + 1);
+        let write = StateWrite { key, value };
         self.commit(
             now,
-            conn,
-            &session,
+            &author,
+            Some(conn),
             id,
             "$state".into(),
             data,
-            Some(StateWrite { key, value }),
+            Some(write),
         );
+    }
+
+    /// A publish from the operator's server (`POST /rooms/{room}/messages`):
+    /// sequenced like any other, idempotent by `id`, from `region`.
+    /// Returns its `seq` (the original one for a retry).
+    pub fn server_publish(
+        &mut self,
+        now: u64,
+        id: String,
+        topic: String,
+        data: Box<RawValue>,
+        region: String,
+    ) -> Result<u64, Refusal> {
+        if !names::bounded(&id) {
+            return Err(Refusal::Invalid("`id` must be 1-64 characters".into()));
+        }
+        if !names::valid_topic(&topic) {
+            return Err(Refusal::Invalid(
+                "`topic` must be 1-64 characters and not start with `$`".into(),
+            ));
+        }
+        if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
+            return Ok(seq);
+        }
+        let author = Author {
+            session: SERVER_SESSION.into(),
+            user: SERVER_SESSION.into(),
+            region,
+        };
+        Ok(self.commit(now, &author, None, id, topic, data, None))
+    }
+
+    fn author(&self, conn: &str) -> Author {
+        let session = self.conns[conn].session.clone();
+        let member = self
+            .presence
+            .get(&session)
+            .expect("a connection's session is a member");
+        Author {
+            user: member.user.clone(),
+            region: member.region.clone(),
+            session,
+        }
     }
 
     /// Sequences a write: persist, then ack the sender, then tell everyone.
@@ -64,31 +120,27 @@ impl Room {
     fn commit(
         &mut self,
         now: u64,
-        conn: &str,
-        session: &str,
+        author: &Author,
+        ack_to: Option<&str>,
         id: String,
         topic: String,
         data: Box<RawValue>,
         state: Option<StateWrite>,
-    ) {
-        let member = self
-            .presence
-            .get(session)
-            .expect("a connection's session is a member");
+    ) -> u64 {
         self.seq += 1;
         let entry = LogEntry {
             seq: self.seq,
             id,
-            session: session.to_owned(),
-            user: member.user.clone(),
-            region: member.region.clone(),
+            session: author.session.clone(),
+            user: author.user.clone(),
+            region: author.region.clone(),
             topic,
             data,
             ts: now,
         };
         let frame = entry.frame();
         self.history
-            .push(entry.seq, session, &entry.id, frame.clone());
+            .push(entry.seq, &author.session, &entry.id, frame.clone());
         if let Some(w) = &state {
             self.state.set(w.key.clone(), w.value.clone(), entry.seq);
         }
@@ -97,16 +149,24 @@ impl Room {
             .checked_sub(self.config.log_retain)
             .filter(|s| *s > 0);
         let ack_frame = ack(&entry.id, entry.seq);
+        let seq = entry.seq;
         self.push(Output::Persist(Box::new(Commit {
             entry,
             state,
             trim_through,
         })));
-        self.send(conn, ack_frame);
+        if let Some(conn) = ack_to {
+            self.send(conn, ack_frame);
+        }
         self.push(Output::Broadcast {
             frame,
             except: None,
         });
+        let receivers = self.conns.len() as u64;
+        self.stats.messages += 1;
+        self.stats.deliveries += receivers;
+        self.stats.cross_region += receivers - self.presence.in_region(&author.region) as u64;
+        seq
     }
 }
 

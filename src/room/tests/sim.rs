@@ -132,6 +132,7 @@ impl Sim {
         let snap = Snapshot {
             room: self.room.name().into(),
             epoch: self.room.epoch().into(),
+            home: None,
             seq: self.disk.seq,
             state: self
                 .disk

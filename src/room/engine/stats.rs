@@ -1,0 +1,61 @@
+//! What the operator sees at `GET /rooms/{room}/stats`: connections by
+//! region and message counts since the room was loaded into memory.
+
+use serde::Serialize;
+
+use super::Room;
+
+/// Counters since the engine was (re)built; eviction resets them.
+#[derive(Debug, Default, Serialize)]
+pub struct Counters {
+    /// When counting started (ms).
+    pub since: u64,
+    /// Messages sequenced.
+    pub messages: u64,
+    /// Message frames delivered (one per receiving connection).
+    pub deliveries: u64,
+    /// Deliveries whose sender's region differs from the receiver's.
+    pub cross_region: u64,
+}
+
+impl Counters {
+    pub fn since(now: u64) -> Counters {
+        Counters {
+            since: now,
+            ..Counters::default()
+        }
+    }
+}
+
+impl Room {
+    /// The stats as JSON.
+    pub fn stats_json(&self) -> String {
+        let c = &self.stats;
+        let ratio = if c.deliveries == 0 {
+            0.0
+        } else {
+            c.cross_region as f64 / c.deliveries as f64
+        };
+        let regions: std::collections::BTreeMap<&str, usize> = self
+            .presence
+            .regions()
+            .iter()
+            .map(|(r, n)| (r.as_str(), *n))
+            .collect();
+        serde_json::json!({
+            "room": self.name,
+            "epoch": self.epoch,
+            "home": self.home,
+            "seq": self.seq,
+            "connections": self.conns.len(),
+            "members": self.presence.len(),
+            "connections_by_region": regions,
+            "counted_since": c.since,
+            "messages": c.messages,
+            "deliveries": c.deliveries,
+            "cross_region_deliveries": c.cross_region,
+            "cross_region_ratio": ratio,
+        })
+        .to_string()
+    }
+}
