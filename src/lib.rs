@@ -3,6 +3,8 @@
 //! The crate has three layers (see README.md, "Architecture"):
 //! - [`protocol`]: the wire frames of PROTOCOL.md, parsed and validated;
 //! - [`room`]: the room engine, a pure state machine (builds and tests natively);
+//! - [`auth`] and [`regions`]: tokens, the admin key and the region table,
+//!   pure functions the Worker uses;
 //! - `durable` and `edge`: the Durable Object and Worker adapters (wasm32 only).
 
 pub mod auth;
@@ -14,3 +16,5 @@ pub mod room;
 mod durable;
 #[cfg(target_arch = "wasm32")]
 mod edge;
+#[cfg(target_arch = "wasm32")]
+mod logline;

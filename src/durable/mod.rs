@@ -16,7 +16,8 @@ use worker::{
     ScheduledTime, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
-use crate::edge::forward::{self, Forwarded};
+use crate::edge::forward::{self, Forwarded, Inbound};
+use crate::logline::log;
 use crate::room::{Hello, Input, Room as Engine, RoomConfig};
 use sockets::Sockets;
 
@@ -54,26 +55,46 @@ impl DurableObject for Room {
         }
     }
 
-    async fn fetch(&self, req: Request) -> Result<Response> {
-        match forward::read(&req) {
-            Some(forward::Inbound::Connect(fwd)) => {
-                let (response, alarm) = self.accept(fwd)?;
-                self.arm(alarm).await;
-                Ok(response)
-            }
-            Some(forward::Inbound::Presence { room }) => {
-                let (body, alarm) = self.run(Some(&room), |live, _| live.engine.presence_json())?;
-                self.arm(alarm).await;
-                Response::ok(body).map(|r| {
-                    let _ = r.headers().set("content-type", "application/json");
-                    r
-                })
-            }
-            None => Response::error(
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let Some(routed) = forward::read(&req) else {
+            return Response::error(
                 "the room accepts only requests forwarded by the Worker",
                 400,
-            ),
-        }
+            );
+        };
+        let origin = Origin {
+            room: &routed.room,
+            home: routed.home.as_deref(),
+        };
+        let (response, alarm) = match routed.what {
+            Inbound::Connect(fwd) => self.accept(origin, fwd)?,
+            Inbound::Presence => {
+                let (body, alarm) =
+                    self.run(Some(origin), |live, _| live.engine.presence_json())?;
+                (json_response(200, body)?, alarm)
+            }
+            Inbound::Stats => {
+                let (body, alarm) = self.run(Some(origin), |live, _| live.engine.stats_json())?;
+                (json_response(200, body)?, alarm)
+            }
+            Inbound::Drain => {
+                let (closed, alarm) = self.run(Some(origin), |live, _| live.engine.drain())?;
+                log(
+                    "drain",
+                    serde_json::json!({"room": routed.room, "closed": closed}),
+                );
+                (
+                    json_response(200, serde_json::json!({ "closed": closed }).to_string())?,
+                    alarm,
+                )
+            }
+            Inbound::Publish { region } => {
+                let body = req.text().await?;
+                self.server_publish(origin, &body, region)?
+            }
+        };
+        self.arm(alarm).await;
+        Ok(response)
     }
 
     async fn websocket_message(
@@ -103,10 +124,11 @@ impl DurableObject for Room {
     async fn websocket_close(
         &self,
         ws: WebSocket,
-        _code: usize,
+        code: usize,
         _reason: String,
-        _clean: bool,
+        clean: bool,
     ) -> Result<()> {
+        log("close", serde_json::json!({"code": code, "clean": clean}));
         self.gone(&ws).await
     }
 
@@ -143,9 +165,24 @@ impl DurableObject for Room {
     }
 }
 
+/// The room a request is for, and where the Worker would place it.
+#[derive(Clone, Copy)]
+struct Origin<'a> {
+    room: &'a str,
+    home: Option<&'a str>,
+}
+
+/// The body of `POST /rooms/{room}/messages`.
+#[derive(serde::Deserialize)]
+struct PublishBody {
+    id: String,
+    topic: String,
+    data: Box<serde_json::value::RawValue>,
+}
+
 impl Room {
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
-    fn accept(&self, fwd: Forwarded) -> Result<(Response, Option<u64>)> {
+    fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Response, Option<u64>)> {
         let pair = WebSocketPair::new()?;
         let conn = format!("c-{}", random_hex());
         let session_tag = format!("s:{}", fwd.session);
@@ -161,11 +198,41 @@ impl Room {
             epoch: fwd.epoch,
         };
         let server = pair.server;
-        let ((), alarm) = self.run(Some(&fwd.room), move |live, now| {
+        let ((), alarm) = self.run(Some(origin), move |live, now| {
             live.sockets.add(conn, server);
             live.engine.handle(now, Input::Open(hello));
         })?;
         Ok((Response::from_websocket(pair.client)?, alarm))
+    }
+
+    /// A server-side publish: 200 `{"seq"}` (the original seq for a retry),
+    /// or 400/413 with the error's code.
+    fn server_publish(
+        &self,
+        origin: Origin<'_>,
+        body: &str,
+        region: String,
+    ) -> Result<(Response, Option<u64>)> {
+        if body.len() > self.config.max_frame {
+            let message = format!("body over {} bytes", self.config.max_frame);
+            return Ok((error_response(413, "too_large", &message)?, None));
+        }
+        let parsed: PublishBody = match serde_json::from_str(body) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = format!("body must be {{\"id\",\"topic\",\"data\"}}: {e}");
+                return Ok((error_response(400, "invalid", &message)?, None));
+            }
+        };
+        let (result, alarm) = self.run(Some(origin), |live, now| {
+            live.engine
+                .server_publish(now, parsed.id, parsed.topic, parsed.data, region)
+        })?;
+        let response = match result {
+            Ok(seq) => json_response(200, serde_json::json!({ "seq": seq }).to_string())?,
+            Err(refusal) => error_response(400, refusal.code(), &refusal.message())?,
+        };
+        Ok((response, alarm))
     }
 
     async fn gone(&self, ws: &WebSocket) -> Result<()> {
@@ -189,12 +256,12 @@ impl Room {
     /// event rebuilds it from what is really stored.
     fn run<T>(
         &self,
-        room: Option<&str>,
+        origin: Option<Origin<'_>>,
         f: impl FnOnce(&mut Live, u64) -> T,
     ) -> Result<(T, Option<u64>)> {
         let mut slot = self.live.borrow_mut();
         if slot.is_none() {
-            *slot = Some(self.load(room)?);
+            *slot = Some(self.load(origin)?);
         }
         let live = slot.as_mut().expect("loaded above");
         let out = f(live, now_ms());
@@ -221,11 +288,13 @@ impl Room {
         }
     }
 
-    fn load(&self, room: Option<&str>) -> Result<Live> {
+    fn load(&self, origin: Option<Origin<'_>>) -> Result<Live> {
         let sql = self.state.storage().sql();
         storage::migrate(&sql)?;
         let recent = self.config.replay_limit.max(1);
-        let mut snap = storage::load(&sql, room, || format!("e-{}", random_hex()), recent)?;
+        let room = origin.map(|o| o.room);
+        let home = origin.and_then(|o| o.home);
+        let mut snap = storage::load(&sql, room, home, || format!("e-{}", random_hex()), recent)?;
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let engine = Engine::restore(self.config.clone(), snap, now_ms());
         let fields = serde_json::json!({
@@ -237,12 +306,17 @@ impl Room {
     }
 }
 
-/// One structured log line: `{"event": event, ...fields}`.
-fn log(event: &str, mut fields: serde_json::Value) {
-    if let Some(map) = fields.as_object_mut() {
-        map.insert("event".into(), event.into());
-    }
-    worker::console_log!("{fields}");
+fn json_response(status: u16, body: String) -> Result<Response> {
+    let response = Response::ok(body)?.with_status(status);
+    response.headers().set("content-type", "application/json")?;
+    Ok(response)
+}
+
+fn error_response(status: u16, code: &str, message: &str) -> Result<Response> {
+    json_response(
+        status,
+        serde_json::json!({ "error": code, "message": message }).to_string(),
+    )
 }
 
 fn now_ms() -> u64 {

@@ -69,6 +69,8 @@ impl Sockets {
                     if let Some(ws) = self.by_conn.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));
                     }
+                    let fields = serde_json::json!({"room": engine.name(), "conn": conn, "code": code.code()});
+                    crate::logline::log("closed_by_room", fields);
                 }
                 Output::Remember(peer) => {
                     if let Some(ws) = self.by_conn.get(&peer.conn) {

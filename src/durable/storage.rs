@@ -77,21 +77,35 @@ struct IdRow {
 pub fn load(
     sql: &SqlStorage,
     room: Option<&str>,
+    home: Option<&str>,
     new_epoch: impl FnOnce() -> String,
     recent: u64,
 ) -> worker::Result<Snapshot> {
     let meta: Vec<MetaRow> = sql.exec("SELECT k, v FROM meta", None)?.to_array()?;
     let get = |k: &str| meta.iter().find(|m| m.k == k).map(|m| m.v.clone());
-    let epoch = match get("epoch") {
-        Some(e) => e,
+    let (epoch, created) = match get("epoch") {
+        Some(e) => (e, false),
         None => {
             let e = new_epoch();
             sql.exec(
                 "INSERT INTO meta (k, v) VALUES ('epoch', ?)",
                 vec![V::String(e.clone())],
             )?;
-            e
+            (e, true)
         }
+    };
+    // The home is where the room was placed when it was created; a hint that
+    // comes later cannot move it, so it is recorded only then.
+    let home = match (get("home"), home) {
+        (Some(h), _) => Some(h),
+        (None, Some(h)) if created => {
+            sql.exec(
+                "INSERT INTO meta (k, v) VALUES ('home', ?)",
+                vec![V::String(h.into())],
+            )?;
+            Some(h.to_owned())
+        }
+        (None, _) => None,
     };
     let name = match (get("room"), room) {
         (Some(n), _) => n,
@@ -140,6 +154,7 @@ pub fn load(
     Ok(Snapshot {
         room: name,
         epoch,
+        home,
         seq: recent.last().map_or(0, |e| e.seq),
         state,
         recent,

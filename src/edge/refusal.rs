@@ -1,6 +1,9 @@
-//! Requests the Worker turns away before any upgrade, with stable codes.
+//! Requests the Worker turns away, with stable codes: before any upgrade for
+//! WebSocket routes, as `{"error": code, "message": text}`.
 
 use worker::{Response, Result};
+
+use crate::auth::AuthError;
 
 /// Why the Worker refused a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,8 +12,19 @@ pub enum HttpRefusal {
     BadRoom,
     /// The session is missing or breaks the naming rule.
     BadSession,
-    /// Another query parameter is malformed (`since`, `epoch`).
+    /// Another query parameter is malformed (`since`, `epoch`) or the query
+    /// is too long.
     BadParam(&'static str),
+    /// The token is missing, malformed, forged, expired or for another room.
+    Auth(AuthError),
+    /// No `AUTH_SECRET` and no `ANONYMOUS_DEV`: rooms are closed.
+    AuthNotConfigured,
+    /// An admin route without `Authorization: Bearer <ADMIN_KEY>`.
+    BadAdminKey,
+    /// The deployment has no `ADMIN_KEY`: admin routes are off.
+    AdminDisabled,
+    /// A request body over the limit.
+    TooLarge,
     /// A WebSocket route was requested without `Upgrade: websocket`.
     UpgradeRequired,
     /// No route matches.
@@ -25,10 +39,14 @@ impl HttpRefusal {
     pub fn status(&self) -> u16 {
         match self {
             HttpRefusal::BadRoom | HttpRefusal::BadSession | HttpRefusal::BadParam(_) => 400,
-            HttpRefusal::UpgradeRequired => 426,
+            HttpRefusal::Auth(e) => e.status(),
+            HttpRefusal::BadAdminKey => 401,
+            HttpRefusal::AdminDisabled => 403,
             HttpRefusal::NotFound => 404,
             HttpRefusal::MethodNotAllowed => 405,
-            HttpRefusal::Unavailable => 503,
+            HttpRefusal::TooLarge => 413,
+            HttpRefusal::UpgradeRequired => 426,
+            HttpRefusal::AuthNotConfigured | HttpRefusal::Unavailable => 503,
         }
     }
 
@@ -37,6 +55,11 @@ impl HttpRefusal {
             HttpRefusal::BadRoom => "bad_room",
             HttpRefusal::BadSession => "bad_session",
             HttpRefusal::BadParam(_) => "bad_param",
+            HttpRefusal::Auth(e) => e.code(),
+            HttpRefusal::AuthNotConfigured => "auth_not_configured",
+            HttpRefusal::BadAdminKey => "bad_admin_key",
+            HttpRefusal::AdminDisabled => "admin_disabled",
+            HttpRefusal::TooLarge => "too_large",
             HttpRefusal::UpgradeRequired => "upgrade_required",
             HttpRefusal::NotFound => "not_found",
             HttpRefusal::MethodNotAllowed => "method_not_allowed",
@@ -48,7 +71,19 @@ impl HttpRefusal {
         match self {
             HttpRefusal::BadRoom => "room must be 1-64 characters of A-Z a-z 0-9 . _ : -".into(),
             HttpRefusal::BadSession => "session must be 8-64 characters of A-Z a-z 0-9 _ -".into(),
-            HttpRefusal::BadParam(p) => format!("malformed query parameter `{p}`"),
+            HttpRefusal::BadParam(p) => format!("malformed query: {p}"),
+            HttpRefusal::Auth(e) => e.message(),
+            HttpRefusal::AuthNotConfigured => {
+                "this deployment has no AUTH_SECRET; set one with `wrangler secret put AUTH_SECRET`"
+                    .into()
+            }
+            HttpRefusal::BadAdminKey => {
+                "admin routes need `Authorization: Bearer <ADMIN_KEY>`".into()
+            }
+            HttpRefusal::AdminDisabled => {
+                "admin routes are off: set ADMIN_KEY with `wrangler secret put ADMIN_KEY`".into()
+            }
+            HttpRefusal::TooLarge => "request body too large".into(),
             HttpRefusal::UpgradeRequired => "this route accepts WebSocket upgrades only".into(),
             HttpRefusal::NotFound => "no such route".into(),
             HttpRefusal::MethodNotAllowed => "method not allowed on this route".into(),

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 
+use serde::Serialize;
 use worker::{js_sys, wasm_bindgen::JsValue, Env, Request};
 
 use crate::regions::RegionTable;
@@ -14,30 +15,42 @@ thread_local! {
     static TABLE: RefCell<Option<(String, RegionTable)>> = const { RefCell::new(None) };
 }
 
-/// The region of `req` under the deployment's table.
-pub fn of(req: &Request, env: &Env) -> String {
+/// Where a request came from, as the Worker sees it (`GET /region`).
+#[derive(Serialize)]
+pub struct Whereabouts {
+    pub colo: Option<String>,
+    pub country: Option<String>,
+    pub continent: Option<String>,
+    pub region: String,
+}
+
+/// The location of `req` and its region under the deployment's table.
+pub fn locate(req: &Request, env: &Env) -> Whereabouts {
+    let colo = cf_field(req, "colo");
+    let country = cf_field(req, "country");
+    let continent = cf_field(req, "continent");
     let raw = env
         .var("REGIONS")
         .map(|v| v.to_string())
         .unwrap_or_default();
-    let colo = cf_field(req, "colo");
-    let country = cf_field(req, "country");
-    let continent = cf_field(req, "continent");
-    TABLE.with(|slot| {
+    let region = TABLE.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.as_ref().is_none_or(|(text, _)| *text != raw) {
             let (table, problem) = RegionTable::from_var(Some(&raw));
             if let Some(problem) = problem {
-                worker::console_error!(
-                    "{}",
-                    serde_json::json!({"event": "config_error", "problem": problem})
-                );
+                super::log("config_error", serde_json::json!({ "problem": problem }));
             }
             *slot = Some((raw, table));
         }
         let (_, table) = slot.as_ref().expect("set above");
         table.region(colo.as_deref(), country.as_deref(), continent.as_deref())
-    })
+    });
+    Whereabouts {
+        colo,
+        country,
+        continent,
+        region,
+    }
 }
 
 /// One string of the request's `cf` object, read without the typed getters

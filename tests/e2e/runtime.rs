@@ -181,6 +181,16 @@ impl Runtime {
     /// Starts `wrangler dev` from the repository root on fresh ports, persisting to `persist`,
     /// and waits until it answers HTTP.
     pub async fn start(label: &str, persist: &Path) -> Result<Runtime, String> {
+        Runtime::start_with(label, persist, &[]).await
+    }
+
+    /// Like [`Runtime::start`], with extra `wrangler dev` arguments (e.g.
+    /// `["--var", "PRESENCE_TTL_MS:3000"]`).
+    pub async fn start_with(
+        label: &str,
+        persist: &Path,
+        extra_args: &[&str],
+    ) -> Result<Runtime, String> {
         // E2E_WORKER_DIR points the harness at another wrangler project (e.g. a stand-in
         // worker while developing the tests); by default the repository itself.
         let root_buf = std::env::var_os("E2E_WORKER_DIR")
@@ -196,7 +206,7 @@ impl Runtime {
         }
         let port = free_port();
         let inspector = free_port();
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "dev".into(),
             "--ip".into(),
             "127.0.0.1".into(),
@@ -211,7 +221,11 @@ impl Runtime {
             "--log-level".into(),
             "log".into(),
             "--show-interactive-dev-session=false".into(),
+            // No AUTH_SECRET: the Worker refuses rooms unless told this is local dev.
+            "--var".into(),
+            "ANONYMOUS_DEV:true".into(),
         ];
+        args.extend(extra_args.iter().map(|a| a.to_string()));
         // Use the project's tool environment when there is one (scripts/env is sourced by
         // bash), otherwise put node_modules/.bin first on PATH.
         let env_script = root.join("scripts/env");

@@ -1,0 +1,124 @@
+//! The canary: a real WebSocket to a canary room through the same path
+//! clients take (validation, auth, routing, the room object), one welcome and
+//! one ping that the room itself must answer. `/health` and the cron trigger
+//! run it; the failing step tells an unreachable room (`connect`) from a
+//! degraded one (`welcome`, `pong`).
+
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use futures::StreamExt;
+use serde::Serialize;
+use worker::{Delay, Env, Headers, Method, Request, RequestInit, WebsocketEvent};
+
+use super::config::{AuthMode, Deployment};
+use super::rooms;
+use crate::auth;
+
+/// How long each step may take.
+const STEP_MS: u64 = 5_000;
+/// Not the exact auto-response text, so the room itself must answer it.
+const CANARY_PING: &str = r#"{"type":"ping","canary":true}"#;
+
+/// What one canary run found.
+#[derive(Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub ms: u64,
+    pub room: String,
+    /// The step that failed: `connect`, `welcome` or `pong`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+type StepError = (&'static str, String);
+
+pub async fn canary(env: &Env, dep: &Deployment) -> Report {
+    let started = now_ms();
+    let outcome = run(env, dep).await;
+    let ms = now_ms().saturating_sub(started);
+    let (step, error) = match outcome {
+        Ok(()) => (None, None),
+        Err((step, error)) => (Some(step), Some(error)),
+    };
+    Report {
+        ok: step.is_none(),
+        ms,
+        room: dep.canary_room.clone(),
+        step,
+        error,
+    }
+}
+
+async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
+    let connect = |e: worker::Error| ("connect", e.to_string());
+    let room = &dep.canary_room;
+    let mut query = format!("session=canary-{}", now_ms());
+    if let AuthMode::Tokens(secret) = &dep.auth {
+        let claims = auth::Claims {
+            room: room.clone(),
+            sub: "canary".into(),
+            exp: now_ms() / 1000 + 60,
+        };
+        query.push_str(&format!(
+            "&token={}",
+            auth::mint(secret.as_bytes(), &claims)
+        ));
+    }
+    let headers = Headers::new();
+    headers.set("upgrade", "websocket").map_err(connect)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    let url = format!("https://canary.invalid/rooms/{room}/ws?{query}");
+    let req = Request::new_with_init(&url, &init).map_err(connect)?;
+    let response = rooms::connect(&req, env, dep, room).await.map_err(|r| {
+        (
+            "connect",
+            format!("{} {}: {}", r.status(), r.code(), r.message()),
+        )
+    })?;
+    let status = response.status_code();
+    let ws = response
+        .websocket()
+        .ok_or(("connect", format!("no WebSocket (HTTP {status})")))?;
+    ws.accept().map_err(connect)?;
+    let mut events = ws.events().map_err(connect)?;
+    wait_for(&mut events, "welcome").await?;
+    ws.send_with_str(CANARY_PING)
+        .map_err(|e| ("pong", e.to_string()))?;
+    wait_for(&mut events, "pong").await?;
+    let _ = ws.close(Some(1000), Some("canary done"));
+    Ok(())
+}
+
+/// Waits for a frame of type `kind`; the step named `kind` fails on a
+/// close, an error or the timeout.
+async fn wait_for(
+    events: &mut worker::EventStream<'_>,
+    kind: &'static str,
+) -> Result<(), StepError> {
+    let mut deadline = Delay::from(Duration::from_millis(STEP_MS));
+    loop {
+        match select(events.next(), &mut deadline).await {
+            Either::Left((Some(Ok(WebsocketEvent::Message(m))), _)) => {
+                let text = m.text().unwrap_or_default();
+                let frame: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                if frame["type"] == kind {
+                    return Ok(());
+                }
+            }
+            Either::Left((Some(Ok(WebsocketEvent::Close(c))), _)) => {
+                return Err((kind, format!("closed with {} before {kind}", c.code())))
+            }
+            Either::Left((Some(Err(e)), _)) => return Err((kind, e.to_string())),
+            Either::Left((None, _)) => return Err((kind, format!("socket ended before {kind}"))),
+            Either::Right(_) => return Err((kind, format!("no {kind} within {STEP_MS} ms"))),
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    worker::Date::now().as_millis()
+}
