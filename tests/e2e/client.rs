@@ -69,6 +69,16 @@ impl Dial {
         self
     }
 
+    /// Connect "from" any place: the `MF-CF-Blob` that local dev reads as the request's `cf`
+    /// (so the Worker derives the region from this colo, country and continent).
+    pub fn via(mut self, colo: &str, country: &str, continent: &str) -> Dial {
+        self.cf = Some(
+            serde_json::json!({"colo": colo, "continent": continent, "country": country})
+                .to_string(),
+        );
+        self
+    }
+
     pub fn url(&self) -> String {
         let mut url = format!(
             "ws://127.0.0.1:{}/rooms/{}/ws?session={}",

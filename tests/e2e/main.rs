@@ -15,6 +15,10 @@ mod cas;
 mod eviction;
 mod idempotency;
 mod ordering;
+mod presence;
+mod presence_eviction;
+mod presence_large;
+mod presence_ttl;
 mod refusals;
 mod restart;
 mod resume;
@@ -25,6 +29,10 @@ fn main() {
     let specs = [
         restart::trials(),
         eviction::trials(),
+        presence_ttl::trials(),
+        presence_eviction::trials(),
+        presence::trials(),
+        presence_large::trials(),
         ordering::trials(),
         resume::trials(),
         cas::trials(),
