@@ -152,16 +152,10 @@ pub fn verify(
     }
     // Valid characters that do not decode (bad length, non-zero trailing bits)
     // cannot be this payload's MAC either.
-    let sig = URL_SAFE_NO_PAD
-        .decode(sig_b64)
-        .map_err(|_| AuthError::BadSignature)?;
-    mac(secret, payload_b64)
-        .verify_slice(&sig)
-        .map_err(|_| AuthError::BadSignature)?;
+    let sig = URL_SAFE_NO_PAD.decode(sig_b64).map_err(|_| AuthError::BadSignature)?;
+    mac(secret, payload_b64).verify_slice(&sig).map_err(|_| AuthError::BadSignature)?;
 
-    let payload = URL_SAFE_NO_PAD
-        .decode(payload_b64)
-        .map_err(|_| AuthError::Malformed)?;
+    let payload = URL_SAFE_NO_PAD.decode(payload_b64).map_err(|_| AuthError::Malformed)?;
     // An object (serde would also take a positional array), without
     // duplicate fields (parsers disagree on which one wins).
     if payload.iter().find(|b| !b" \t\n\r".contains(b)) != Some(&b'{') {
@@ -218,9 +212,7 @@ fn mac(key: &[u8], msg: &str) -> HmacSha256 {
 }
 
 fn is_base64url(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 #[cfg(test)]
@@ -231,11 +223,7 @@ mod tests {
     const NOW: u64 = 1_764_460_000;
 
     fn claims(room: &str, sub: &str, exp: u64) -> Claims {
-        Claims {
-            room: room.into(),
-            sub: sub.into(),
-            exp,
-        }
+        Claims { room: room.into(), sub: sub.into(), exp }
     }
 
     fn token(room: &str, sub: &str, exp: u64) -> String {
@@ -275,16 +263,9 @@ mod tests {
         );
         // The MAC as hex, from openssl.
         let (_, sig) = KAT_R1_ALICE.split_once('.').unwrap();
-        let hex: String = URL_SAFE_NO_PAD
-            .decode(sig)
-            .unwrap()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(
-            hex,
-            "f9aa7039f1d5e5312d0a9d66e2951bdfc18ff48e78b8ac9bd554ab5b2bb7e27c"
-        );
+        let hex: String =
+            URL_SAFE_NO_PAD.decode(sig).unwrap().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "f9aa7039f1d5e5312d0a9d66e2951bdfc18ff48e78b8ac9bd554ab5b2bb7e27c");
     }
 
     #[test]
@@ -309,10 +290,7 @@ mod tests {
         assert_eq!(err.status(), 403);
         assert_eq!(err.code(), "token_wrong_room");
         // A prefix of the room is another room too.
-        assert_eq!(
-            verify(SECRET, Some(&t), "roomA2", NOW),
-            Err(AuthError::WrongRoom)
-        );
+        assert_eq!(verify(SECRET, Some(&t), "roomA2", NOW), Err(AuthError::WrongRoom));
     }
 
     #[test]
@@ -327,16 +305,10 @@ mod tests {
     fn expired_at_and_after_exp() {
         let t = token("r1", "alice", NOW);
         assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Err(AuthError::Expired));
-        assert_eq!(
-            verify(SECRET, Some(&t), "r1", NOW + 1),
-            Err(AuthError::Expired)
-        );
+        assert_eq!(verify(SECRET, Some(&t), "r1", NOW + 1), Err(AuthError::Expired));
         assert!(verify(SECRET, Some(&t), "r1", NOW - 1).is_ok());
         // Expiry is reported before the room: either way a new token is needed.
-        assert_eq!(
-            verify(SECRET, Some(&t), "other", NOW),
-            Err(AuthError::Expired)
-        );
+        assert_eq!(verify(SECRET, Some(&t), "other", NOW), Err(AuthError::Expired));
         assert_eq!(AuthError::Expired.status(), 401);
     }
 
@@ -370,10 +342,7 @@ mod tests {
         });
         let long = with_sig(&t, |s| s.push(0));
         for bad in [short, long] {
-            assert_eq!(
-                verify(SECRET, Some(&bad), "r1", NOW),
-                Err(AuthError::BadSignature)
-            );
+            assert_eq!(verify(SECRET, Some(&bad), "r1", NOW), Err(AuthError::BadSignature));
         }
     }
 
@@ -388,24 +357,15 @@ mod tests {
         ] {
             let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged).unwrap());
             let bad = format!("{payload}.{sig}");
-            assert_eq!(
-                verify(SECRET, Some(&bad), "r1", NOW),
-                Err(AuthError::BadSignature)
-            );
+            assert_eq!(verify(SECRET, Some(&bad), "r1", NOW), Err(AuthError::BadSignature));
         }
     }
 
     #[test]
     fn wrong_secret() {
         let t = mint(b"another secret", &claims("r1", "alice", NOW + 60));
-        assert_eq!(
-            verify(SECRET, Some(&t), "r1", NOW),
-            Err(AuthError::BadSignature)
-        );
-        assert_eq!(
-            verify(b"", Some(&t), "r1", NOW),
-            Err(AuthError::BadSignature)
-        );
+        assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Err(AuthError::BadSignature));
+        assert_eq!(verify(b"", Some(&t), "r1", NOW), Err(AuthError::BadSignature));
     }
 
     #[test]
@@ -427,11 +387,7 @@ mod tests {
             "ünïcödé.ünïcödé".into(),
             "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl".into(),
         ] {
-            assert_eq!(
-                verify(SECRET, Some(&bad), "r1", NOW),
-                Err(AuthError::Malformed),
-                "{bad}"
-            );
+            assert_eq!(verify(SECRET, Some(&bad), "r1", NOW), Err(AuthError::Malformed), "{bad}");
         }
     }
 
@@ -440,15 +396,9 @@ mod tests {
         // Correctly signed, but its sub makes it longer than the bound.
         let long = token("r1", &"a".repeat(1600), NOW + 60);
         assert!(long.len() > MAX_TOKEN_LEN);
-        assert_eq!(
-            verify(SECRET, Some(&long), "r1", NOW),
-            Err(AuthError::Malformed)
-        );
+        assert_eq!(verify(SECRET, Some(&long), "r1", NOW), Err(AuthError::Malformed));
         let huge = "A".repeat(1 << 20);
-        assert_eq!(
-            verify(SECRET, Some(&huge), "r1", NOW),
-            Err(AuthError::Malformed)
-        );
+        assert_eq!(verify(SECRET, Some(&huge), "r1", NOW), Err(AuthError::Malformed));
     }
 
     /// A correctly signed token around an arbitrary payload text.
@@ -486,40 +436,19 @@ mod tests {
             } else {
                 signed(&json)
             };
-            assert_eq!(
-                verify(SECRET, Some(&t), "r1", NOW),
-                Err(AuthError::Malformed),
-                "{json}"
-            );
+            assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Err(AuthError::Malformed), "{json}");
         }
         // Whitespace around the object is JSON too.
-        let t = signed(&format!(
-            "\n {{\"room\":\"r1\",\"sub\":\"alice\",\"exp\":{exp}}} "
-        ));
-        assert_eq!(
-            verify(SECRET, Some(&t), "r1", NOW),
-            Ok(claims("r1", "alice", exp))
-        );
+        let t = signed(&format!("\n {{\"room\":\"r1\",\"sub\":\"alice\",\"exp\":{exp}}} "));
+        assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Ok(claims("r1", "alice", exp)));
         // Unknown fields are ignored.
-        let t = signed(&format!(
-            r#"{{"room":"r1","sub":"alice","exp":{exp},"iat":1,"x":{{}}}}"#
-        ));
-        assert_eq!(
-            verify(SECRET, Some(&t), "r1", NOW),
-            Ok(claims("r1", "alice", exp))
-        );
+        let t = signed(&format!(r#"{{"room":"r1","sub":"alice","exp":{exp},"iat":1,"x":{{}}}}"#));
+        assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Ok(claims("r1", "alice", exp)));
     }
 
     #[test]
     fn user_rule() {
-        for ok in [
-            "alice",
-            "u1",
-            "github:123",
-            "auth0|abc",
-            "a.b+c@example.com",
-            "s-abc_123",
-        ] {
+        for ok in ["alice", "u1", "github:123", "auth0|abc", "a.b+c@example.com", "s-abc_123"] {
             assert!(valid_user(ok), "{ok}");
         }
         assert!(valid_user(&"a".repeat(64)));

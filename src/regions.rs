@@ -33,9 +33,7 @@ pub const MAX_REGION: usize = 32;
 /// A region name a table may map to: 1-32 chars of `A-Z a-z 0-9 _ -`.
 pub fn valid_region(name: &str) -> bool {
     (1..=MAX_REGION).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The deployment's mapping from `cf` location to region name.
@@ -59,18 +57,13 @@ const SECTIONS: [Section; 3] = [
         name: "colo",
         key_ok: |k| {
             (1..=8).contains(&k.len())
-                && k.bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+                && k.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
         },
         key_rule: "an upper-case colo code such as SYD",
     },
     Section {
         name: "country",
-        key_ok: |k| {
-            k.len() == 2
-                && k.bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-        },
+        key_ok: |k| k.len() == 2 && k.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()),
         key_rule: "an upper-case two-letter country code such as NZ",
     },
     Section {
@@ -309,10 +302,7 @@ mod tests {
     #[test]
     fn from_var_falls_back_to_default() {
         assert_eq!(RegionTable::from_var(None), (RegionTable::default(), None));
-        assert_eq!(
-            RegionTable::from_var(Some("  ")),
-            (RegionTable::default(), None)
-        );
+        assert_eq!(RegionTable::from_var(Some("  ")), (RegionTable::default(), None));
         let (t, err) = RegionTable::from_var(Some(EXAMPLE));
         assert!(err.is_none());
         assert_eq!(t, RegionTable::parse(EXAMPLE).unwrap());

@@ -9,17 +9,19 @@ mod heartbeat;
 mod sockets;
 mod storage;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
 
 use worker::{
-    durable_object, js_sys, wasm_bindgen, DurableObject, Env, Request, Response, Result,
-    ScheduledTime, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+    durable_object, js_sys, wasm_bindgen, wasm_bindgen_futures, DurableObject, Env, Request,
+    Response, Result, ScheduledTime, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
 use crate::edge::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
 use crate::room::{Hello, Input, Room as Engine, RoomConfig};
-use sockets::Sockets;
+use sockets::{Effects, Sockets};
 
 /// The engine and the sockets it talks to, present while the object is in memory.
 struct Live {
@@ -29,9 +31,16 @@ struct Live {
 
 #[durable_object]
 pub struct Room {
+    inner: Rc<Inner>,
+}
+
+/// Everything the object owns, shared with the flush timer it spawns.
+struct Inner {
     state: State,
     config: RoomConfig,
     live: RefCell<Option<Live>>,
+    /// The flush timer that is pending, if any (ms).
+    wake_at: Cell<Option<u64>>,
 }
 
 impl DurableObject for Room {
@@ -48,52 +57,37 @@ impl DurableObject for Room {
         for problem in problems {
             log("config_error", serde_json::json!({ "problem": problem }));
         }
-        Room {
-            state,
-            config,
-            live: RefCell::new(None),
-        }
+        let inner = Inner { state, config, live: RefCell::new(None), wake_at: Cell::new(None) };
+        Room { inner: Rc::new(inner) }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let Some(routed) = forward::read(&req) else {
-            return Response::error(
-                "the room accepts only requests forwarded by the Worker",
-                400,
-            );
+            return Response::error("the room accepts only requests forwarded by the Worker", 400);
         };
-        let origin = Origin {
-            room: &routed.room,
-            home: routed.home.as_deref(),
-        };
-        let (response, alarm) = match routed.what {
-            Inbound::Connect(fwd) => self.accept(origin, fwd)?,
+        let inner = &self.inner;
+        let origin = Origin { room: &routed.room, home: routed.home.as_deref() };
+        let (response, effects) = match routed.what {
+            Inbound::Connect(fwd) => inner.accept(origin, fwd)?,
             Inbound::Presence => {
-                let (body, alarm) =
-                    self.run(Some(origin), |live, _| live.engine.presence_json())?;
-                (json_response(200, body)?, alarm)
+                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.presence_json())?;
+                (json_response(200, body)?, fx)
             }
             Inbound::Stats => {
-                let (body, alarm) = self.run(Some(origin), |live, _| live.engine.stats_json())?;
-                (json_response(200, body)?, alarm)
+                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.stats_json())?;
+                (json_response(200, body)?, fx)
             }
             Inbound::Drain => {
-                let (closed, alarm) = self.run(Some(origin), |live, _| live.engine.drain())?;
-                log(
-                    "drain",
-                    serde_json::json!({"room": routed.room, "closed": closed}),
-                );
-                (
-                    json_response(200, serde_json::json!({ "closed": closed }).to_string())?,
-                    alarm,
-                )
+                let (closed, fx) = inner.run(Some(origin), |live, now| live.engine.drain(now))?;
+                log("drain", serde_json::json!({"room": routed.room, "closed": closed}));
+                (json_response(200, serde_json::json!({ "closed": closed }).to_string())?, fx)
             }
             Inbound::Publish { region } => {
                 let body = req.text().await?;
-                self.server_publish(origin, &body, region)?
+                inner.server_publish(origin, &body, region)?
             }
         };
-        self.arm(alarm).await;
+        inner.after(effects).await;
         Ok(response)
     }
 
@@ -105,19 +99,15 @@ impl DurableObject for Room {
         let Some(conn) = sockets::conn_of(&ws) else {
             return Ok(());
         };
-        let ((), alarm) = self.run(None, |live, now| match &message {
+        let ((), effects) = self.inner.run(None, |live, now| match &message {
             WebSocketIncomingMessage::String(text) => {
                 live.engine.handle(now, Input::Text { conn: &conn, text })
             }
-            WebSocketIncomingMessage::Binary(bytes) => live.engine.handle(
-                now,
-                Input::Binary {
-                    conn: &conn,
-                    len: bytes.len(),
-                },
-            ),
+            WebSocketIncomingMessage::Binary(bytes) => {
+                live.engine.handle(now, Input::Binary { conn: &conn, len: bytes.len() })
+            }
         })?;
-        self.arm(alarm).await;
+        self.inner.after(effects).await;
         Ok(())
     }
 
@@ -129,34 +119,32 @@ impl DurableObject for Room {
         clean: bool,
     ) -> Result<()> {
         log("close", serde_json::json!({"code": code, "clean": clean}));
-        self.gone(&ws).await
+        self.inner.gone(&ws).await
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
-        self.gone(&ws).await
+        self.inner.gone(&ws).await
     }
 
     async fn alarm(&self) -> Result<Response> {
+        let inner = &self.inner;
         // Pings answered by the runtime never woke us: collect them now, so a
         // client that only pings is not mistaken for a dead one.
-        let beats: Vec<(String, u64)> = self
+        let beats: Vec<(String, u64)> = inner
             .state
             .get_websockets()
             .iter()
             .filter_map(|ws| {
-                Some((
-                    sockets::conn_of(ws)?,
-                    heartbeat::last_answered(&self.state, ws)?,
-                ))
+                Some((sockets::conn_of(ws)?, heartbeat::last_answered(&inner.state, ws)?))
             })
             .collect();
-        let ((), alarm) = self.run(None, |live, now| {
+        let ((), effects) = inner.run(None, |live, now| {
             for (conn, at) in &beats {
                 live.engine.handle(now, Input::Heartbeat { conn, at: *at });
             }
             live.engine.handle(now, Input::Timer);
         })?;
-        self.arm(alarm).await;
+        inner.after(effects).await;
         Response::ok("")
     }
 
@@ -180,15 +168,15 @@ struct PublishBody {
     data: Box<serde_json::value::RawValue>,
 }
 
-impl Room {
+impl Inner {
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
-    fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Response, Option<u64>)> {
+    fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Response, Effects)> {
         let pair = WebSocketPair::new()?;
-        let conn = format!("c-{}", random_hex());
+        let rand = random_u64();
+        let conn = format!("c-{rand:016x}");
         let session_tag = format!("s:{}", fwd.session);
         let region_tag = format!("r:{}", fwd.region);
-        self.state
-            .accept_websocket_with_tags(&pair.server, &[&conn, &session_tag, &region_tag]);
+        self.state.accept_websocket_with_tags(&pair.server, &[&conn, &session_tag, &region_tag]);
         let hello = Hello {
             conn: conn.clone(),
             session: fwd.session,
@@ -196,13 +184,14 @@ impl Room {
             region: fwd.region,
             since: fwd.since,
             epoch: fwd.epoch,
+            rand: random_u64(),
         };
         let server = pair.server;
-        let ((), alarm) = self.run(Some(origin), move |live, now| {
+        let ((), effects) = self.run(Some(origin), move |live, now| {
             live.sockets.add(conn, server);
             live.engine.handle(now, Input::Open(hello));
         })?;
-        Ok((Response::from_websocket(pair.client)?, alarm))
+        Ok((Response::from_websocket(pair.client)?, effects))
     }
 
     /// A server-side publish: 200 `{"seq"}` (the original seq for a retry),
@@ -212,53 +201,52 @@ impl Room {
         origin: Origin<'_>,
         body: &str,
         region: String,
-    ) -> Result<(Response, Option<u64>)> {
+    ) -> Result<(Response, Effects)> {
         if body.len() > self.config.max_frame {
             let message = format!("body over {} bytes", self.config.max_frame);
-            return Ok((error_response(413, "too_large", &message)?, None));
+            return Ok((error_response(413, "too_large", &message)?, Effects::default()));
         }
         let parsed: PublishBody = match serde_json::from_str(body) {
             Ok(p) => p,
             Err(e) => {
                 let message = format!("body must be {{\"id\",\"topic\",\"data\"}}: {e}");
-                return Ok((error_response(400, "invalid", &message)?, None));
+                return Ok((error_response(400, "invalid", &message)?, Effects::default()));
             }
         };
-        let (result, alarm) = self.run(Some(origin), |live, now| {
-            live.engine
-                .server_publish(now, parsed.id, parsed.topic, parsed.data, region)
+        let (result, effects) = self.run(Some(origin), |live, now| {
+            live.engine.server_publish(now, parsed.id, parsed.topic, parsed.data, region)
         })?;
         let response = match result {
             Ok(seq) => json_response(200, serde_json::json!({ "seq": seq }).to_string())?,
             Err(refusal) => error_response(400, refusal.code(), &refusal.message())?,
         };
-        Ok((response, alarm))
+        Ok((response, effects))
     }
 
-    async fn gone(&self, ws: &WebSocket) -> Result<()> {
+    async fn gone(self: &Rc<Self>, ws: &WebSocket) -> Result<()> {
         // Complete the closing handshake; the socket may already be closed.
         let _ = ws.close(Some(1000), Some("closed"));
         let Some(conn) = sockets::conn_of(ws) else {
             return Ok(());
         };
-        let ((), alarm) = self.run(None, |live, now| {
+        let ((), effects) = self.run(None, |live, now| {
             live.sockets.remove(&conn);
             live.engine.handle(now, Input::Closed { conn: &conn });
         })?;
-        self.arm(alarm).await;
+        self.after(effects).await;
         Ok(())
     }
 
     /// Runs `f` on the engine (rebuilding it first if the object was evicted),
     /// then applies every output in order; returns what `f` returned and the
-    /// alarm the engine asked for. If storage refuses a write, the engine is
+    /// timers the engine asked for. If storage refuses a write, the engine is
     /// dropped before anything that write would reveal is sent: the next
     /// event rebuilds it from what is really stored.
     fn run<T>(
         &self,
         origin: Option<Origin<'_>>,
         f: impl FnOnce(&mut Live, u64) -> T,
-    ) -> Result<(T, Option<u64>)> {
+    ) -> Result<(T, Effects)> {
         let mut slot = self.live.borrow_mut();
         if slot.is_none() {
             *slot = Some(self.load(origin)?);
@@ -267,7 +255,7 @@ impl Room {
         let out = f(live, now_ms());
         let sql = self.state.storage().sql();
         match live.sockets.apply(&mut live.engine, &sql) {
-            Ok(alarm) => Ok((out, alarm)),
+            Ok(effects) => Ok((out, effects)),
             Err(e) => {
                 let fields =
                     serde_json::json!({"room": live.engine.name(), "error": e.to_string()});
@@ -278,14 +266,40 @@ impl Room {
         }
     }
 
-    /// Sets the storage alarm the engine asked for (after the borrow of the
-    /// engine is released: this awaits).
-    async fn arm(&self, alarm: Option<u64>) {
-        let Some(at) = alarm else { return };
-        let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
-        if let Err(e) = self.state.storage().set_alarm(when).await {
-            log("alarm_error", serde_json::json!({ "error": e.to_string() }));
+    /// Starts the timers the engine asked for, once the engine is no longer
+    /// borrowed: the storage alarm (awaited) and the short flush timer.
+    async fn after(self: &Rc<Self>, effects: Effects) {
+        if let Some(at) = effects.wake {
+            self.schedule_flush(at);
         }
+        if let Some(at) = effects.alarm {
+            let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
+            if let Err(e) = self.state.storage().set_alarm(when).await {
+                log("alarm_error", serde_json::json!({ "error": e.to_string() }));
+            }
+        }
+    }
+
+    /// An in-memory timer (coalescing windows are tens of milliseconds, too
+    /// short and too frequent for the storage alarm). One at a time: an
+    /// earlier request replaces a later pending one by simply firing first.
+    fn schedule_flush(self: &Rc<Self>, at: u64) {
+        if self.wake_at.get().is_some_and(|pending| pending <= at) {
+            return;
+        }
+        self.wake_at.set(Some(at));
+        let this = Rc::clone(self);
+        let delay = at.saturating_sub(now_ms());
+        wasm_bindgen_futures::spawn_local(async move {
+            worker::Delay::from(Duration::from_millis(delay)).await;
+            if this.wake_at.get() == Some(at) {
+                this.wake_at.set(None);
+            }
+            match this.run(None, |live, now| live.engine.handle(now, Input::Flush)) {
+                Ok(((), effects)) => this.after(effects).await,
+                Err(e) => log("flush_error", serde_json::json!({ "error": e.to_string() })),
+            }
+        });
     }
 
     fn load(&self, origin: Option<Origin<'_>>) -> Result<Live> {
@@ -294,7 +308,8 @@ impl Room {
         let recent = self.config.replay_limit.max(1);
         let room = origin.map(|o| o.room);
         let home = origin.and_then(|o| o.home);
-        let mut snap = storage::load(&sql, room, home, || format!("e-{}", random_hex()), recent)?;
+        let new_epoch = || format!("e-{:016x}", random_u64());
+        let mut snap = storage::load(&sql, room, home, new_epoch, recent)?;
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let engine = Engine::restore(self.config.clone(), snap, now_ms());
         let fields = serde_json::json!({
@@ -313,22 +328,19 @@ fn json_response(status: u16, body: String) -> Result<Response> {
 }
 
 fn error_response(status: u16, code: &str, message: &str) -> Result<Response> {
-    json_response(
-        status,
-        serde_json::json!({ "error": code, "message": message }).to_string(),
-    )
+    json_response(status, serde_json::json!({ "error": code, "message": message }).to_string())
 }
 
 fn now_ms() -> u64 {
     worker::Date::now().as_millis()
 }
 
-/// 64 random bits as hex, for connection ids and epochs.
-fn random_hex() -> String {
+/// 64 random bits, for connection ids, epochs and the engine's jitter.
+fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     if getrandom::fill(&mut bytes).is_err() {
         // Unreachable on workerd (crypto.getRandomValues); fall back to time.
         bytes = now_ms().to_le_bytes();
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    u64::from_le_bytes(bytes)
 }

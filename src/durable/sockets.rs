@@ -7,6 +7,15 @@ use worker::{SqlStorage, WebSocket};
 use super::storage;
 use crate::room::{Output, Peer, Room as Engine};
 
+/// The timers the engine asked for while its outputs were applied.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// The storage alarm (durable; presence sweeps and summaries).
+    pub alarm: Option<u64>,
+    /// The in-memory flush timer (coalescing windows, replay holds).
+    pub wake: Option<u64>,
+}
+
 /// Open sockets by connection id.
 #[derive(Default)]
 pub struct Sockets {
@@ -47,8 +56,8 @@ impl Sockets {
     /// Applies the engine's outputs in order and returns the alarm it asked
     /// for. A failed write stops here, so nothing after it (the ack, the
     /// broadcast) is sent.
-    pub fn apply(&mut self, engine: &mut Engine, sql: &SqlStorage) -> worker::Result<Option<u64>> {
-        let mut alarm = None;
+    pub fn apply(&mut self, engine: &mut Engine, sql: &SqlStorage) -> worker::Result<Effects> {
+        let mut effects = Effects::default();
         while let Some(out) = engine.poll_output() {
             match out {
                 Output::Persist(commit) => storage::commit(sql, &commit)?,
@@ -58,9 +67,9 @@ impl Sockets {
                         let _ = ws.send_with_str(&*frame);
                     }
                 }
-                Output::Broadcast { frame, except } => {
+                Output::Broadcast { frame, skip } => {
                     for (conn, ws) in &self.by_conn {
-                        if except.as_deref() != Some(conn.as_str()) {
+                        if !skip.contains(conn) {
                             let _ = ws.send_with_str(&*frame);
                         }
                     }
@@ -79,9 +88,12 @@ impl Sockets {
                         let _ = ws.serialize_attachment(text);
                     }
                 }
-                Output::SetAlarm(at) => alarm = Some(at),
+                Output::SetAlarm(at) => effects.alarm = Some(at),
+                Output::Wake(at) => {
+                    effects.wake = Some(effects.wake.map_or(at, |w: u64| w.min(at)))
+                }
             }
         }
-        Ok(alarm)
+        Ok(effects)
     }
 }

@@ -8,11 +8,8 @@ use worker::{SqlStorage, SqlStorageValue as V};
 use crate::room::{Commit, LogEntry, Snapshot};
 
 /// The migrations in `migrations/`, applied in order and recorded by version.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "0001_room.sql",
-    include_str!("../../migrations/0001_room.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "0001_room.sql", include_str!("../../migrations/0001_room.sql"))];
 
 /// Applies every migration not yet recorded. Safe to run on every start.
 pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
@@ -24,9 +21,8 @@ pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
     struct Applied {
         version: i64,
     }
-    let applied: Vec<Applied> = sql
-        .exec("SELECT version FROM schema_migrations", None)?
-        .to_array()?;
+    let applied: Vec<Applied> =
+        sql.exec("SELECT version FROM schema_migrations", None)?.to_array()?;
     for (version, name, text) in MIGRATIONS {
         if applied.iter().any(|a| a.version == *version) {
             continue;
@@ -87,10 +83,7 @@ pub fn load(
         Some(e) => (e, false),
         None => {
             let e = new_epoch();
-            sql.exec(
-                "INSERT INTO meta (k, v) VALUES ('epoch', ?)",
-                vec![V::String(e.clone())],
-            )?;
+            sql.exec("INSERT INTO meta (k, v) VALUES ('epoch', ?)", vec![V::String(e.clone())])?;
             (e, true)
         }
     };
@@ -99,10 +92,7 @@ pub fn load(
     let home = match (get("home"), home) {
         (Some(h), _) => Some(h),
         (None, Some(h)) if created => {
-            sql.exec(
-                "INSERT INTO meta (k, v) VALUES ('home', ?)",
-                vec![V::String(h.into())],
-            )?;
+            sql.exec("INSERT INTO meta (k, v) VALUES ('home', ?)", vec![V::String(h.into())])?;
             Some(h.to_owned())
         }
         (None, _) => None,
@@ -110,10 +100,7 @@ pub fn load(
     let name = match (get("room"), room) {
         (Some(n), _) => n,
         (None, Some(r)) => {
-            sql.exec(
-                "INSERT INTO meta (k, v) VALUES ('room', ?)",
-                vec![V::String(r.into())],
-            )?;
+            sql.exec("INSERT INTO meta (k, v) VALUES ('room', ?)", vec![V::String(r.into())])?;
             r.to_owned()
         }
         (None, None) => String::new(),
@@ -191,10 +178,7 @@ pub fn commit(sql: &SqlStorage, c: &Commit) -> worker::Result<()> {
         )?;
     }
     if let Some(through) = c.trim_through {
-        sql.exec(
-            "DELETE FROM log WHERE seq <= ?",
-            vec![V::Integer(through as i64)],
-        )?;
+        sql.exec("DELETE FROM log WHERE seq <= ?", vec![V::Integer(through as i64)])?;
     }
     Ok(())
 }

@@ -86,11 +86,7 @@ pub fn room_request(
     if let Some(region) = region {
         headers.set(REGION, region)?;
     }
-    let method = if body.is_some() || what == "drain" {
-        Method::Post
-    } else {
-        Method::Get
-    };
+    let method = if body.is_some() || what == "drain" { Method::Post } else { Method::Get };
     inner(room, home, what, method, headers, body)
 }
 
@@ -126,9 +122,7 @@ pub fn read(req: &Request) -> Option<Routed> {
         "presence" => Inbound::Presence,
         "stats" => Inbound::Stats,
         "drain" => Inbound::Drain,
-        "publish" => Inbound::Publish {
-            region: get(REGION)?,
-        },
+        "publish" => Inbound::Publish { region: get(REGION)? },
         "connect" => Inbound::Connect(Forwarded {
             session: get(SESSION)?,
             user: get(USER)?,

@@ -43,13 +43,7 @@ pub async fn canary(env: &Env, dep: &Deployment) -> Report {
         Ok(()) => (None, None),
         Err((step, error)) => (Some(step), Some(error)),
     };
-    Report {
-        ok: step.is_none(),
-        ms,
-        room: dep.canary_room.clone(),
-        step,
-        error,
-    }
+    Report { ok: step.is_none(), ms, room: dep.canary_room.clone(), step, error }
 }
 
 async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
@@ -57,15 +51,9 @@ async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     let room = &dep.canary_room;
     let mut query = format!("session=canary-{}", now_ms());
     if let AuthMode::Tokens(secret) = &dep.auth {
-        let claims = auth::Claims {
-            room: room.clone(),
-            sub: "canary".into(),
-            exp: now_ms() / 1000 + 60,
-        };
-        query.push_str(&format!(
-            "&token={}",
-            auth::mint(secret.as_bytes(), &claims)
-        ));
+        let claims =
+            auth::Claims { room: room.clone(), sub: "canary".into(), exp: now_ms() / 1000 + 60 };
+        query.push_str(&format!("&token={}", auth::mint(secret.as_bytes(), &claims)));
     }
     let headers = Headers::new();
     headers.set("upgrade", "websocket").map_err(connect)?;
@@ -73,21 +61,15 @@ async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     init.with_method(Method::Get).with_headers(headers);
     let url = format!("https://canary.invalid/rooms/{room}/ws?{query}");
     let req = Request::new_with_init(&url, &init).map_err(connect)?;
-    let response = rooms::connect(&req, env, dep, room).await.map_err(|r| {
-        (
-            "connect",
-            format!("{} {}: {}", r.status(), r.code(), r.message()),
-        )
-    })?;
+    let response = rooms::connect(&req, env, dep, room)
+        .await
+        .map_err(|r| ("connect", format!("{} {}: {}", r.status(), r.code(), r.message())))?;
     let status = response.status_code();
-    let ws = response
-        .websocket()
-        .ok_or(("connect", format!("no WebSocket (HTTP {status})")))?;
+    let ws = response.websocket().ok_or(("connect", format!("no WebSocket (HTTP {status})")))?;
     ws.accept().map_err(connect)?;
     let mut events = ws.events().map_err(connect)?;
     wait_for(&mut events, "welcome").await?;
-    ws.send_with_str(CANARY_PING)
-        .map_err(|e| ("pong", e.to_string()))?;
+    ws.send_with_str(CANARY_PING).map_err(|e| ("pong", e.to_string()))?;
     wait_for(&mut events, "pong").await?;
     let _ = ws.close(Some(1000), Some("canary done"));
     Ok(())

@@ -5,9 +5,7 @@
 use worker::Env;
 
 /// The location hints Durable Objects accept.
-pub const HINTS: [&str; 9] = [
-    "wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me",
-];
+pub const HINTS: [&str; 9] = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"];
 
 /// The hint for `room`: `ROOM_HOMES` (a JSON object room → hint), else
 /// `HOME`, else the hint nearest the caller's continent. Invalid settings

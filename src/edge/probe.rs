@@ -9,12 +9,7 @@ use super::region;
 /// Accepts the upgrade and closes at once with 1000: the time to `open`
 /// is TCP + TLS + upgrade and nothing else.
 pub fn probe(req: &Request) -> Result<Response, HttpRefusal> {
-    let upgrade = req
-        .headers()
-        .get("upgrade")
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(HttpRefusal::UpgradeRequired);
     }

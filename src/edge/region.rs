@@ -29,10 +29,7 @@ pub fn locate(req: &Request, env: &Env) -> Whereabouts {
     let colo = cf_field(req, "colo");
     let country = cf_field(req, "country");
     let continent = cf_field(req, "continent");
-    let raw = env
-        .var("REGIONS")
-        .map(|v| v.to_string())
-        .unwrap_or_default();
+    let raw = env.var("REGIONS").map(|v| v.to_string()).unwrap_or_default();
     let region = TABLE.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.as_ref().is_none_or(|(text, _)| *text != raw) {
@@ -45,12 +42,7 @@ pub fn locate(req: &Request, env: &Env) -> Whereabouts {
         let (_, table) = slot.as_ref().expect("set above");
         table.region(colo.as_deref(), country.as_deref(), continent.as_deref())
     });
-    Whereabouts {
-        colo,
-        country,
-        continent,
-        region,
-    }
+    Whereabouts { colo, country, continent, region }
 }
 
 /// One string of the request's `cf` object, read without the typed getters
@@ -60,7 +52,5 @@ fn cf_field(req: &Request, name: &str) -> Option<String> {
     if cf.is_undefined() || cf.is_null() {
         return None;
     }
-    js_sys::Reflect::get(&cf, &JsValue::from_str(name))
-        .ok()?
-        .as_string()
+    js_sys::Reflect::get(&cf, &JsValue::from_str(name)).ok()?.as_string()
 }

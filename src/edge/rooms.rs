@@ -35,16 +35,8 @@ pub async fn connect(req: &Request, env: &Env, dep: &Deployment, room: &str) -> 
     expect_method(req, Method::Get)?;
     expect_room(room)?;
     let q = connect_query(req)?;
-    let session = q
-        .session
-        .filter(|s| names::valid_session(s))
-        .ok_or(HttpRefusal::BadSession)?;
-    let upgrade = req
-        .headers()
-        .get("upgrade")
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let session = q.session.filter(|s| names::valid_session(s)).ok_or(HttpRefusal::BadSession)?;
+    let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(HttpRefusal::UpgradeRequired);
     }
@@ -59,18 +51,10 @@ pub async fn connect(req: &Request, env: &Env, dep: &Deployment, room: &str) -> 
         serde_json::json!({"room": room, "region": place.region, "colo": place.colo,
             "user": user, "resume": q.since.is_some()}),
     );
-    let fwd = Forwarded {
-        session,
-        user,
-        region: place.region,
-        since: q.since,
-        epoch: q.epoch,
-    };
+    let fwd = Forwarded { session, user, region: place.region, since: q.since, epoch: q.epoch };
     let ask = async {
         let inner = forward::connect_request(req, room, hint.as_deref(), &fwd)?;
-        stub(env, room, hint.as_deref())?
-            .fetch_with_request(inner)
-            .await
+        stub(env, room, hint.as_deref())?.fetch_with_request(inner).await
     };
     ask.await.map_err(|e| unavailable(room, e))
 }
@@ -96,10 +80,7 @@ pub async fn publish(req: &mut Request, env: &Env, dep: &Deployment, room: &str)
     expect_method(req, Method::Post)?;
     expect_admin(req, dep)?;
     expect_room(room)?;
-    let body = req
-        .text()
-        .await
-        .map_err(|_| HttpRefusal::BadParam("body"))?;
+    let body = req.text().await.map_err(|_| HttpRefusal::BadParam("body"))?;
     if body.len() > MAX_BODY {
         return Err(HttpRefusal::TooLarge);
     }
@@ -191,9 +172,7 @@ fn expect_admin(req: &Request, dep: &Deployment) -> Result<(), HttpRefusal> {
 fn bearer(req: &Request) -> Option<String> {
     let header = req.headers().get("authorization").ok().flatten()?;
     let (scheme, token) = header.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_owned())
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
 }
 
 /// The room's stub, created near `hint` if this request creates the room.
@@ -218,17 +197,12 @@ async fn ask_room(
     let hint = home::hint_for(env, room, place.continent.as_deref());
     let ask = async {
         let inner = forward::room_request(room, hint.as_deref(), what, Some(&place.region), body)?;
-        stub(env, room, hint.as_deref())?
-            .fetch_with_request(inner)
-            .await
+        stub(env, room, hint.as_deref())?.fetch_with_request(inner).await
     };
     ask.await.map_err(|e| unavailable(room, e))
 }
 
 fn unavailable(room: &str, e: worker::Error) -> HttpRefusal {
-    log(
-        "route_error",
-        serde_json::json!({"room": room, "error": e.to_string()}),
-    );
+    log("route_error", serde_json::json!({"room": room, "error": e.to_string()}));
     HttpRefusal::Unavailable
 }

@@ -10,20 +10,11 @@ use super::names;
 #[derive(Debug)]
 pub enum ClientFrame {
     /// Durable message for the room log.
-    Publish {
-        id: String,
-        topic: String,
-        data: Box<RawValue>,
-    },
+    Publish { id: String, topic: String, data: Box<RawValue> },
     /// Ephemeral message for the other connections.
     Signal { topic: String, data: Box<RawValue> },
     /// Ordered state write, optionally compare-and-set on the key's version.
-    Set {
-        id: String,
-        key: String,
-        value: Box<RawValue>,
-        if_version: Option<u64>,
-    },
+    Set { id: String, key: String, value: Box<RawValue>, if_version: Option<u64> },
     /// Replace this session's presence state.
     Presence { state: Box<RawValue> },
     /// Ask for the state snapshot.
@@ -81,10 +72,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
     match kind.as_str() {
         "publish" => {
             let id = id_field(loose.id)?;
-            let fail = |message: String| FrameError::Invalid {
-                id: Some(id.clone()),
-                message,
-            };
+            let fail = |message: String| FrameError::Invalid { id: Some(id.clone()), message };
             let topic = topic_field(loose.topic).map_err(fail)?;
             let data = loose.data.ok_or_else(|| fail("missing `data`".into()))?;
             Ok(ClientFrame::Publish { id, topic, data })
@@ -97,10 +85,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
         }
         "set" => {
             let id = id_field(loose.id)?;
-            let fail = |message: String| FrameError::Invalid {
-                id: Some(id.clone()),
-                message,
-            };
+            let fail = |message: String| FrameError::Invalid { id: Some(id.clone()), message };
             let key: String = string_field(loose.key, "key").map_err(fail)?;
             if !names::bounded(&key) {
                 return Err(fail("`key` must be 1-64 characters".into()));
@@ -114,12 +99,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
                         .map_err(|_| fail("`if_version` must be a non-negative integer".into()))?,
                 ),
             };
-            Ok(ClientFrame::Set {
-                id,
-                key,
-                value,
-                if_version,
-            })
+            Ok(ClientFrame::Set { id, key, value, if_version })
         }
         "presence" => {
             let state = loose.state.ok_or_else(|| FrameError::Invalid {
@@ -215,33 +195,17 @@ mod tests {
         assert_eq!(code(r#"{"type":7}"#), "bad_frame");
         assert_eq!(code(r#"{"id":"m"}"#), "bad_frame");
         assert_eq!(code(r#"{"type":"ping","type":"ping"}"#), "bad_frame");
-        assert_eq!(
-            code(r#"{"type":"publish","topic":"t","data":1}"#),
-            "invalid"
-        );
-        assert_eq!(
-            code(r#"{"type":"publish","id":5,"topic":"t","data":1}"#),
-            "invalid"
-        );
-        assert_eq!(
-            code(r#"{"type":"publish","id":"m","topic":"$x","data":1}"#),
-            "invalid"
-        );
-        assert_eq!(
-            code(r#"{"type":"publish","id":"m","topic":"t"}"#),
-            "invalid"
-        );
+        assert_eq!(code(r#"{"type":"publish","topic":"t","data":1}"#), "invalid");
+        assert_eq!(code(r#"{"type":"publish","id":5,"topic":"t","data":1}"#), "invalid");
+        assert_eq!(code(r#"{"type":"publish","id":"m","topic":"$x","data":1}"#), "invalid");
+        assert_eq!(code(r#"{"type":"publish","id":"m","topic":"t"}"#), "invalid");
         let long = "x".repeat(65);
         assert_eq!(
-            code(&format!(
-                r#"{{"type":"publish","id":"{long}","topic":"t","data":1}}"#
-            )),
+            code(&format!(r#"{{"type":"publish","id":"{long}","topic":"t","data":1}}"#)),
             "invalid"
         );
         assert_eq!(
-            code(&format!(
-                r#"{{"type":"publish","id":"m","topic":"{long}","data":1}}"#
-            )),
+            code(&format!(r#"{{"type":"publish","id":"m","topic":"{long}","data":1}}"#)),
             "invalid"
         );
         assert_eq!(

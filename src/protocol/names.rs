@@ -9,17 +9,13 @@ pub fn valid_room(name: &str) -> bool {
     (1..=MAX_NAME).contains(&name.len())
         && name != "."
         && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 /// A session id: 8-64 chars of `A-Z a-z 0-9 _ -`.
 pub fn valid_session(session: &str) -> bool {
     (8..=MAX_NAME).contains(&session.len())
-        && session
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+        && session.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
 /// A topic: 1-64 chars, not starting with `$` (reserved for the room itself).
@@ -35,9 +31,7 @@ pub fn bounded(s: &str) -> bool {
 /// An epoch as a client echoes it back: 1-64 chars of `A-Z a-z 0-9 _ -`.
 pub fn valid_epoch(epoch: &str) -> bool {
     (1..=MAX_NAME).contains(&epoch.len())
-        && epoch
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+        && epoch.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
 #[cfg(test)]

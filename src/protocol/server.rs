@@ -163,12 +163,8 @@ mod tests {
             ServerFrame::Ack { id: "m1", seq: 43 }.to_text(),
             r#"{"type":"ack","id":"m1","seq":43}"#
         );
-        let e = ServerFrame::Error {
-            code: "conflict",
-            id: Some("m2"),
-            message: "x",
-            version: Some(7),
-        };
+        let e =
+            ServerFrame::Error { code: "conflict", id: Some("m2"), message: "x", version: Some(7) };
         assert_eq!(
             e.to_text(),
             r#"{"type":"error","code":"conflict","id":"m2","message":"x","version":7}"#

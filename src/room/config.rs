@@ -30,6 +30,18 @@ pub struct RoomConfig {
     pub summary_interval_ms: u64,
     /// Above this many members the room sends summaries only.
     pub large_room: usize,
+    /// How long frames to one connection coalesce once it is receiving
+    /// quickly (ms).
+    pub batch_window_ms: u64,
+    /// Largest `batch` frame in bytes.
+    pub batch_max_bytes: usize,
+    /// Outbound frames per second above which the room sheds signals,
+    /// holds presence diffs and batches durable frames.
+    pub outbound_budget: u64,
+    /// Resumes per second above which catch-up replays are spread out.
+    pub storm_resumes_per_sec: u64,
+    /// The spread of a deferred replay: uniformly in [min, max] ms.
+    pub storm_jitter_ms: (u64, u64),
 }
 
 impl Default for RoomConfig {
@@ -48,6 +60,11 @@ impl Default for RoomConfig {
             presence_ttl_ms: 60_000,
             summary_interval_ms: 2_000,
             large_room: 100,
+            batch_window_ms: 50,
+            batch_max_bytes: 512 * 1024,
+            outbound_budget: 50_000,
+            storm_resumes_per_sec: 50,
+            storm_jitter_ms: (200, 2000),
         }
     }
 }
@@ -55,7 +72,8 @@ impl Default for RoomConfig {
 impl RoomConfig {
     /// The defaults, overridden by deployment variables where set
     /// (`REPLAY_LIMIT`, `LOG_RETAIN`, `MAX_FRAME_BYTES`, `RATE_PER_SEC`,
-    /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`). A value that is not a positive integer is reported and
+    /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`,
+    /// `BATCH_WINDOW_MS`, `OUTBOUND_BUDGET`, `STORM_RESUMES_PER_SEC`). A value that is not a positive integer is reported and
     /// the default kept, so a typo never takes a room down.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> (RoomConfig, Vec<String>) {
         let mut config = RoomConfig::default();
@@ -64,9 +82,8 @@ impl RoomConfig {
             if let Some(text) = var(name) {
                 match text.trim().parse::<u64>() {
                     Ok(n) if n > 0 => *slot = n,
-                    _ => problems.push(format!(
-                        "{name}={text:?} is not a positive integer; using {slot}"
-                    )),
+                    _ => problems
+                        .push(format!("{name}={text:?} is not a positive integer; using {slot}")),
                 }
             }
         };
@@ -76,6 +93,9 @@ impl RoomConfig {
         read("RATE_BURST", &mut config.burst);
         read("PRESENCE_TTL_MS", &mut config.presence_ttl_ms);
         read("SUMMARY_INTERVAL_MS", &mut config.summary_interval_ms);
+        read("BATCH_WINDOW_MS", &mut config.batch_window_ms);
+        read("OUTBOUND_BUDGET", &mut config.outbound_budget);
+        read("STORM_RESUMES_PER_SEC", &mut config.storm_resumes_per_sec);
         let mut max_frame = config.max_frame as u64;
         read("MAX_FRAME_BYTES", &mut max_frame);
         config.max_frame = max_frame as usize;

@@ -88,11 +88,7 @@ mod tests {
     #[test]
     fn replays_exactly_the_missed_frames() {
         let h = filled(250, 100, 1000);
-        let got: Vec<_> = h
-            .replay_after(247, 250)
-            .unwrap()
-            .map(|f| f.to_string())
-            .collect();
+        let got: Vec<_> = h.replay_after(247, 250).unwrap().map(|f| f.to_string()).collect();
         assert_eq!(got, ["f248", "f249", "f250"]);
         assert_eq!(h.replay_after(150, 250).unwrap().count(), 100);
         assert!(h.replay_after(149, 250).is_none());

@@ -20,6 +20,9 @@ pub struct Hello {
     pub since: Option<u64>,
     /// The epoch of the log that `since` counts in.
     pub epoch: Option<String>,
+    /// A random number from the adapter, for this connection's jitter (the
+    /// engine has no randomness of its own).
+    pub rand: u64,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -38,6 +41,9 @@ pub enum Input<'a> {
     Heartbeat { conn: &'a str, at: u64 },
     /// The alarm the engine asked for fired.
     Timer,
+    /// The short wake-up timer ([`Output::Wake`]) fired: release the
+    /// coalescing windows and replay holds that ended.
+    Flush,
 }
 
 /// What the engine asks the adapter to do, in order.
@@ -47,19 +53,19 @@ pub enum Output {
     Persist(Box<Commit>),
     /// Send one frame to one connection.
     Send { conn: String, frame: Rc<str> },
-    /// Send one frame to every open connection but `except`.
-    Broadcast {
-        frame: Rc<str>,
-        except: Option<String>,
-    },
+    /// Send one frame to every open connection but those in `skip`.
+    Broadcast { frame: Rc<str>, skip: Vec<String> },
     /// Close a connection. The engine has already forgotten it.
     Close { conn: String, code: CloseCode },
     /// Store what the room must know about a connection to rebuild it after
     /// eviction (the socket attachment).
     Remember(Peer),
     /// Wake the room with [`Input::Timer`] at this time (ms); replaces an
-    /// alarm set before.
+    /// alarm set before. Durable: survives eviction.
     SetAlarm(u64),
+    /// Call back with [`Input::Flush`] at this time (ms): a short in-memory
+    /// timer for coalescing windows (tens of milliseconds).
+    Wake(u64),
 }
 
 /// One durable, sequenced write.

@@ -11,6 +11,7 @@ mod engine;
 mod error;
 mod history;
 mod io;
+mod outbox;
 mod presence;
 mod rate;
 mod state;

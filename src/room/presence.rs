@@ -109,10 +109,7 @@ impl Presence {
 
     /// Every member as the wire shows it.
     pub fn view(&self) -> BTreeMap<&str, server::Member<'_>> {
-        self.members
-            .iter()
-            .map(|(s, m)| (s.as_str(), m.view()))
-            .collect()
+        self.members.iter().map(|(s, m)| (s.as_str(), m.view())).collect()
     }
 
     /// Exact counts: members, distinct users, connections, and per region.
@@ -132,13 +129,7 @@ impl Presence {
             regions: regions
                 .into_iter()
                 .map(|(r, (members, users))| {
-                    (
-                        r.to_owned(),
-                        RegionCount {
-                            members,
-                            users: users.len(),
-                        },
-                    )
+                    (r.to_owned(), RegionCount { members, users: users.len() })
                 })
                 .collect(),
         }

@@ -24,11 +24,7 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// A full bucket at `now`.
     pub fn new(config: &RoomConfig, now: u64) -> Self {
-        RateLimiter {
-            tokens: config.burst * 1000,
-            abuse: 0,
-            last_ms: now,
-        }
+        RateLimiter { tokens: config.burst * 1000, abuse: 0, last_ms: now }
     }
 
     /// Accounts for one frame arriving at `now`.
@@ -37,9 +33,7 @@ impl RateLimiter {
         self.last_ms = self.last_ms.max(now);
         // rate per second == milli-tokens per millisecond
         self.tokens = (self.tokens + elapsed * config.rate_per_sec).min(config.burst * 1000);
-        self.abuse = self
-            .abuse
-            .saturating_sub(elapsed * config.abuse_drain_per_sec);
+        self.abuse = self.abuse.saturating_sub(elapsed * config.abuse_drain_per_sec);
         if self.tokens >= 1000 {
             self.tokens -= 1000;
             return Verdict::Allow;
@@ -84,10 +78,7 @@ mod tests {
         let c = RoomConfig::default();
         let mut r = RateLimiter::new(&c, 0);
         let mut verdicts = (0..149).map(|_| r.check(&c, 0)).collect::<Vec<_>>();
-        assert!(
-            !verdicts.contains(&Verdict::Abuse),
-            "99 refusals are not abuse yet"
-        );
+        assert!(!verdicts.contains(&Verdict::Abuse), "99 refusals are not abuse yet");
         verdicts.push(r.check(&c, 0));
         assert_eq!(verdicts.last(), Some(&Verdict::Abuse));
 

@@ -59,15 +59,7 @@ impl RoomState {
     pub fn snapshot(&self) -> StateMap<'_> {
         self.entries
             .iter()
-            .map(|(k, (value, version))| {
-                (
-                    k.as_str(),
-                    StateValue {
-                        value,
-                        version: *version,
-                    },
-                )
-            })
+            .map(|(k, (value, version))| (k.as_str(), StateValue { value, version: *version }))
             .collect()
     }
 }

@@ -29,10 +29,7 @@ impl Room {
         for p in peers {
             if let Some(old) = self.presence.get(&p.session).map(|m| m.conn.clone()) {
                 self.conns.remove(&old);
-                self.push(Output::Close {
-                    conn: old,
-                    code: CloseCode::Superseded,
-                });
+                self.push(Output::Close { conn: old, code: CloseCode::Superseded });
             }
             let seen = p.seen.max(p.opened);
             let conn = Conn {
@@ -40,6 +37,7 @@ impl Room {
                 limiter: RateLimiter::new(&self.config, now),
                 last_seen: seen,
                 seen_saved: seen,
+                out: Default::default(),
             };
             self.conns.insert(p.conn.clone(), conn);
             let member = Member {
@@ -70,10 +68,7 @@ impl Room {
             Some(old) => {
                 // Newest wins: the old socket goes, the member stays.
                 self.conns.remove(&old.conn);
-                self.push(Output::Close {
-                    conn: old.conn.clone(),
-                    code: CloseCode::Superseded,
-                });
+                self.push(Output::Close { conn: old.conn.clone(), code: CloseCode::Superseded });
                 if old.region != region || old.user != user {
                     Change::Joined(session)
                 } else {
@@ -86,9 +81,7 @@ impl Room {
             conn: conn.to_owned(),
             user,
             region,
-            state: previous
-                .as_ref()
-                .map_or_else(empty_object, |m| m.state.clone()),
+            state: previous.as_ref().map_or_else(empty_object, |m| m.state.clone()),
             since: previous.as_ref().map_or(now, |m| m.since),
             opened: now,
         };
@@ -97,12 +90,12 @@ impl Room {
             limiter: RateLimiter::new(&self.config, now),
             last_seen: now,
             seen_saved: now,
+            out: Default::default(),
         };
         self.conns.insert(conn.to_owned(), record);
         self.remember(session, &member, now);
         self.presence.insert(session.to_owned(), member);
-        self.sweep_at
-            .get_or_insert(now + self.config.presence_ttl_ms);
+        self.sweep_at.get_or_insert(now + self.config.presence_ttl_ms);
         self.members_changed(now, change, Some(conn));
     }
 
@@ -120,10 +113,7 @@ impl Room {
         };
         self.remember(&session, &member, now);
         if !self.large {
-            self.broadcast_joins(
-                BTreeMap::from([(session.as_str(), member.view())]),
-                Some(conn),
-            );
+            self.broadcast_joins(BTreeMap::from([(session.as_str(), member.view())]), Some(conn));
         }
     }
 
@@ -133,11 +123,7 @@ impl Room {
         let Some(c) = self.conns.remove(conn) else {
             return;
         };
-        if self
-            .presence
-            .get(&c.session)
-            .is_some_and(|m| m.conn == conn)
-        {
+        if self.presence.get(&c.session).is_some_and(|m| m.conn == conn) {
             self.presence.remove(&c.session);
             self.members_changed(now, Change::Left(&c.session), None);
         }
@@ -148,28 +134,31 @@ impl Room {
 
     /// Closes every socket with 1001 (the operator drains the room; clients
     /// come back on their own). No leaves are sent: nobody stays to read them.
-    pub fn drain(&mut self) -> usize {
-        let mut conns: Vec<String> = self.conns.drain().map(|(id, _)| id).collect();
+    pub fn drain(&mut self, now: u64) -> usize {
+        self.now = self.now.max(now);
+        let mut conns: Vec<String> = self.conns.keys().cloned().collect();
         conns.sort();
+        for conn in &conns {
+            // What was waiting in a window goes out before the close.
+            let frames = self.conns.get_mut(conn).map(|c| c.out.take()).unwrap_or_default();
+            if !frames.is_empty() {
+                self.emit(conn, frames);
+            }
+            self.push(Output::Close { conn: conn.clone(), code: CloseCode::GoingAway });
+        }
+        self.conns.clear();
+        self.deadlines.clear();
         self.presence.clear();
         self.large = false;
         self.sweep_at = None;
-        for conn in &conns {
-            self.push(Output::Close {
-                conn: conn.clone(),
-                code: CloseCode::GoingAway,
-            });
-        }
+        self.arm();
         conns.len()
     }
 
     /// The room closes a socket: forget it (a leave for its member) and say so.
     pub(super) fn close(&mut self, now: u64, conn: &str, code: CloseCode) {
         self.closed(now, conn);
-        self.push(Output::Close {
-            conn: conn.to_owned(),
-            code,
-        });
+        self.push(Output::Close { conn: conn.to_owned(), code });
     }
 
     /// A frame from `conn` is a sign of life. The attachment learns it at
@@ -219,6 +208,9 @@ impl Room {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if let Some(at) = self.wake.want(self.next_flush()) {
+            self.push(Output::Wake(at));
+        }
         if let Some(at) = self.alarm.want(want) {
             self.push(Output::SetAlarm(at));
         }
@@ -228,11 +220,8 @@ impl Room {
     /// even in a large room, and the summary.
     pub fn presence_json(&self) -> String {
         let summary = self.presence.summary(self.conns.len());
-        let list = PresenceList {
-            members: self.presence.view(),
-            summary: &summary,
-            large: self.large,
-        };
+        let list =
+            PresenceList { members: self.presence.view(), summary: &summary, large: self.large };
         serde_json::to_string(&list).unwrap_or_default()
     }
 
@@ -254,22 +243,15 @@ impl Room {
             self.large = false;
         }
         if self.large != was_large {
-            let joins = if self.large {
-                BTreeMap::new()
-            } else {
-                self.presence.view()
-            };
-            let frame = ServerFrame::Presence {
-                joins,
-                leaves: Vec::new(),
-                reset: true,
-                large: self.large,
-            }
-            .to_text();
-            self.push(Output::Broadcast {
-                frame: frame.into(),
-                except: except.map(str::to_owned),
-            });
+            self.presence_stale = false; // the reset below is the whole list
+            let joins = if self.large { BTreeMap::new() } else { self.presence.view() };
+            let frame =
+                ServerFrame::Presence { joins, leaves: Vec::new(), reset: true, large: self.large }
+                    .to_text();
+            self.broadcast(frame.into(), except);
+        } else if !self.large && self.busy() {
+            // Shedding: the diff waits; the next summary sends the whole list.
+            self.presence_stale = true;
         } else if !self.large {
             match change {
                 Change::Joined(session) => {
@@ -282,10 +264,7 @@ impl Room {
                             large: false,
                         }
                         .to_text();
-                        self.push(Output::Broadcast {
-                            frame: frame.into(),
-                            except: except.map(str::to_owned),
-                        });
+                        self.broadcast(frame.into(), except);
                     }
                 }
                 Change::Left(session) => {
@@ -296,10 +275,7 @@ impl Room {
                         large: false,
                     }
                     .to_text();
-                    self.push(Output::Broadcast {
-                        frame: frame.into(),
-                        except: None,
-                    });
+                    self.broadcast(frame.into(), None);
                 }
                 Change::Quiet => {}
             }
@@ -310,17 +286,9 @@ impl Room {
     }
 
     fn broadcast_joins(&mut self, joins: crate::protocol::server::Joins<'_>, except: Option<&str>) {
-        let frame = ServerFrame::Presence {
-            joins,
-            leaves: Vec::new(),
-            reset: false,
-            large: false,
-        }
-        .to_text();
-        self.push(Output::Broadcast {
-            frame: frame.into(),
-            except: except.map(str::to_owned),
-        });
+        let frame = ServerFrame::Presence { joins, leaves: Vec::new(), reset: false, large: false }
+            .to_text();
+        self.broadcast(frame.into(), except);
     }
 
     /// Leading and trailing edge: a change right after a quiet interval goes
@@ -338,18 +306,27 @@ impl Room {
         }
     }
 
-    /// Sends the summary if it differs from the last one sent.
+    /// Sends the summary if it differs from the last one sent (and, once the
+    /// room is under its budget again, the member list diffs were held from).
     fn flush_summary(&mut self, now: u64, except: Option<&str>) {
         self.summary.due = None;
+        if self.presence_stale && !self.large && self.busy() {
+            // still shedding: look again one interval later
+            self.summary.due = Some(now + self.config.summary_interval_ms);
+        } else if self.presence_stale && !self.large {
+            self.presence_stale = false;
+            let joins = self.presence.view();
+            let frame =
+                ServerFrame::Presence { joins, leaves: Vec::new(), reset: true, large: false }
+                    .to_text();
+            self.broadcast(frame.into(), None);
+        }
         let summary = self.presence.summary(self.conns.len());
         if self.summary.sent.as_ref() == Some(&summary) {
             return;
         }
         let frame = ServerFrame::Summary(&summary).to_text();
-        self.push(Output::Broadcast {
-            frame: frame.into(),
-            except: except.map(str::to_owned),
-        });
+        self.broadcast(frame.into(), except);
         self.summary.sent = Some(summary);
         self.summary.sent_at = Some(now);
     }

@@ -4,19 +4,20 @@
 //! welcome; [`writes`] sequences publishes and sets; [`membership`] keeps
 //! presence, summaries, the heartbeat sweep and the alarm.
 
+mod delivery;
 mod membership;
 mod stats;
 mod writes;
 
 pub use writes::SERVER_SESSION;
 
-use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde_json::value::RawValue;
 
 use super::history::History;
 use super::io::{Hello, Input, Output, Snapshot};
+use super::outbox::Outbox;
 use super::presence::{Presence, SummaryThrottle};
 use super::rate::{RateLimiter, Verdict};
 use super::state::RoomState;
@@ -35,6 +36,8 @@ struct Conn {
     last_seen: u64,
     /// The `seen` last written to the socket attachment (ms).
     seen_saved: u64,
+    /// Frames waiting for its coalescing window or replay hold.
+    out: Outbox,
 }
 
 /// One room: its log position, state, connections and presence.
@@ -52,10 +55,23 @@ pub struct Room {
     summary: SummaryThrottle,
     /// Above `large_room` members: summaries only, no per-member diffs.
     large: bool,
+    /// Presence diffs were held back under load; the next summary sends
+    /// the whole member list.
+    presence_stale: bool,
     /// When to look for connections that stopped answering heartbeats.
     sweep_at: Option<u64>,
     alarm: Alarm,
     stats: stats::Counters,
+    /// The time of the input being handled (ms).
+    now: u64,
+    /// Frames sent per second, against the outbound budget.
+    outbound: delivery::Meter,
+    /// Resumes per second, to tell a reconnect storm.
+    resumes: delivery::Meter,
+    /// When coalescing windows and replay holds end, by connection.
+    deadlines: BTreeSet<(u64, String)>,
+    /// The short wake-up timer requested for the next deadline.
+    wake: Alarm,
     outputs: VecDeque<Output>,
 }
 
@@ -86,9 +102,15 @@ impl Room {
             presence: Presence::default(),
             summary: SummaryThrottle::default(),
             large: false,
+            presence_stale: false,
             sweep_at: None,
             alarm: Alarm::default(),
             stats: stats::Counters::since(now),
+            now,
+            outbound: delivery::Meter::default(),
+            resumes: delivery::Meter::default(),
+            deadlines: BTreeSet::new(),
+            wake: Alarm::default(),
             outputs: VecDeque::new(),
             config,
         };
@@ -127,6 +149,7 @@ impl Room {
 
     /// Feeds one input at time `now` (ms since the Unix epoch).
     pub fn handle(&mut self, now: u64, input: Input<'_>) {
+        self.now = self.now.max(now);
         match input {
             Input::Open(hello) => self.open(now, hello),
             Input::Text { conn, text } => self.text(now, conn, text),
@@ -145,19 +168,16 @@ impl Room {
                 }
             }
             Input::Timer => self.timer(now),
+            Input::Flush => {
+                self.wake.fired();
+                self.flush_due();
+            }
         }
         self.arm();
     }
 
     fn open(&mut self, now: u64, hello: Hello) {
-        let Hello {
-            conn,
-            session,
-            user,
-            region,
-            since,
-            epoch,
-        } = hello;
+        let Hello { conn, session, user, region, since, epoch, rand } = hello;
         self.join(now, &conn, &session, user, region);
 
         let replay = match (since, epoch.as_deref()) {
@@ -182,15 +202,9 @@ impl Room {
             home: self.home.as_deref(),
             seq: self.seq,
             resumed: matches!(replay, Ok(Some(_))),
-            missed: replay
-                .as_ref()
-                .map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64)),
+            missed: replay.as_ref().map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64)),
             presence: PresenceView {
-                members: if self.large {
-                    Default::default()
-                } else {
-                    self.presence.view()
-                },
+                members: if self.large { Default::default() } else { self.presence.view() },
                 summary: &summary,
                 large: self.large,
             },
@@ -199,18 +213,28 @@ impl Room {
         self.send(&conn, welcome.into());
         match replay {
             Ok(Some(frames)) => {
-                for frame in frames {
-                    self.send(&conn, frame);
+                // In a reconnect storm, spread the catch-up: the replay and
+                // everything after it wait a jittered while, in order.
+                self.resumes.add(now, 1);
+                if !frames.is_empty() && self.resumes.rate(now) > self.config.storm_resumes_per_sec
+                {
+                    let (lo, hi) = self.config.storm_jitter_ms;
+                    self.hold(&conn, now + lo + rand % (hi.saturating_sub(lo) + 1));
+                    self.stats.deferred_replays += 1;
+                    for frame in frames {
+                        self.send(&conn, frame);
+                    }
+                } else if !frames.is_empty() {
+                    // The connection is new, so nothing waits ahead of this:
+                    // the whole catch-up travels as one batch.
+                    self.emit(&conn, frames);
                 }
             }
             Ok(None) => {}
             Err(reason) => {
-                let resync = ServerFrame::Resync {
-                    reason,
-                    seq: self.seq,
-                    state: self.state.snapshot(),
-                }
-                .to_text();
+                let resync =
+                    ServerFrame::Resync { reason, seq: self.seq, state: self.state.snapshot() }
+                        .to_text();
                 self.send(&conn, resync.into());
             }
         }
@@ -238,32 +262,19 @@ impl Room {
         };
         match frame {
             ClientFrame::Publish { id, topic, data } => self.publish(now, conn, id, topic, data),
-            ClientFrame::Set {
-                id,
-                key,
-                value,
-                if_version,
-            } => self.set(now, conn, id, key, value, if_version),
+            ClientFrame::Set { id, key, value, if_version } => {
+                self.set(now, conn, id, key, value, if_version)
+            }
             ClientFrame::Signal { topic, data } => {
                 let session = &self.conns[conn].session;
-                let frame = ServerFrame::Signal {
-                    session,
-                    topic: &topic,
-                    data: &data,
-                }
-                .to_text();
-                self.push(Output::Broadcast {
-                    frame: frame.into(),
-                    except: Some(conn.to_owned()),
-                });
+                let frame = ServerFrame::Signal { session, topic: &topic, data: &data }.to_text();
+                let key = format!("{session}\0{topic}");
+                self.broadcast_signal(conn, &key, frame.into());
             }
             ClientFrame::Presence { state } => self.set_presence(now, conn, state),
             ClientFrame::GetState => {
-                let frame = ServerFrame::State {
-                    seq: self.seq,
-                    state: self.state.snapshot(),
-                }
-                .to_text();
+                let frame =
+                    ServerFrame::State { seq: self.seq, state: self.state.snapshot() }.to_text();
                 self.send(conn, frame.into());
             }
             ClientFrame::Ping => self.send(conn, ServerFrame::Pong.to_text().into()),
@@ -296,21 +307,9 @@ impl Room {
             _ => None,
         };
         let message = refusal.message();
-        let frame = ServerFrame::Error {
-            code: refusal.code(),
-            id,
-            message: &message,
-            version,
-        }
-        .to_text();
+        let frame =
+            ServerFrame::Error { code: refusal.code(), id, message: &message, version }.to_text();
         self.send(conn, frame.into());
-    }
-
-    fn send(&mut self, conn: &str, frame: Rc<str>) {
-        self.push(Output::Send {
-            conn: conn.to_owned(),
-            frame,
-        });
     }
 
     fn push(&mut self, output: Output) {

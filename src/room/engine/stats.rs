@@ -16,32 +16,31 @@ pub struct Counters {
     pub deliveries: u64,
     /// Deliveries whose sender's region differs from the receiver's.
     pub cross_region: u64,
+    /// Signal deliveries shed because the room was over its budget.
+    pub signals_dropped: u64,
+    /// Signals replaced by a newer one from the same sender and topic.
+    pub signals_coalesced: u64,
+    /// `batch` frames sent.
+    pub batches: u64,
+    /// Catch-up replays spread out because resumes came in a storm.
+    pub deferred_replays: u64,
 }
 
 impl Counters {
     pub fn since(now: u64) -> Counters {
-        Counters {
-            since: now,
-            ..Counters::default()
-        }
+        Counters { since: now, ..Counters::default() }
     }
 }
 
 impl Room {
     /// The stats as JSON.
-    pub fn stats_json(&self) -> String {
+    pub fn stats_json(&mut self) -> String {
+        let outbound_per_sec = self.outbound.rate(self.now);
         let c = &self.stats;
-        let ratio = if c.deliveries == 0 {
-            0.0
-        } else {
-            c.cross_region as f64 / c.deliveries as f64
-        };
-        let regions: std::collections::BTreeMap<&str, usize> = self
-            .presence
-            .regions()
-            .iter()
-            .map(|(r, n)| (r.as_str(), *n))
-            .collect();
+        let ratio =
+            if c.deliveries == 0 { 0.0 } else { c.cross_region as f64 / c.deliveries as f64 };
+        let regions: std::collections::BTreeMap<&str, usize> =
+            self.presence.regions().iter().map(|(r, n)| (r.as_str(), *n)).collect();
         serde_json::json!({
             "room": self.name,
             "epoch": self.epoch,
@@ -55,6 +54,11 @@ impl Room {
             "deliveries": c.deliveries,
             "cross_region_deliveries": c.cross_region,
             "cross_region_ratio": ratio,
+            "outbound_per_sec": outbound_per_sec,
+            "signals_dropped": c.signals_dropped,
+            "signals_coalesced": c.signals_coalesced,
+            "batches": c.batches,
+            "deferred_replays": c.deferred_replays,
         })
         .to_string()
     }

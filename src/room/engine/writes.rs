@@ -61,15 +61,7 @@ impl Room {
         }
         let data = state_data(&key, &value, self.seq + 1);
         let write = StateWrite { key, value };
-        self.commit(
-            now,
-            &author,
-            Some(conn),
-            id,
-            "$state".into(),
-            data,
-            Some(write),
-        );
+        self.commit(now, &author, Some(conn), id, "$state".into(), data, Some(write));
     }
 
     /// A publish from the operator's server (`POST /rooms/{room}/messages`):
@@ -94,25 +86,17 @@ impl Room {
         if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
             return Ok(seq);
         }
-        let author = Author {
-            session: SERVER_SESSION.into(),
-            user: SERVER_SESSION.into(),
-            region,
-        };
-        Ok(self.commit(now, &author, None, id, topic, data, None))
+        self.now = self.now.max(now);
+        let author = Author { session: SERVER_SESSION.into(), user: SERVER_SESSION.into(), region };
+        let seq = self.commit(now, &author, None, id, topic, data, None);
+        self.arm();
+        Ok(seq)
     }
 
     fn author(&self, conn: &str) -> Author {
         let session = self.conns[conn].session.clone();
-        let member = self
-            .presence
-            .get(&session)
-            .expect("a connection's session is a member");
-        Author {
-            user: member.user.clone(),
-            region: member.region.clone(),
-            session,
-        }
+        let member = self.presence.get(&session).expect("a connection's session is a member");
+        Author { user: member.user.clone(), region: member.region.clone(), session }
     }
 
     /// Sequences a write: persist, then ack the sender, then tell everyone.
@@ -139,29 +123,18 @@ impl Room {
             ts: now,
         };
         let frame = entry.frame();
-        self.history
-            .push(entry.seq, &author.session, &entry.id, frame.clone());
+        self.history.push(entry.seq, &author.session, &entry.id, frame.clone());
         if let Some(w) = &state {
             self.state.set(w.key.clone(), w.value.clone(), entry.seq);
         }
-        let trim_through = self
-            .seq
-            .checked_sub(self.config.log_retain)
-            .filter(|s| *s > 0);
+        let trim_through = self.seq.checked_sub(self.config.log_retain).filter(|s| *s > 0);
         let ack_frame = ack(&entry.id, entry.seq);
         let seq = entry.seq;
-        self.push(Output::Persist(Box::new(Commit {
-            entry,
-            state,
-            trim_through,
-        })));
+        self.push(Output::Persist(Box::new(Commit { entry, state, trim_through })));
         if let Some(conn) = ack_to {
             self.send(conn, ack_frame);
         }
-        self.push(Output::Broadcast {
-            frame,
-            except: None,
-        });
+        self.broadcast(frame, None);
         let receivers = self.conns.len() as u64;
         self.stats.messages += 1;
         self.stats.deliveries += receivers;
@@ -182,10 +155,6 @@ fn state_data(key: &str, value: &RawValue, version: u64) -> Box<RawValue> {
         value: &'a RawValue,
         version: u64,
     }
-    serde_json::value::to_raw_value(&Data {
-        key,
-        value,
-        version,
-    })
-    .unwrap_or_else(|_| super::empty_object())
+    serde_json::value::to_raw_value(&Data { key, value, version })
+        .unwrap_or_else(|_| super::empty_object())
 }

@@ -7,11 +7,7 @@ use super::sim::Sim;
 use crate::room::RoomConfig;
 
 fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
-    frames
-        .iter()
-        .filter(|f| f["type"] == kind)
-        .cloned()
-        .collect()
+    frames.iter().filter(|f| f["type"] == kind).cloned().collect()
 }
 
 fn summary_of(sim: &mut Sim) -> Value {
@@ -55,11 +51,7 @@ fn users_are_distinct_people_and_members_are_tabs() {
     s.connect_as("tab-bob-1", "bob", "NA", None);
     let sum = summary_of(&mut s);
     assert_eq!(
-        (
-            sum["members"].clone(),
-            sum["users"].clone(),
-            sum["connections"].clone()
-        ),
+        (sum["members"].clone(), sum["users"].clone(), sum["connections"].clone()),
         (json!(3), json!(2), json!(3))
     );
     assert_eq!(sum["regions"]["EU"], json!({"members":2,"users":1}));
@@ -73,11 +65,7 @@ fn a_silent_connection_leaves_after_the_ttl_and_a_pinging_one_stays() {
     let pinger = s.connect("sess-ping", "EU", None);
     let talker = s.connect("sess-talk", "EU", None);
     s.run_until(t0 + 5_000); // the trailing summary of the joins
-    assert_eq!(
-        s.alarm,
-        Some(t0 + 60_000),
-        "a sweep is scheduled one TTL out"
-    );
+    assert_eq!(s.alarm, Some(t0 + 60_000), "a sweep is scheduled one TTL out");
     s.take(&pinger);
     for step in 1..=5u64 {
         s.run_until(t0 + step * 25_000);
@@ -88,10 +76,7 @@ fn a_silent_connection_leaves_after_the_ttl_and_a_pinging_one_stays() {
     assert_eq!(s.sockets[&silent].closed, Some(4008));
     assert!(s.sockets[&pinger].open && s.sockets[&talker].open);
     let leaves: Vec<Value> = of_type(&s.take(&pinger), "presence");
-    assert_eq!(
-        leaves,
-        [json!({"type":"presence","joins":{},"leaves":["sess-slnt"]})]
-    );
+    assert_eq!(leaves, [json!({"type":"presence","joins":{},"leaves":["sess-slnt"]})]);
     assert_eq!(s.room.members(), 2);
 }
 
@@ -106,10 +91,7 @@ fn an_early_alarm_is_a_harmless_no_op() {
     assert!(s.sockets[&a].open && s.sockets[&b].open);
     assert_eq!(s.room.members(), 2);
     assert!(s.take(&a).is_empty(), "nothing to say");
-    assert!(
-        s.alarm.is_some_and(|at| at > s.now),
-        "re-armed for the real deadline"
-    );
+    assert!(s.alarm.is_some_and(|at| at > s.now), "re-armed for the real deadline");
 }
 
 #[test]
@@ -124,10 +106,7 @@ fn the_ttl_survives_eviction_through_the_attachment() {
         s.evict();
     }
     assert_eq!(s.sockets[&silent].closed, Some(4008));
-    assert!(
-        s.sockets[&talker].open,
-        "its sign of life was in the attachment"
-    );
+    assert!(s.sockets[&talker].open, "its sign of life was in the attachment");
 }
 
 #[test]
@@ -140,21 +119,13 @@ fn summaries_are_coalesced_to_one_per_interval() {
     let mut sent_at = Vec::new();
     for i in 0..50u64 {
         s.run_until(t0 + i * 40); // 50 joins within 2 s
-        s.connect(
-            &format!("sess-{i:04}"),
-            if i % 2 == 0 { "EU" } else { "NA" },
-            None,
-        );
+        s.connect(&format!("sess-{i:04}"), if i % 2 == 0 { "EU" } else { "NA" }, None);
         sent_at.extend(of_type(&s.take(&obs), "summary").into_iter().map(|_| s.now));
     }
     s.run_until(t0 + 10_000);
     let last = of_type(&s.take(&obs), "summary");
     sent_at.extend(last.iter().map(|_| t0 + 2_000));
-    assert_eq!(
-        sent_at.len(),
-        2,
-        "leading and trailing edge only: {sent_at:?}"
-    );
+    assert_eq!(sent_at.len(), 2, "leading and trailing edge only: {sent_at:?}");
     assert!(sent_at[1] - sent_at[0] >= 2_000);
     assert_eq!(last[0]["members"], 51);
     assert_eq!(last[0]["regions"]["NA"]["members"], 25);
@@ -174,11 +145,7 @@ fn a_summary_is_sent_only_when_the_counts_changed() {
     s.run_until(s.now + 5_000);
     let f = s.take(&obs);
     let summaries = of_type(&f, "summary");
-    assert_eq!(
-        summaries.len(),
-        1,
-        "only b's join changed the counts: {f:?}"
-    );
+    assert_eq!(summaries.len(), 1, "only b's join changed the counts: {f:?}");
     assert_eq!(summaries[0]["members"], 2);
     s.run_until(s.now + 30_000); // quiet, within the TTL
     assert!(of_type(&s.take(&obs), "summary").is_empty());
@@ -186,56 +153,33 @@ fn a_summary_is_sent_only_when_the_counts_changed() {
 
 #[test]
 fn a_large_room_sends_summaries_only_and_switches_back() {
-    let config = RoomConfig {
-        large_room: 10,
-        ..RoomConfig::default()
-    };
+    let config = RoomConfig { large_room: 10, ..RoomConfig::default() };
     let mut s = Sim::new(config);
     let obs = s.connect("sess-obsv", "EU", None);
     let mut conns = Vec::new();
     for i in 0..9 {
         conns.push(s.connect(&format!("sess-{i:04}"), "EU", None));
     }
-    assert_eq!(
-        of_type(&s.take(&obs), "presence").len(),
-        9,
-        "10 members: one diff per join"
-    );
+    assert_eq!(of_type(&s.take(&obs), "presence").len(), 9, "10 members: one diff per join");
     conns.push(s.connect("sess-0009", "EU", None)); // 11 members > 10
     let f = of_type(&s.take(&obs), "presence");
-    assert_eq!(
-        f,
-        [json!({"type":"presence","joins":{},"leaves":[],"reset":true,"large":true})]
-    );
+    assert_eq!(f, [json!({"type":"presence","joins":{},"leaves":[],"reset":true,"large":true})]);
     conns.push(s.connect("sess-0010", "EU", None));
     let late = s.connect("sess-late", "EU", None);
-    assert!(
-        of_type(&s.take(&obs), "presence").is_empty(),
-        "large: no diffs"
-    );
+    assert!(of_type(&s.take(&obs), "presence").is_empty(), "large: no diffs");
     let w = &s.take(&late)[0];
     assert_eq!(
-        (
-            w["presence"]["members"].clone(),
-            w["presence"]["large"].clone()
-        ),
+        (w["presence"]["members"].clone(), w["presence"]["large"].clone()),
         (json!({}), json!(true))
     );
     assert_eq!(w["presence"]["summary"]["members"], 13);
     let list: Value = serde_json::from_str(&s.room.presence_json()).unwrap();
-    assert_eq!(
-        list["members"].as_object().unwrap().len(),
-        13,
-        "HTTP lists everyone"
-    );
+    assert_eq!(list["members"].as_object().unwrap().len(), 13, "HTTP lists everyone");
     // 12, 11, 10: still large (hysteresis); at 9 back to small with the full list.
     s.drop_conn(&late);
     s.drop_conn(&conns.pop().unwrap());
     s.drop_conn(&conns.pop().unwrap());
-    assert!(
-        of_type(&s.take(&obs), "presence").is_empty(),
-        "large: no diffs"
-    );
+    assert!(of_type(&s.take(&obs), "presence").is_empty(), "large: no diffs");
     s.drop_conn(&conns.pop().unwrap());
     let f = of_type(&s.take(&obs), "presence");
     assert_eq!(f.len(), 1);
@@ -243,8 +187,5 @@ fn a_large_room_sends_summaries_only_and_switches_back() {
     assert_eq!(f[0]["joins"].as_object().unwrap().len(), 9);
     assert!(f[0].get("large").is_none());
     s.drop_conn(&conns.pop().unwrap());
-    assert_eq!(
-        of_type(&s.take(&obs), "presence")[0]["leaves"],
-        json!(["sess-0007"])
-    );
+    assert_eq!(of_type(&s.take(&obs), "presence")[0]["leaves"], json!(["sess-0007"]));
 }

@@ -90,11 +90,7 @@ impl Client {
 }
 
 fn run(ops: Vec<Op>) {
-    let config = RoomConfig {
-        rate_per_sec: 100_000,
-        burst: 100_000,
-        ..RoomConfig::default()
-    };
+    let config = RoomConfig { rate_per_sec: 100_000, burst: 100_000, ..RoomConfig::default() };
     let mut sim = Sim::new(config);
     let mut clients: Vec<Client> = (0..4).map(|_| Client::default()).collect();
     let mut acks = BTreeMap::new();
@@ -140,10 +136,7 @@ fn run(ops: Vec<Op>) {
         }
         // Presence is exact at every step: one member per connected tab.
         let connected = clients.iter().filter(|c| c.conn.is_some()).count();
-        assert_eq!(
-            (sim.room.members(), sim.room.connections()),
-            (connected, connected)
-        );
+        assert_eq!((sim.room.members(), sim.room.connections()), (connected, connected));
         for (i, client) in clients.iter_mut().enumerate() {
             if let Some(conn) = client.conn.clone() {
                 let frames = sim.take(&conn);
@@ -156,11 +149,7 @@ fn run(ops: Vec<Op>) {
         if client.conn.is_none() {
             connect(&mut sim, client, i);
         }
-        client.apply(
-            sim.take(client.conn.as_ref().unwrap()),
-            &mut acks,
-            &Client::session(i),
-        );
+        client.apply(sim.take(client.conn.as_ref().unwrap()), &mut acks, &Client::session(i));
         assert_eq!(client.applied, Some(sim.room.seq()), "client {i} caught up");
     }
     // Every acked write is in the log once, at the seq its ack named.
@@ -176,11 +165,8 @@ fn run(ops: Vec<Op>) {
 fn connect(sim: &mut Sim, client: &mut Client, i: usize) {
     // Frames already delivered to the old socket were applied; now resume.
     let since = client.applied.zip(client.epoch.clone());
-    let conn = sim.connect(
-        &Client::session(i),
-        "EU",
-        since.as_ref().map(|(s, e)| (*s, e.as_str())),
-    );
+    let conn =
+        sim.connect(&Client::session(i), "EU", since.as_ref().map(|(s, e)| (*s, e.as_str())));
     client.conn = Some(conn);
 }
 
@@ -195,12 +181,7 @@ proptest! {
 
 #[test]
 fn a_long_outage_resyncs_and_still_converges() {
-    let mut ops = vec![
-        Op::Reconnect(0),
-        Op::Reconnect(1),
-        Op::Publish(0),
-        Op::Drop(1),
-    ];
+    let mut ops = vec![Op::Reconnect(0), Op::Reconnect(1), Op::Publish(0), Op::Drop(1)];
     ops.extend((0..150).map(|_| Op::Publish(0)));
     ops.push(Op::Evict);
     run(ops);

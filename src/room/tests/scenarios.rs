@@ -89,14 +89,8 @@ fn set_is_compare_and_set_on_the_key_version() {
     let b = s.connect("sess-bbbb", "EU", None);
     s.take(&a);
     s.take(&b);
-    s.send(
-        &a,
-        r#"{"type":"set","id":"x1","key":"bid","value":10,"if_version":0}"#,
-    );
-    s.send(
-        &b,
-        r#"{"type":"set","id":"y1","key":"bid","value":11,"if_version":0}"#,
-    );
+    s.send(&a, r#"{"type":"set","id":"x1","key":"bid","value":10,"if_version":0}"#);
+    s.send(&b, r#"{"type":"set","id":"y1","key":"bid","value":11,"if_version":0}"#);
     let fa = s.take(&a);
     assert_eq!(fa[0], json!({"type":"ack","id":"x1","seq":1}));
     assert_eq!(fa[1]["topic"], "$state");
@@ -106,14 +100,8 @@ fn set_is_compare_and_set_on_the_key_version() {
     assert_eq!(err["code"], "conflict");
     assert_eq!(err["id"], "y1");
     assert_eq!(err["version"], 1);
-    s.send(
-        &b,
-        r#"{"type":"set","id":"y2","key":"bid","value":11,"if_version":1}"#,
-    );
-    s.send(
-        &a,
-        r#"{"type":"set","id":"x2","key":"note","value":"free"}"#,
-    );
+    s.send(&b, r#"{"type":"set","id":"y2","key":"bid","value":11,"if_version":1}"#);
+    s.send(&a, r#"{"type":"set","id":"x2","key":"note","value":"free"}"#);
     s.send(&a, r#"{"type":"get_state"}"#);
     let state = s.take_type(&a, "state").pop().unwrap();
     assert_eq!(
@@ -151,10 +139,7 @@ fn resume_replays_exactly_the_missed_messages_before_live_ones() {
     assert_eq!(f[0]["missed"], 3);
     assert_eq!(f[0]["seq"], 4);
     assert_eq!(seqs(&f), [2, 3, 4, 5]);
-    assert!(
-        f[1..4].iter().all(|m| m["type"] == "message"),
-        "replay comes first"
-    );
+    assert!(f[1..4].iter().all(|m| m["type"] == "message"), "replay comes first");
 }
 
 #[test]
@@ -164,16 +149,10 @@ fn resume_with_nothing_missed_and_connect_without_since() {
     s.publish(&p, "m1", "1");
     let a = s.connect("sess-aaaa", "EU", Some((1, "e-1")));
     let w = one(s.take(&a));
-    assert_eq!(
-        (w["resumed"].clone(), w["missed"].clone()),
-        (json!(true), json!(0))
-    );
+    assert_eq!((w["resumed"].clone(), w["missed"].clone()), (json!(true), json!(0)));
     let b = s.connect("sess-bbbb", "EU", None);
     let w = one(s.take(&b));
-    assert_eq!(
-        (w["resumed"].clone(), w["seq"].clone()),
-        (json!(false), json!(1))
-    );
+    assert_eq!((w["resumed"].clone(), w["seq"].clone()), (json!(false), json!(1)));
 }
 
 #[test]
@@ -218,24 +197,14 @@ fn eviction_keeps_epoch_seq_state_presence_and_replay() {
     s.drop_conn(&b);
     s.publish(&a, "m3", "1");
     s.evict();
-    assert_eq!(
-        (s.room.epoch(), s.room.seq(), s.room.members()),
-        ("e-1", 3, 1)
-    );
+    assert_eq!((s.room.epoch(), s.room.seq(), s.room.members()), ("e-1", 3, 1));
     s.take(&a);
     s.publish(&a, "m4", "1");
-    assert_eq!(
-        seqs(&s.take(&a)),
-        [4],
-        "a hibernated socket keeps receiving"
-    );
+    assert_eq!(seqs(&s.take(&a)), [4], "a hibernated socket keeps receiving");
     let b2 = s.connect("sess-bbbb", "EU", Some((2, "e-1")));
     let f = s.take(&b2);
     assert_eq!(seqs(&f), [3, 4]);
-    assert_eq!(
-        f[0]["presence"]["members"]["sess-aaaa"]["state"],
-        json!({"typing":true})
-    );
+    assert_eq!(f[0]["presence"]["members"]["sess-aaaa"]["state"], json!({"typing":true}));
     assert_eq!(f[0]["presence"]["summary"]["members"], 2);
 }
 
@@ -251,20 +220,13 @@ fn bad_input_gets_an_error_and_the_connection_stays_usable() {
         ("[]", "bad_frame"),
         (r#"{"type":"launch"}"#, "bad_frame"),
         (r#"{"type":"publish","id":"m1","topic":"chat"}"#, "invalid"),
-        (
-            r#"{"type":"publish","id":"m1","topic":"$x","data":1}"#,
-            "invalid",
-        ),
+        (r#"{"type":"publish","id":"m1","topic":"$x","data":1}"#, "invalid"),
         (r#"{"type":"set","id":"m1","key":"","value":1}"#, "invalid"),
     ];
     for (text, code) in cases {
         s.send(&a, text);
         let e = one(s.take(&a));
-        assert_eq!(
-            (e["type"].as_str(), e["code"].as_str()),
-            (Some("error"), Some(code)),
-            "{text}"
-        );
+        assert_eq!((e["type"].as_str(), e["code"].as_str()), (Some("error"), Some(code)), "{text}");
         assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()));
     }
     s.send_binary(&a, 10);
@@ -281,16 +243,11 @@ fn an_oversized_frame_closes_with_1009_and_spares_the_others() {
     let a = s.connect("sess-aaaa", "EU", None);
     let b = s.connect("sess-bbbb", "EU", None);
     s.take(&b);
-    let big = format!(
-        r#"{{"type":"publish","id":"m1","topic":"t","data":"{}"}}"#,
-        "x".repeat(64 * 1024)
-    );
+    let big =
+        format!(r#"{{"type":"publish","id":"m1","topic":"t","data":"{}"}}"#, "x".repeat(64 * 1024));
     s.send(&a, &big);
     assert_eq!(s.sockets[&a].closed, Some(1009));
-    assert_eq!(
-        s.take(&b),
-        [json!({"type":"presence","joins":{},"leaves":["sess-aaaa"]})]
-    );
+    assert_eq!(s.take(&b), [json!({"type":"presence","joins":{},"leaves":["sess-aaaa"]})]);
     assert_eq!(s.room.seq(), 0);
     s.publish(&b, "m1", "1");
     assert_eq!(seqs(&s.take(&b)), [1]);
@@ -311,10 +268,7 @@ fn a_flood_is_rate_limited_then_closed_with_4029() {
     assert_eq!(s.room.seq(), 50, "refused frames are not applied");
     s.advance(1000);
     s.publish(&a, "late", "1");
-    assert!(
-        s.take(&a).iter().any(|x| x["type"] == "ack"),
-        "the bucket refills at 20/s"
-    );
+    assert!(s.take(&a).iter().any(|x| x["type"] == "ack"), "the bucket refills at 20/s");
     for i in 0..200 {
         if !s.sockets[&a].open {
             assert!(i > 80, "closed too early, after {i} frames");
@@ -339,10 +293,7 @@ fn a_second_connection_of_a_session_supersedes_the_first_without_a_leave() {
     assert_eq!(f[0]["joins"]["sess-aaaa"]["region"], "OC");
     assert_eq!(f[0]["leaves"], json!([]));
     s.runtime_close(&a1);
-    assert!(
-        s.take(&obs).is_empty(),
-        "the superseded socket's close is not a leave"
-    );
+    assert!(s.take(&obs).is_empty(), "the superseded socket's close is not a leave");
     assert_eq!(s.room.members(), 2);
     // same region again: nothing changed, nothing to say
     let _a3 = s.connect("sess-aaaa", "OC", None);
@@ -364,24 +315,12 @@ fn the_log_is_trimmed_and_ids_expire_with_it() {
     assert_eq!(s.disk.log.keys().next(), Some(&101));
     s.take(&a);
     s.publish(&a, "m101", "1");
-    assert_eq!(
-        s.take_type(&a, "ack")[0]["seq"],
-        101,
-        "retained id: original ack"
-    );
+    assert_eq!(s.take_type(&a, "ack")[0]["seq"], 101, "retained id: original ack");
     s.publish(&a, "m100", "1");
-    assert_eq!(
-        s.take_type(&a, "ack")[0]["seq"],
-        1101,
-        "expired id: a new write"
-    );
+    assert_eq!(s.take_type(&a, "ack")[0]["seq"], 1101, "expired id: a new write");
     s.evict();
     s.publish(&a, "m102", "1");
-    assert_eq!(
-        s.take_type(&a, "ack")[0]["seq"],
-        102,
-        "ids survive eviction"
-    );
+    assert_eq!(s.take_type(&a, "ack")[0]["seq"], 102, "ids survive eviction");
 }
 
 #[test]
@@ -391,29 +330,16 @@ fn size_limits_on_presence_and_room_state() {
     s.evict();
     let a = s.connect("sess-aaaa", "EU", None);
     s.take(&a);
-    let big = format!(
-        r#"{{"type":"presence","state":{{"x":"{}"}}}}"#,
-        "y".repeat(1024)
-    );
+    let big = format!(r#"{{"type":"presence","state":{{"x":"{}"}}}}"#, "y".repeat(1024));
     s.send(&a, &big);
     assert_eq!(one(s.take(&a))["code"], "too_large");
     for k in ["a", "b", "c"] {
-        s.send(
-            &a,
-            &format!(r#"{{"type":"set","id":"{k}","key":"{k}","value":1}}"#),
-        );
+        s.send(&a, &format!(r#"{{"type":"set","id":"{k}","key":"{k}","value":1}}"#));
     }
     let f = s.take(&a);
     assert_eq!(f.iter().filter(|x| x["type"] == "ack").count(), 2);
     let e = f.iter().find(|x| x["type"] == "error").unwrap();
-    assert_eq!(
-        (e["code"].as_str(), e["id"].as_str()),
-        (Some("too_large"), Some("c"))
-    );
+    assert_eq!((e["code"].as_str(), e["id"].as_str()), (Some("too_large"), Some("c")));
     s.send(&a, r#"{"type":"set","id":"d","key":"a","value":2}"#);
-    assert_eq!(
-        s.take_type(&a, "ack").len(),
-        1,
-        "overwriting a key is always allowed"
-    );
+    assert_eq!(s.take_type(&a, "ack").len(), 1, "overwriting a key is always allowed");
 }

@@ -25,6 +25,8 @@ pub struct Socket {
     pub closed: Option<u16>,
     pub peer: Option<Peer>,
     pub open: bool,
+    /// WebSocket frames received (a `batch` counts once).
+    pub raw: usize,
     /// When the runtime last auto-answered a ping on this socket.
     pub pinged: Option<u64>,
 }
@@ -39,16 +41,14 @@ pub struct Sim {
     pub alarm: Option<u64>,
     /// Every alarm time the engine asked for, in order.
     pub alarms_set: Vec<u64>,
+    /// The short flush timer the engine asked for.
+    pub wake: Option<u64>,
     next_conn: u64,
 }
 
 impl Sim {
     pub fn new(config: RoomConfig) -> Sim {
-        let snap = Snapshot {
-            room: "r1".into(),
-            epoch: "e-1".into(),
-            ..Default::default()
-        };
+        let snap = Snapshot { room: "r1".into(), epoch: "e-1".into(), ..Default::default() };
         Sim {
             room: Room::restore(config.clone(), snap, 0),
             config,
@@ -57,6 +57,7 @@ impl Sim {
             sockets: BTreeMap::new(),
             alarm: None,
             alarms_set: Vec::new(),
+            wake: None,
             next_conn: 0,
         }
     }
@@ -75,13 +76,7 @@ impl Sim {
     ) -> String {
         self.next_conn += 1;
         let conn = format!("c-{}", self.next_conn);
-        self.sockets.insert(
-            conn.clone(),
-            Socket {
-                open: true,
-                ..Default::default()
-            },
-        );
+        self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
         let hello = Hello {
             conn: conn.clone(),
             session: session.into(),
@@ -89,6 +84,8 @@ impl Sim {
             region: region.into(),
             since: since.map(|s| s.0),
             epoch: since.map(|s| s.1.to_owned()),
+            // deterministic "randomness": spread over the jitter range
+            rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();
@@ -96,10 +93,7 @@ impl Sim {
     }
 
     pub fn send(&mut self, conn: &str, text: &str) {
-        assert!(
-            self.sockets[conn].open,
-            "test bug: sending on a closed socket"
-        );
+        assert!(self.sockets[conn].open, "test bug: sending on a closed socket");
         self.room.handle(self.now, Input::Text { conn, text });
         self.pump();
     }
@@ -134,24 +128,9 @@ impl Sim {
             epoch: self.room.epoch().into(),
             home: None,
             seq: self.disk.seq,
-            state: self
-                .disk
-                .state
-                .iter()
-                .map(|(k, (v, n))| (k.clone(), v.clone(), *n))
-                .collect(),
-            recent: self
-                .disk
-                .log
-                .range(recent_from + 1..)
-                .map(|(_, e)| e.clone())
-                .collect(),
-            ids: self
-                .disk
-                .log
-                .values()
-                .map(|e| (e.session.clone(), e.id.clone(), e.seq))
-                .collect(),
+            state: self.disk.state.iter().map(|(k, (v, n))| (k.clone(), v.clone(), *n)).collect(),
+            recent: self.disk.log.range(recent_from + 1..).map(|(_, e)| e.clone()).collect(),
+            ids: self.disk.log.values().map(|e| (e.session.clone(), e.id.clone(), e.seq)).collect(),
             peers: self
                 .sockets
                 .values()
@@ -175,9 +154,7 @@ impl Sim {
                     assert_eq!(c.entry.seq, self.disk.seq + 1, "commits are gapless");
                     self.disk.seq = c.entry.seq;
                     if let Some(w) = &c.state {
-                        self.disk
-                            .state
-                            .insert(w.key.clone(), (w.value.clone(), c.entry.seq));
+                        self.disk.state.insert(w.key.clone(), (w.value.clone(), c.entry.seq));
                     }
                     self.disk.log.insert(c.entry.seq, c.entry);
                     if let Some(t) = c.trim_through {
@@ -185,11 +162,11 @@ impl Sim {
                     }
                 }
                 Output::Send { conn, frame } => self.deliver(&conn, &frame),
-                Output::Broadcast { frame, except } => {
+                Output::Broadcast { frame, skip } => {
                     let to: Vec<String> = self
                         .sockets
                         .iter()
-                        .filter(|(c, s)| s.open && Some(c.as_str()) != except.as_deref())
+                        .filter(|(c, s)| s.open && !skip.contains(c))
                         .map(|(c, _)| c.clone())
                         .collect();
                     for c in to {
@@ -202,6 +179,7 @@ impl Sim {
                     s.open = false;
                     s.closed = Some(code.code());
                 }
+                Output::Wake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
                     self.alarms_set.push(at);
@@ -216,16 +194,20 @@ impl Sim {
 
     fn deliver(&mut self, conn: &str, frame: &str) {
         let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
-        if matches!(v["type"].as_str(), Some("ack" | "message")) {
-            let seq = v["seq"].as_u64().expect("seq");
-            assert!(
-                seq <= self.disk.seq,
-                "frame for seq {seq} left before it was stored"
-            );
-        }
+        let frames = match v["type"].as_str() {
+            Some("batch") => v["frames"].as_array().expect("batch frames").clone(),
+            _ => vec![v],
+        };
         let s = self.sockets.get_mut(conn).expect("known socket");
         assert!(s.open, "frame sent to closed socket {conn}: {frame}");
-        s.inbox.push(v);
+        s.raw += 1;
+        for v in frames {
+            if matches!(v["type"].as_str(), Some("ack" | "message")) {
+                let seq = v["seq"].as_u64().expect("seq");
+                assert!(seq <= self.disk.seq, "frame for seq {seq} left before it was stored");
+            }
+            s.inbox.push(v);
+        }
     }
 
     /// Takes the frames a socket received so far.
@@ -235,20 +217,13 @@ impl Sim {
 
     /// Takes the frames of one type.
     pub fn take_type(&mut self, conn: &str, kind: &str) -> Vec<Value> {
-        self.take(conn)
-            .into_iter()
-            .filter(|f| f["type"] == kind)
-            .collect()
+        self.take(conn).into_iter().filter(|f| f["type"] == kind).collect()
     }
 }
 
 /// The `seq` of each `message` frame in `frames`.
 pub fn seqs(frames: &[Value]) -> Vec<u64> {
-    frames
-        .iter()
-        .filter(|f| f["type"] == "message")
-        .map(|f| f["seq"].as_u64().unwrap())
-        .collect()
+    frames.iter().filter(|f| f["type"] == "message").map(|f| f["seq"].as_u64().unwrap()).collect()
 }
 
 impl Sim {
@@ -273,10 +248,23 @@ impl Sim {
     /// Runs virtual time forward to `until`, firing the alarm on the way as
     /// the adapter does: heartbeats of every open socket first, then the timer.
     pub fn run_until(&mut self, until: u64) {
-        while let Some(at) = self.alarm.filter(|at| *at <= until) {
-            self.now = self.now.max(at);
-            self.alarm = None;
-            self.fire_alarm();
+        loop {
+            let alarm = self.alarm.filter(|at| *at <= until);
+            let wake = self.wake.filter(|at| *at <= until);
+            match (alarm, wake) {
+                (Some(a), w) if w.is_none_or(|w| a <= w) => {
+                    self.now = self.now.max(a);
+                    self.alarm = None;
+                    self.fire_alarm();
+                }
+                (_, Some(w)) => {
+                    self.now = self.now.max(w);
+                    self.wake = None;
+                    self.room.handle(self.now, Input::Flush);
+                    self.pump();
+                }
+                _ => break,
+            }
         }
         self.now = self.now.max(until);
     }
@@ -290,8 +278,7 @@ impl Sim {
             .filter_map(|(c, s)| s.pinged.map(|at| (c.clone(), at)))
             .collect();
         for (conn, at) in &beats {
-            self.room
-                .handle(self.now, Input::Heartbeat { conn, at: *at });
+            self.room.handle(self.now, Input::Heartbeat { conn, at: *at });
         }
         self.room.handle(self.now, Input::Timer);
         self.pump();

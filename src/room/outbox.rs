@@ -1,0 +1,142 @@
+//! One connection's outbound queue: frames held inside a coalescing window
+//! (signals collapse to the latest per sender and topic), or behind a
+//! deferred catch-up replay, and packed into `batch` frames when released.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+#[derive(Debug, Default)]
+pub struct Outbox {
+    queue: Vec<Rc<str>>,
+    /// Where each (sender, topic) signal sits in `queue`, to replace it.
+    signals: HashMap<String, usize>,
+    /// A coalescing window is open until then: new frames wait for it.
+    pub window_until: Option<u64>,
+    /// A deferred replay: nothing leaves before then, so the replay still
+    /// comes before every live frame.
+    pub hold_until: Option<u64>,
+}
+
+impl Outbox {
+    /// Nothing queued, no window, no hold: frames may go out at once.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.window_until.is_none() && self.hold_until.is_none()
+    }
+
+    /// Whether frames must wait at `now`.
+    pub fn holding(&self, now: u64) -> bool {
+        self.hold_until.is_some_and(|t| t > now) || self.window_until.is_some_and(|t| t > now)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Queues a frame in order.
+    pub fn push(&mut self, frame: Rc<str>) {
+        self.queue.push(frame);
+    }
+
+    /// Queues a signal, replacing a queued one with the same key (the
+    /// sender's session and topic): a stale cursor is worth nothing.
+    pub fn push_signal(&mut self, key: &str, frame: Rc<str>) -> bool {
+        if let Some(&i) = self.signals.get(key) {
+            self.queue[i] = frame;
+            return true;
+        }
+        self.signals.insert(key.to_owned(), self.queue.len());
+        self.queue.push(frame);
+        false
+    }
+
+    /// Takes everything queued, in order.
+    pub fn take(&mut self) -> Vec<Rc<str>> {
+        self.signals.clear();
+        std::mem::take(&mut self.queue)
+    }
+}
+
+/// Packs frames into as few texts as possible: one frame as itself, several
+/// as `{"type":"batch","frames":[...]}` of at most `max_bytes` each (a frame
+/// larger than that travels alone).
+pub fn pack(frames: Vec<Rc<str>>, max_bytes: usize) -> Vec<Rc<str>> {
+    if frames.len() <= 1 {
+        return frames;
+    }
+    let mut out = Vec::new();
+    let mut group: Vec<Rc<str>> = Vec::new();
+    let mut size = BATCH_HEAD.len() + 2;
+    for frame in frames {
+        if !group.is_empty() && size + frame.len() + 1 > max_bytes {
+            out.push(batch(std::mem::take(&mut group)));
+            size = BATCH_HEAD.len() + 2;
+        }
+        size += frame.len() + 1;
+        group.push(frame);
+    }
+    if !group.is_empty() {
+        out.push(batch(group));
+    }
+    out
+}
+
+const BATCH_HEAD: &str = r#"{"type":"batch","frames":["#;
+
+/// One frame as itself, several as a `batch` (frames are JSON texts already).
+fn batch(mut group: Vec<Rc<str>>) -> Rc<str> {
+    if group.len() == 1 {
+        return group.pop().expect("one frame");
+    }
+    let mut text = String::with_capacity(group.iter().map(|f| f.len() + 1).sum::<usize>() + 32);
+    text.push_str(BATCH_HEAD);
+    for (i, f) in group.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(f);
+    }
+    text.push_str("]}");
+    text.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rc(s: &str) -> Rc<str> {
+        s.into()
+    }
+
+    #[test]
+    fn signals_collapse_to_the_latest_per_key_in_place() {
+        let mut o = Outbox::default();
+        o.push_signal("a\0cursor", rc(r#"{"n":1}"#));
+        o.push(rc(r#"{"m":1}"#));
+        assert!(o.push_signal("a\0cursor", rc(r#"{"n":2}"#)));
+        o.push_signal("b\0cursor", rc(r#"{"n":3}"#));
+        let got: Vec<String> = o.take().iter().map(|f| f.to_string()).collect();
+        assert_eq!(got, [r#"{"n":2}"#, r#"{"m":1}"#, r#"{"n":3}"#]);
+        assert!(o.is_empty());
+        assert!(!o.push_signal("a\0cursor", rc("{}")), "a fresh window starts clean");
+    }
+
+    #[test]
+    fn pack_makes_valid_batches_within_the_size_limit() {
+        let frames: Vec<Rc<str>> = (0..10).map(|i| rc(&format!(r#"{{"i":{i}}}"#))).collect();
+        let packed = pack(frames, 60);
+        assert!(packed.len() > 1);
+        let mut all = Vec::new();
+        for p in &packed {
+            assert!(p.len() <= 60 || !p.starts_with(r#"{"type":"batch""#));
+            let v: serde_json::Value = serde_json::from_str(p).unwrap();
+            match v["type"].as_str() {
+                Some("batch") => all.extend(
+                    v["frames"].as_array().unwrap().iter().map(|f| f["i"].as_u64().unwrap()),
+                ),
+                _ => all.push(v["i"].as_u64().unwrap()),
+            }
+        }
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+        assert_eq!(pack(vec![rc("{}")], 10), [rc("{}")]);
+    }
+}

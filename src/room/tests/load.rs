@@ -1,0 +1,171 @@
+//! Load behaviour on virtual time: coalescing windows, shedding order under
+//! an outbound budget, and catch-up replay spread over a reconnect storm.
+
+use serde_json::Value;
+
+use super::sim::{seqs, Sim};
+use crate::room::RoomConfig;
+
+fn signal(topic: &str, n: u64) -> String {
+    format!(r#"{{"type":"signal","topic":"{topic}","data":{{"n":{n}}}}}"#)
+}
+
+fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
+    frames.iter().filter(|f| f["type"] == kind).cloned().collect()
+}
+
+#[test]
+fn signals_in_one_window_arrive_as_one_per_topic() {
+    let mut s = Sim::new(RoomConfig::default());
+    let a = s.connect("sess-aaaa", "EU", None);
+    let b = s.connect("sess-bbbb", "EU", None);
+    s.run_until(s.now + 5_000);
+    s.take(&b);
+    let raw_before = s.sockets[&b].raw;
+    for n in 1..=10 {
+        s.send(&a, &signal("cursor", n));
+        s.send(&a, &signal("select", n));
+        s.advance(3); // 60 ms of signals: 20 of them
+    }
+    s.run_until(s.now + 500);
+    let got = s.take(&b);
+    assert!(got.iter().all(|f| f["type"] == "signal" && f["session"] == "sess-aaaa"));
+    // The first goes out at once; the rest of the window collapses to the
+    // latest per topic; the trailing window carries the last ones.
+    assert_eq!(got[0]["data"]["n"], 1);
+    let last_cursor = got.iter().rev().find(|f| f["topic"] == "cursor").unwrap();
+    let last_select = got.iter().rev().find(|f| f["topic"] == "select").unwrap();
+    assert_eq!(
+        (last_cursor["data"]["n"].as_u64(), last_select["data"]["n"].as_u64()),
+        (Some(10), Some(10))
+    );
+    assert!(got.len() <= 5, "20 signals became {}: {got:?}", got.len());
+    assert!(s.sockets[&b].raw - raw_before <= 3, "sent as batches");
+    // per topic, values only move forward
+    for topic in ["cursor", "select"] {
+        let ns: Vec<u64> = got
+            .iter()
+            .filter(|f| f["topic"] == topic)
+            .map(|f| f["data"]["n"].as_u64().unwrap())
+            .collect();
+        assert!(ns.windows(2).all(|w| w[0] < w[1]), "{topic}: {ns:?}");
+    }
+    assert!(of_type(&s.take(&a), "signal").is_empty(), "never echoed to the sender");
+}
+
+#[test]
+fn a_durable_message_is_not_held_by_a_signal_window() {
+    let mut s = Sim::new(RoomConfig::default());
+    let a = s.connect("sess-aaaa", "EU", None);
+    let b = s.connect("sess-bbbb", "EU", None);
+    s.run_until(s.now + 5_000);
+    s.take(&b);
+    s.send(&a, &signal("cursor", 1)); // opens b's window
+    s.send(&a, &signal("cursor", 2)); // held
+    s.publish(&a, "m1", "1"); // goes now, after the held signal
+    let got = s.take(&b);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!((got[1]["data"]["n"].as_u64(), got[2]["type"].as_str()), (Some(2), Some("message")));
+}
+
+#[test]
+fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
+    let config = RoomConfig {
+        outbound_budget: 100,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        ..RoomConfig::default()
+    };
+    let mut s = Sim::new(config);
+    let p = s.connect("sess-pubr", "EU", None);
+    let watchers: Vec<String> =
+        (0..10).map(|i| s.connect(&format!("sess-w{i:03}"), "EU", None)).collect();
+    s.run_until(s.now + 5_000);
+    for w in &watchers {
+        s.take(w);
+    }
+    // 30 publishes in one second to 11 sockets: over 100 frames/s.
+    for i in 0..30 {
+        s.publish(&p, &format!("m{i}"), "1");
+        s.send(&p, &signal("cursor", i));
+        s.advance(10);
+    }
+    let late = s.connect("sess-late", "EU", None); // a join while shedding
+    s.publish(&p, "last", "1");
+    s.run_until(s.now + 300);
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert!(stats["signals_dropped"].as_u64().unwrap() > 0, "{stats}");
+    assert!(stats["batches"].as_u64().unwrap() > 0, "durable frames were batched: {stats}");
+    for w in &watchers {
+        let got = s.take(w);
+        assert_eq!(seqs(&got), (1..=31).collect::<Vec<u64>>(), "every message, in order");
+        let signals = of_type(&got, "signal").len();
+        assert!(signals < 30, "signals are shed first: {signals}");
+        assert!(
+            of_type(&got, "presence").iter().all(|f| f["joins"].get("sess-late").is_none()),
+            "no per-member diff while over budget"
+        );
+    }
+    // Once the load is gone the next summary brings the whole list back.
+    s.run_until(s.now + 5_000);
+    let got = s.take(&watchers[0]);
+    let reset =
+        of_type(&got, "presence").into_iter().find(|f| f["reset"] == true).expect("a reset");
+    assert!(reset["joins"].get("sess-late").is_some());
+    assert!(s.sockets[&late].open);
+}
+
+#[test]
+fn a_reconnect_storm_spreads_catch_up_and_loses_nothing() {
+    let config = RoomConfig { storm_resumes_per_sec: 5, ..RoomConfig::default() };
+    let mut s = Sim::new(config);
+    let p = s.connect("sess-pubr", "EU", None);
+    let clients: Vec<String> =
+        (0..30).map(|i| s.connect(&format!("sess-c{i:03}"), "EU", None)).collect();
+    s.publish(&p, "m0", "1");
+    for c in &clients {
+        s.drop_conn(c); // the blip
+    }
+    for i in 1..=20 {
+        s.publish(&p, &format!("m{i}"), "1");
+    }
+    let t0 = s.now;
+    let back: Vec<String> =
+        (0..30).map(|i| s.connect(&format!("sess-c{i:03}"), "EU", Some((1, "e-1")))).collect();
+    s.publish(&p, "live", "1"); // seq 22, during the storm
+    let mut first_message_at = Vec::new();
+    let mut got: Vec<Vec<Value>> = vec![Vec::new(); back.len()];
+    while s.now < t0 + 3_000 {
+        s.run_until(s.now + 10);
+        for (i, c) in back.iter().enumerate() {
+            let frames = s.take(c);
+            if got[i].iter().all(|f| f["type"] != "message")
+                && frames.iter().any(|f| f["type"] == "message")
+            {
+                first_message_at.push(s.now - t0);
+            }
+            got[i].extend(frames);
+        }
+    }
+    for (i, frames) in got.iter().enumerate() {
+        assert_eq!(frames[0]["type"], "welcome");
+        assert_eq!(
+            (frames[0]["resumed"].as_bool(), frames[0]["missed"].as_u64()),
+            (Some(true), Some(20))
+        );
+        assert_eq!(
+            seqs(frames),
+            (2..=22).collect::<Vec<u64>>(),
+            "client {i}: replay before live, no gap"
+        );
+    }
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert_eq!(stats["deferred_replays"], 25, "past 5 resumes in a second, replays wait");
+    first_message_at.sort();
+    let spread = first_message_at.iter().filter(|t| **t >= 200).count();
+    assert_eq!(spread, 25);
+    assert!(first_message_at.iter().all(|t| *t <= 2_010), "{first_message_at:?}");
+    let distinct: std::collections::BTreeSet<u64> =
+        first_message_at.iter().map(|t| t / 100).collect();
+    assert!(distinct.len() >= 8, "jittered, not one burst: {first_message_at:?}");
+}
