@@ -1,0 +1,108 @@
+//! The runtime under test: one `wrangler dev` (workerd) on free ports with
+//! persistence in a temp dir, in its own process group; readiness polling,
+//! a captured log, and a stop that kills the whole group.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The repository root (this file runs from client/.build/e2e/). */
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once("error", rej);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      srv.close(() => res(port));
+    });
+  });
+}
+
+export class Wrangler {
+  readonly log: string[] = [];
+  private exited = false;
+
+  private constructor(
+    readonly port: number,
+    private readonly child: ChildProcess,
+    private readonly persist: string,
+  ) {
+    const take = (chunk: Buffer) => {
+      for (const line of chunk.toString("utf8").split(/\r?\n/)) if (line.trim()) this.log.push(line);
+    };
+    child.stdout?.on("data", take);
+    child.stderr?.on("data", take);
+    child.once("exit", () => (this.exited = true));
+  }
+
+  get origin(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts `wrangler dev` and waits until it serves the demo page. */
+  static async start(extraArgs: string[] = []): Promise<Wrangler> {
+    const [port, inspector] = [await freePort(), await freePort()];
+    const persist = mkdtempSync(join(tmpdir(), "homeroom-browser-e2e-"));
+    const args = [
+      "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+      "--persist-to", persist, "--show-interactive-dev-session=false",
+      // No AUTH_SECRET here: the Worker refuses rooms unless told this is local dev.
+      "--var", "ANONYMOUS_DEV:true", ...extraArgs,
+    ];
+    const quoted = args.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
+    const child = spawn("bash", ["-c", `source scripts/env && exec node_modules/.bin/wrangler ${quoted}`], {
+      cwd: ROOT,
+      detached: true, // its own process group: stop() kills wrangler and workerd together
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1", FORCE_COLOR: "0" },
+    });
+    const w = new Wrangler(port, child, persist);
+    const deadline = Date.now() + Number(process.env.E2E_START_TIMEOUT_SECS ?? 180) * 1000;
+    for (;;) {
+      if (w.exited) throw new Error(`wrangler dev exited early:\n${w.tail(60)}`);
+      try {
+        const res = await fetch(`${w.origin}/`, { signal: AbortSignal.timeout(2_000) });
+        if (res.ok && (await res.text()).includes("homeroom")) return w;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) {
+        await w.stop();
+        throw new Error(`wrangler dev did not serve / in time:\n${w.tail(60)}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  tail(n: number): string {
+    return this.log.slice(-n).join("\n");
+  }
+
+  async stop(): Promise<void> {
+    const pid = this.child.pid;
+    if (pid !== undefined && !this.exited) {
+      try {
+        process.kill(-pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      const deadline = Date.now() + 5_000;
+      while (!this.exited && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      if (!this.exited) {
+        try {
+          process.kill(-pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+    }
+    rmSync(this.persist, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,215 @@
+//! Reconnect timing: full-jitter bounds, the close-code policy, and 1,000
+//! simulated clients that must not reconnect in step.
+
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { DEFAULT_BACKOFF, fullJitter, plan } from "../src/backoff.js";
+import { Room } from "../src/room.js";
+import { FakeClock, seeded, welcome, world, type FakeSocket } from "./fakes.js";
+
+describe("full jitter", () => {
+  it("stays within [0, min(20 s, 2 s × 2^attempt)) and covers the window", () => {
+    const random = seeded(7);
+    for (let attempt = 0; attempt <= 12; attempt++) {
+      const window = Math.min(20_000, 2_000 * 2 ** attempt);
+      let lo = Infinity;
+      let hi = -Infinity;
+      for (let i = 0; i < 5_000; i++) {
+        const d = fullJitter(attempt, random);
+        assert.ok(d >= 0 && d < window, `attempt ${attempt}: ${d} outside [0, ${window})`);
+        lo = Math.min(lo, d);
+        hi = Math.max(hi, d);
+      }
+      assert.ok(lo < window * 0.01, `attempt ${attempt}: smallest ${lo} is not near 0`);
+      assert.ok(hi > window * 0.99, `attempt ${attempt}: largest ${hi} is not near ${window}`);
+    }
+  });
+
+  it("uses the random source at the edges exactly", () => {
+    assert.equal(fullJitter(0, () => 0), 0);
+    assert.equal(fullJitter(3, () => 0.5), 8_000);
+    assert.equal(fullJitter(50, () => 0.5), 10_000); // capped, no overflow
+  });
+});
+
+describe("close-code policy", () => {
+  const r = (): number => 0.999;
+  const close = (code: number, welcomed = true) => ({ kind: "close" as const, code, welcomed });
+
+  it("never reconnects after 1000 or 4001", () => {
+    assert.deepEqual(plan(close(1000), 0, r), { reconnect: false, why: "closed" });
+    assert.deepEqual(plan(close(4001), 0, r), { reconnect: false, why: "superseded" });
+    assert.deepEqual(plan(close(4001), 5, r), { reconnect: false, why: "superseded" });
+  });
+
+  it("reconnects promptly after 1001, within the 1 s window", () => {
+    const p = plan(close(1001), 0, r);
+    assert.ok(p.reconnect && p.delay < 1_000 && p.delay > 990);
+    assert.equal(p.reconnect && p.refreshToken, false);
+  });
+
+  it("falls back to backoff when 1001 repeats or comes before a welcome", () => {
+    const again = plan(close(1001), 3, r);
+    assert.ok(again.reconnect && again.delay > 15_000);
+    const early = plan(close(1001, false), 0, r);
+    assert.ok(early.reconnect && early.delay > 1_990 && early.delay < 2_000);
+  });
+
+  it("backs off exponentially after 1006 and 4008, capped at 20 s", () => {
+    for (const code of [1006, 4008, 1011]) {
+      const delays = [0, 1, 2, 3, 4, 5].map((a) => {
+        const p = plan(close(code), a, r);
+        assert.ok(p.reconnect);
+        assert.equal(p.attempt, a + 1);
+        return Math.round(p.delay);
+      });
+      assert.deepEqual(delays, [1998, 3996, 7992, 15984, 19980, 19980]);
+    }
+  });
+
+  it("asks for a new token after 1008", () => {
+    const p = plan(close(1008), 0, r);
+    assert.ok(p.reconnect && p.refreshToken && p.delay < 2_000);
+    const q = plan(close(1006), 0, r);
+    assert.ok(q.reconnect && !q.refreshToken);
+  });
+
+  it("backs off long after 4029", () => {
+    const lo = plan(close(4029), 0, () => 0);
+    const hi = plan(close(4029), 0, r);
+    assert.ok(lo.reconnect && lo.delay === 30_000);
+    assert.ok(hi.reconnect && hi.delay > 59_000 && hi.delay < 60_000);
+  });
+
+  it("jitters every path: no two random draws give the same delay", () => {
+    const random = seeded(3);
+    for (const cause of [close(1001), close(1006), close(1008), close(4029), { kind: "gap" as const }, { kind: "heartbeat" as const }]) {
+      const a = plan(cause, 0, random);
+      const b = plan(cause, 0, random);
+      assert.ok(a.reconnect && b.reconnect && a.delay !== b.delay, JSON.stringify(cause));
+    }
+  });
+});
+
+/** Busiest bucket over the average bucket, for event times in [from, to). */
+function peakRatio(times: number[], from: number, to: number, bucketMs: number): { peak: number; avg: number; ratio: number } {
+  const n = Math.ceil((to - from) / bucketMs);
+  const buckets = new Array<number>(n).fill(0);
+  for (const t of times) buckets[Math.min(n - 1, Math.floor((t - from) / bucketMs))]! += 1;
+  const peak = Math.max(...buckets);
+  const avg = times.length / n;
+  return { peak, avg, ratio: peak / avg };
+}
+
+/**
+ * `n` real Room clients on one fake clock, each with its own random seed,
+ * all connected; the server side answers connects per `serverUp(now)`.
+ */
+function crowd(n: number, serverUp: (now: number) => boolean) {
+  const clock = new FakeClock();
+  const attempts: number[] = [];
+  const welcomed: number[] = [];
+  const rooms: Room[] = [];
+  const current: FakeSocket[] = [];
+  for (let i = 0; i < n; i++) {
+    const w = world({
+      clock,
+      seed: 1_000 + i,
+      onSocket: (s) => {
+        attempts.push(clock.now());
+        // The server answers 20 ms later: a welcome when up, a refusal when down.
+        clock.setTimeout(() => {
+          if (serverUp(clock.now())) {
+            welcome(s);
+            welcomed.push(clock.now());
+          } else s.refuse();
+        }, 20);
+        current[i] = s;
+      },
+    });
+    const r = new Room({ room: "storm", url: "https://x.example", env: w.env, session: `s-client-${i}` });
+    rooms.push(r);
+  }
+  return { clock, attempts, welcomed, rooms, current };
+}
+
+describe("1,000 clients after a 1006", () => {
+  const N = 1_000;
+
+  it("spread their reconnects over the first window: busiest 100 ms ≤ 3× average", async (t) => {
+    const c = crowd(N, () => true);
+    for (const r of c.rooms) r.start();
+    await c.clock.advance(0);
+    c.clock.runUntil(c.clock.now() + 100);
+    assert.equal(c.welcomed.length, N);
+    const t0 = c.clock.now();
+    c.attempts.length = 0;
+    c.welcomed.length = 0;
+    for (const s of c.current) s.serverClose(1006);
+    c.clock.runUntil(t0 + 5_000);
+
+    assert.equal(c.attempts.length, N, "each client reconnects exactly once");
+    assert.equal(c.welcomed.length, N);
+    for (const t of c.attempts) assert.ok(t >= t0 && t < t0 + DEFAULT_BACKOFF.baseMs, `reconnect at +${t - t0} ms`);
+    const { peak, avg, ratio } = peakRatio(c.attempts, t0, t0 + 2_000, 100);
+    t.diagnostic(`first wave: busiest 100 ms holds ${peak} reconnects, average ${avg} (${ratio.toFixed(2)}×)`);
+    assert.ok(ratio <= 3, `busiest 100 ms holds ${peak}, average ${avg}`);
+    // The same measure flags a fixed retry delay: every client in one bucket.
+    const lockstep = peakRatio(new Array<number>(N).fill(t0 + 1_000), t0, t0 + 2_000, 100);
+    assert.ok(lockstep.ratio >= 20);
+    for (const r of c.rooms) r.close();
+  });
+
+  it("arrive spread out when the server comes back after a 60 s outage: busiest second ≤ 3× average", async (t) => {
+    let upAt = Infinity;
+    const c = crowd(N, (now) => now >= upAt);
+    upAt = -Infinity;
+    for (const r of c.rooms) r.start();
+    await c.clock.advance(0);
+    c.clock.runUntil(c.clock.now() + 100);
+    assert.equal(c.welcomed.length, N);
+
+    const t0 = c.clock.now();
+    upAt = t0 + 60_000;
+    c.attempts.length = 0;
+    c.welcomed.length = 0;
+    for (const s of c.current) s.serverClose(1006);
+    c.clock.runUntil(t0 + 60_000 + 25_000);
+
+    assert.equal(c.welcomed.length, N, "everyone is back within the 20 s cap after the outage");
+    const during = c.attempts.filter((t) => t < upAt);
+    // Backoff keeps the failing load low: ~9 attempts per client over a minute, not 60.
+    assert.ok(during.length < N * 12, `${during.length} attempts during the outage`);
+    const last = Math.max(...c.welcomed);
+    assert.ok(last - upAt <= 20_100, `last client back ${last - upAt} ms after recovery`);
+    const { peak, avg, ratio } = peakRatio(c.welcomed, upAt, last + 1, 1_000);
+    t.diagnostic(
+      `${during.length} attempts during the outage; after recovery the busiest second holds ${peak}, ` +
+        `average ${avg.toFixed(1)} (${ratio.toFixed(2)}×), all back in ${((last - upAt) / 1000).toFixed(1)} s`,
+    );
+    assert.ok(ratio <= 3, `busiest second after recovery holds ${peak}, average ${avg.toFixed(1)}`);
+    // No second of the outage sees more than a few times its average either, after the first wave.
+    const later = during.filter((t) => t >= t0 + 10_000);
+    const steady = peakRatio(later, t0 + 10_000, upAt, 1_000);
+    assert.ok(steady.ratio <= 3, `during the outage: busiest second ${steady.peak}, average ${steady.avg.toFixed(1)}`);
+    for (const r of c.rooms) r.close();
+  });
+
+  it("spread 1001 reconnects over a 1 s window: busiest 100 ms ≤ 3× average", async (t) => {
+    const c = crowd(N, () => true);
+    for (const r of c.rooms) r.start();
+    await c.clock.advance(0);
+    c.clock.runUntil(c.clock.now() + 100);
+    const t0 = c.clock.now();
+    c.attempts.length = 0;
+    for (const s of c.current) s.serverClose(1001, "draining");
+    c.clock.runUntil(t0 + 3_000);
+    assert.equal(c.attempts.length, N);
+    for (const t of c.attempts) assert.ok(t - t0 < 1_000);
+    const { peak, avg, ratio } = peakRatio(c.attempts, t0, t0 + 1_000, 100);
+    t.diagnostic(`after 1001: busiest 100 ms holds ${peak}, average ${avg} (${ratio.toFixed(2)}×)`);
+    assert.ok(ratio <= 3, `busiest 100 ms holds ${peak}, average ${avg}`);
+    for (const r of c.rooms) r.close();
+  });
+});
