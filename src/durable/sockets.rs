@@ -1,6 +1,6 @@
 //! The live sockets of a room and how the engine's outputs reach them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use worker::{SqlStorage, WebSocket};
 
@@ -68,8 +68,11 @@ impl Sockets {
                     }
                 }
                 Output::Broadcast { frame, skip } => {
+                    // Usually nobody or only the sender is skipped; under load
+                    // many are (their frames wait in windows), so look up fast.
+                    let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
                     for (conn, ws) in &self.by_conn {
-                        if !skip.contains(conn) {
+                        if !skip.contains(conn.as_str()) {
                             let _ = ws.send_with_str(&*frame);
                         }
                     }
