@@ -56,44 +56,16 @@ fn cases() -> Vec<(&'static str, Input, Expect)> {
     let i64_ = "i".repeat(64);
     let i65 = "i".repeat(65);
     vec![
-        (
-            "malformed_json",
-            text(r#"{"type":"publish","id":"x""#),
-            Expect::Error(BAD_FRAME, None),
-        ),
-        (
-            "not_json",
-            text("hello there"),
-            Expect::Error(BAD_FRAME, None),
-        ),
+        ("malformed_json", text(r#"{"type":"publish","id":"x""#), Expect::Error(BAD_FRAME, None)),
+        ("not_json", text("hello there"), Expect::Error(BAD_FRAME, None)),
         ("empty_text", text(""), Expect::Error(BAD_FRAME, None)),
-        (
-            "json_array",
-            text("[1,2,3]"),
-            Expect::Error(BAD_FRAME, None),
-        ),
-        (
-            "json_string",
-            text(r#""publish""#),
-            Expect::Error(BAD_FRAME, None),
-        ),
+        ("json_array", text("[1,2,3]"), Expect::Error(BAD_FRAME, None)),
+        ("json_string", text(r#""publish""#), Expect::Error(BAD_FRAME, None)),
         ("json_number", text("42"), Expect::Error(BAD_FRAME, None)),
         ("json_null", text("null"), Expect::Error(BAD_FRAME, None)),
-        (
-            "unknown_type",
-            text(r#"{"type":"explode","id":"u1"}"#),
-            Expect::Error(BAD_FRAME, None),
-        ),
-        (
-            "missing_type",
-            text(r#"{"id":"u2","topic":"t","data":1}"#),
-            Expect::Error(EITHER, None),
-        ),
-        (
-            "type_not_a_string",
-            text(r#"{"type":7}"#),
-            Expect::Error(EITHER, None),
-        ),
+        ("unknown_type", text(r#"{"type":"explode","id":"u1"}"#), Expect::Error(BAD_FRAME, None)),
+        ("missing_type", text(r#"{"id":"u2","topic":"t","data":1}"#), Expect::Error(EITHER, None)),
+        ("type_not_a_string", text(r#"{"type":7}"#), Expect::Error(EITHER, None)),
         (
             "binary_frame",
             Input::Binary(vec![0x7b, 0x00, 0xff, 0x10]),
@@ -129,11 +101,7 @@ fn cases() -> Vec<(&'static str, Input, Expect)> {
             publish_with(json!("ok64t"), json!(t64)),
             Expect::Ack("ok64t"),
         ),
-        (
-            "publish_id_65_chars",
-            publish_with(json!(i65), json!("t")),
-            Expect::Error(INVALID, None),
-        ),
+        ("publish_id_65_chars", publish_with(json!(i65), json!("t")), Expect::Error(INVALID, None)),
         (
             "publish_id_64_chars_ok",
             publish_with(json!(i64_.clone()), json!("t")),
@@ -144,11 +112,7 @@ fn cases() -> Vec<(&'static str, Input, Expect)> {
             publish_with(json!("i4"), json!("")),
             Expect::Error(INVALID, Some("i4")),
         ),
-        (
-            "publish_empty_id",
-            publish_with(json!(""), json!("t")),
-            Expect::Error(INVALID, None),
-        ),
+        ("publish_empty_id", publish_with(json!(""), json!("t")), Expect::Error(INVALID, None)),
         (
             "publish_reserved_topic",
             publish_with(json!("i5"), json!("$state")),
@@ -169,11 +133,7 @@ fn cases() -> Vec<(&'static str, Input, Expect)> {
             text(r#"{"type":"set","id":"i8","key":"k","value":1,"if_version":-1}"#),
             Expect::Error(INVALID, Some("i8")),
         ),
-        (
-            "frame_of_64_kib_ok",
-            publish_of_len("big-ok", MAX_FRAME),
-            Expect::Ack("big-ok"),
-        ),
+        ("frame_of_64_kib_ok", publish_of_len("big-ok", MAX_FRAME), Expect::Ack("big-ok")),
         (
             "frame_over_64_kib_closes_1009",
             publish_of_len("big-no", MAX_FRAME + 1),
@@ -190,15 +150,10 @@ pub fn trials() -> Vec<Spec> {
     let mut v: Vec<Spec> = cases()
         .into_iter()
         .map(|(name, input, expect)| {
-            shared(&format!("bad_input::{name}"), move |ctx| {
-                one_case(ctx, name, input, expect)
-            })
+            shared(&format!("bad_input::{name}"), move |ctx| one_case(ctx, name, input, expect))
         })
         .collect();
-    v.push(shared(
-        "bad_input::rate_limited_frames_are_refused_not_applied",
-        rate_limited,
-    ));
+    v.push(shared("bad_input::rate_limited_frames_are_refused_not_applied", rate_limited));
     v.push(shared("bad_input::sustained_flood_closes_4029", flood));
     v
 }
@@ -206,14 +161,8 @@ pub fn trials() -> Vec<Spec> {
 /// A room with a bystander that has published once; returns (room, bystander, victim, seq).
 async fn setup(ctx: &Ctx, tag: &str) -> R<(String, Client, Client, u64)> {
     let room = support::room(&format!("bad-{}", tag.replace('_', "-")));
-    let mut by = ctx
-        .dial(&room, &support::session("bystander"))
-        .connect()
-        .await?;
-    let victim = ctx
-        .dial(&room, &support::session("victim"))
-        .connect()
-        .await?;
+    let mut by = ctx.dial(&room, &support::session("bystander")).connect().await?;
+    let victim = ctx.dial(&room, &support::session("victim")).connect().await?;
     let s0 = by.publish_acked("b0", "chat", json!("before")).await?;
     Ok((room, by, victim, s0))
 }
@@ -236,15 +185,8 @@ async fn bystander_undisturbed(by: &mut Client, s0: u64, expected_ids: &[String]
     let got: Vec<String> = msgs.iter().map(|m| id(m).to_string()).collect();
     check!(got == want, "bystander saw {got:?}, expected {want:?}");
     let errors: Vec<&Value> = by.history.iter().filter(|f| f["type"] == "error").collect();
-    check!(
-        errors.is_empty(),
-        "the bystander got error frames: {errors:?}"
-    );
-    check!(
-        by.closed.is_none(),
-        "the bystander was closed: {:?}",
-        by.closed
-    );
+    check!(errors.is_empty(), "the bystander got error frames: {errors:?}");
+    check!(by.closed.is_none(), "the bystander was closed: {:?}", by.closed);
     Ok(())
 }
 
@@ -257,25 +199,11 @@ async fn one_case(ctx: Ctx, name: &'static str, input: Input, expect: Expect) ->
     let mut applied: Vec<String> = Vec::new();
     match expect {
         Expect::Error(codes, want_id) => {
-            let f = v
-                .until("the error", |f| f["type"] == "error" || f["type"] == "ack")
-                .await?;
-            check!(
-                f["type"] == "error",
-                "expected an error {codes:?}, got {}",
-                short(&f)
-            );
+            let f = v.until("the error", |f| f["type"] == "error" || f["type"] == "ack").await?;
+            check!(f["type"] == "error", "expected an error {codes:?}, got {}", short(&f));
             let code = f["code"].as_str().unwrap_or_default();
-            check!(
-                codes.contains(&code),
-                "expected error code {codes:?}, got {}",
-                short(&f)
-            );
-            check!(
-                f["message"].is_string(),
-                "error without a message text: {}",
-                short(&f)
-            );
+            check!(codes.contains(&code), "expected error code {codes:?}, got {}", short(&f));
+            check!(f["message"].is_string(), "error without a message text: {}", short(&f));
             if let Some(i) = want_id {
                 check!(f["id"] == i, "the error should echo id {i}: {}", short(&f));
             }
@@ -293,10 +221,7 @@ async fn one_case(ctx: Ctx, name: &'static str, input: Input, expect: Expect) ->
                 .iter()
                 .filter(|f| f["type"] == "message" && f["id"] == "big-no")
                 .collect();
-            check!(
-                errors.is_empty(),
-                "the oversized frame was applied: {errors:?}"
-            );
+            check!(errors.is_empty(), "the oversized frame was applied: {errors:?}");
             // The session can come back and work.
             v = ctx.dial(&room, &v.session.clone()).connect().await?;
         }
@@ -305,10 +230,7 @@ async fn one_case(ctx: Ctx, name: &'static str, input: Input, expect: Expect) ->
     v.ping().await?;
     let next = v.publish_acked("after", "chat", json!("ok")).await?;
     let want = s0 + applied.len() as u64 + 1;
-    check!(
-        next == want,
-        "publish after the bad frame at {next}, expected {want}"
-    );
+    check!(next == want, "publish after the bad frame at {next}, expected {want}");
     applied.push("after".to_string());
     bystander_undisturbed(&mut by, s0, &applied).await
 }
@@ -317,8 +239,7 @@ async fn one_case(ctx: Ctx, name: &'static str, input: Input, expect: Expect) ->
 async fn burst(c: &mut Client, prefix: &str, n: usize) -> R<Vec<String>> {
     let ids: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
     for i in &ids {
-        c.feed(json!({"type": "publish", "id": i, "topic": "flood", "data": i}))
-            .await?;
+        c.feed(json!({"type": "publish", "id": i, "topic": "flood", "data": i})).await?;
     }
     c.flush().await?;
     Ok(ids)
@@ -332,55 +253,30 @@ async fn rate_limited(ctx: Ctx) -> R {
     let mut limited = 0usize;
     while acked.len() + limited < N {
         let f = v
-            .until("acks and rate_limited errors", |f| {
-                f["type"] == "ack" || f["type"] == "error"
-            })
+            .until("acks and rate_limited errors", |f| f["type"] == "ack" || f["type"] == "error")
             .await?;
         if f["type"] == "ack" {
             acked.push((seq(&f), id(&f).to_string()));
         } else if f["code"] == "rate_limited" {
             if let Some(i) = f["id"].as_str() {
-                check!(
-                    ids.iter().any(|x| x == i),
-                    "rate_limited for an unknown id: {f}"
-                );
+                check!(ids.iter().any(|x| x == i), "rate_limited for an unknown id: {f}");
             }
             limited += 1;
         } else {
             return Err(format!("unexpected error: {f}"));
         }
     }
-    check!(
-        limited >= 10,
-        "{N} frames back-to-back should exceed burst 50: only {limited} refused"
-    );
-    check!(
-        acked.len() >= 50,
-        "the burst of 50 should be accepted: only {} acks",
-        acked.len()
-    );
+    check!(limited >= 10, "{N} frames back-to-back should exceed burst 50: only {limited} refused");
+    check!(acked.len() >= 50, "the burst of 50 should be accepted: only {} acks", acked.len());
     acked.sort();
     for (k, (s, _)) in acked.iter().enumerate() {
-        check!(
-            *s == s0 + 1 + k as u64,
-            "accepted frames are not gapless: {acked:?}"
-        );
+        check!(*s == s0 + 1 + k as u64, "accepted frames are not gapless: {acked:?}");
     }
-    check!(
-        v.closed.is_none(),
-        "a short burst must not close the connection: {:?}",
-        v.closed
-    );
+    check!(v.closed.is_none(), "a short burst must not close the connection: {:?}", v.closed);
     // Refused frames were not applied: a retry of a refused id is new, not a duplicate ack.
     let acked_ids: BTreeSet<&str> = acked.iter().map(|a| a.1.as_str()).collect();
-    let refused = ids
-        .iter()
-        .find(|i| !acked_ids.contains(i.as_str()))
-        .cloned()
-        .unwrap();
-    let after = v
-        .publish_patiently(&refused, "flood", json!(refused))
-        .await?;
+    let refused = ids.iter().find(|i| !acked_ids.contains(i.as_str())).cloned().unwrap();
+    let after = v.publish_patiently(&refused, "flood", json!(refused)).await?;
     check!(
         after == s0 + acked.len() as u64 + 1,
         "the retried refused frame {refused} got seq {after}, expected a new seq {}",
@@ -419,33 +315,20 @@ async fn flood(ctx: Ctx) -> R {
         {}
     }
     let code = v.expect_close(Duration::from_secs(15)).await?;
-    check!(
-        code == Some(4029),
-        "a sustained flood should be closed with 4029, got {code:?}"
-    );
+    check!(code == Some(4029), "a sustained flood should be closed with 4029, got {code:?}");
     let mut acked: Vec<(u64, String)> = v
         .history
         .iter()
         .filter(|f| f["type"] == "ack")
         .map(|f| (seq(f), id(f).to_string()))
         .collect();
-    let limited = v
-        .history
-        .iter()
-        .filter(|f| f["type"] == "error" && f["code"] == "rate_limited")
-        .count();
-    let others: Vec<&Value> = v
-        .history
-        .iter()
-        .filter(|f| f["type"] == "error" && f["code"] != "rate_limited")
-        .collect();
+    let limited =
+        v.history.iter().filter(|f| f["type"] == "error" && f["code"] == "rate_limited").count();
+    let others: Vec<&Value> =
+        v.history.iter().filter(|f| f["type"] == "error" && f["code"] != "rate_limited").collect();
     check!(others.is_empty(), "unexpected errors: {others:?}");
     check!(limited > 0, "closed without any rate_limited error first");
-    check!(
-        acked.len() >= 50 && acked.len() < N,
-        "{} of {N} accepted",
-        acked.len()
-    );
+    check!(acked.len() >= 50 && acked.len() < N, "{} of {N} accepted", acked.len());
     acked.sort();
     let expected: Vec<String> = acked.iter().map(|a| a.1.clone()).collect();
     bystander_undisturbed(&mut by, s0, &expected).await

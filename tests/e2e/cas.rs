@@ -30,10 +30,8 @@ async fn bidder(mut c: Client, b: usize) -> R<Outcome> {
     for a in 0..ATTEMPTS {
         let st = c.get_state().await?;
         let cur = &st["state"]["bid"];
-        let (value, version) = (
-            cur["value"].as_i64().unwrap_or(0),
-            cur["version"].as_u64().unwrap_or(0),
-        );
+        let (value, version) =
+            (cur["value"].as_i64().unwrap_or(0), cur["version"].as_u64().unwrap_or(0));
         let sid = format!("b{b}-{a}");
         c.set(&sid, "bid", json!(value + 1), Some(version)).await?;
         let f = c.reply(&sid).await?;
@@ -59,11 +57,7 @@ async fn bidder(mut c: Client, b: usize) -> R<Outcome> {
             _ => return Err(format!("[{}] unexpected reply to {sid}: {f}", c.session)),
         }
     }
-    Ok(Outcome {
-        session: c.session.clone(),
-        wins,
-        conflicts,
-    })
+    Ok(Outcome { session: c.session.clone(), wins, conflicts })
 }
 
 async fn cas(ctx: Ctx) -> R {
@@ -82,10 +76,7 @@ async fn cas(ctx: Ctx) -> R {
     // A wrong non-zero version conflicts too; a right one wins.
     b.set("b2", "bid", json!(20), Some(sa + 1000)).await?;
     let f = b.reply("b2").await?;
-    check!(
-        f["code"] == "conflict" && f["version"] == sa,
-        "stale if_version: {f}"
-    );
+    check!(f["code"] == "conflict" && f["version"] == sa, "stale if_version: {f}");
     let sb = b.set_acked("b3", "bid", json!(11), Some(sa)).await?;
     check!(sb == sa + 1, "B's correct set at {sb}, expected {}", sa + 1);
     // Without if_version the set is unconditional.
@@ -94,47 +85,27 @@ async fn cas(ctx: Ctx) -> R {
     // Concurrent bidders (a, b and three more).
     let mut clients = vec![a, b];
     for i in 2..BIDDERS {
-        clients.push(
-            ctx.dial(&room, &support::session(&format!("bidder{i}")))
-                .connect()
-                .await?,
-        );
+        clients.push(ctx.dial(&room, &support::session(&format!("bidder{i}"))).connect().await?);
     }
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| tokio::spawn(bidder(c, i)))
-        .collect();
+    let tasks: Vec<_> =
+        clients.into_iter().enumerate().map(|(i, c)| tokio::spawn(bidder(c, i))).collect();
     let mut outcomes = Vec::new();
     for t in tasks {
         outcomes.push(t.await.map_err(|e| e.to_string())??);
     }
     let mut wins: Vec<(String, String, u64, i64)> = outcomes
         .iter()
-        .flat_map(|o| {
-            o.wins
-                .iter()
-                .map(|(i, s, v)| (o.session.clone(), i.clone(), *s, *v))
-        })
+        .flat_map(|o| o.wins.iter().map(|(i, s, v)| (o.session.clone(), i.clone(), *s, *v)))
         .collect();
     wins.sort_by_key(|w| w.2);
     let conflicts: usize = outcomes.iter().map(|o| o.conflicts).sum();
-    check!(
-        !wins.is_empty(),
-        "no bid won at all ({conflicts} conflicts)"
-    );
+    check!(!wins.is_empty(), "no bid won at all ({conflicts} conflicts)");
 
     // The observer: every $state message up to the state reply.
     let st = obs.get_state().await?;
-    let states: Vec<Value> = obs
-        .messages()
-        .into_iter()
-        .filter(|m| m["topic"] == "$state")
-        .collect();
-    let bids: Vec<&Value> = states
-        .iter()
-        .filter(|m| m["data"]["key"] == "bid")
-        .collect();
+    let states: Vec<Value> =
+        obs.messages().into_iter().filter(|m| m["topic"] == "$state").collect();
+    let bids: Vec<&Value> = states.iter().filter(|m| m["data"]["key"] == "bid").collect();
     // a1, b3, then one per win.
     check!(
         bids.len() == 2 + wins.len(),
@@ -147,17 +118,10 @@ async fn cas(ctx: Ctx) -> R {
     for (k, m) in bids.iter().enumerate() {
         let version = m["data"]["version"].as_u64().unwrap_or(0);
         check!(version == seq(m), "$state version must be its seq: {m}");
-        check!(
-            version > prev_version,
-            "versions not strictly increasing: {m}"
-        );
+        check!(version > prev_version, "versions not strictly increasing: {m}");
         prev_version = version;
         // No lost update: each value is the previous one plus one (10, 11, 12, ...).
-        check!(
-            m["data"]["value"] == json!(10 + k as i64),
-            "bid #{k} should be {}: {m}",
-            10 + k
-        );
+        check!(m["data"]["value"] == json!(10 + k as i64), "bid #{k} should be {}: {m}", 10 + k);
     }
     let by_seq: HashMap<u64, &(String, String, u64, i64)> = wins.iter().map(|w| (w.2, w)).collect();
     for m in &bids[2..] {
@@ -178,10 +142,6 @@ async fn cas(ctx: Ctx) -> R {
         st["state"]["other"] == json!({"value": {"x": true}, "version": other}),
         "other key: {st}"
     );
-    check!(
-        st["seq"] == last.2,
-        "state seq should be the last set's seq {}: {st}",
-        last.2
-    );
+    check!(st["seq"] == last.2, "state seq should be the last set's seq {}: {st}", last.2);
     Ok(())
 }

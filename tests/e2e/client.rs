@@ -95,10 +95,7 @@ impl Dial {
     /// Opens the socket and reads the first frame, which must be `welcome`.
     pub async fn connect(self) -> R<Client> {
         let mut c = self.open().await?;
-        let w = c
-            .next()
-            .await
-            .map_err(|e| format!("waiting for welcome: {e}"))?;
+        let w = c.next().await.map_err(|e| format!("waiting for welcome: {e}"))?;
         if w["type"] != "welcome" {
             return Err(format!("first frame is not a welcome: {w}"));
         }
@@ -109,13 +106,10 @@ impl Dial {
     /// Opens the socket without reading anything.
     pub async fn open(self) -> R<Client> {
         let url = self.url();
-        let mut req = url
-            .as_str()
-            .into_client_request()
-            .map_err(|e| format!("bad url {url}: {e}"))?;
+        let mut req =
+            url.as_str().into_client_request().map_err(|e| format!("bad url {url}: {e}"))?;
         if let Some(cf) = &self.cf {
-            req.headers_mut()
-                .insert("MF-CF-Blob", cf.parse().expect("header value"));
+            req.headers_mut().insert("MF-CF-Blob", cf.parse().expect("header value"));
         }
         let (ws, _resp) =
             tokio::time::timeout(FRAME_TIMEOUT, tokio_tungstenite::connect_async(req))
@@ -166,10 +160,7 @@ pub struct Client {
 
 impl Client {
     pub fn epoch(&self) -> String {
-        self.welcome["epoch"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        self.welcome["epoch"].as_str().unwrap_or_default().to_string()
     }
 
     pub fn welcome_seq(&self) -> u64 {
@@ -178,22 +169,13 @@ impl Client {
 
     /// Messages (`type: message`) received so far.
     pub fn messages(&self) -> Vec<Value> {
-        self.history
-            .iter()
-            .filter(|f| f["type"] == "message")
-            .cloned()
-            .collect()
+        self.history.iter().filter(|f| f["type"] == "message").cloned().collect()
     }
 
     fn recent(&self) -> String {
         let start = self.history.len().saturating_sub(5);
         let frames: Vec<String> = self.history[start..].iter().map(short).collect();
-        format!(
-            "[{}] last frames of {}: {}",
-            self.session,
-            self.room,
-            frames.join(" | ")
-        )
+        format!("[{}] last frames of {}: {}", self.session, self.room, frames.join(" | "))
     }
 
     /// Next event (frame or close) within `timeout`.
@@ -282,11 +264,7 @@ impl Client {
     pub async fn expect_type(&mut self, ty: &str) -> R<Value> {
         let f = self.next().await?;
         if f["type"] != ty {
-            return Err(format!(
-                "expected a `{ty}` frame, got {}; {}",
-                short(&f),
-                self.recent()
-            ));
+            return Err(format!("expected a `{ty}` frame, got {}; {}", short(&f), self.recent()));
         }
         Ok(f)
     }
@@ -296,10 +274,7 @@ impl Client {
         let deadline = tokio::time::Instant::now() + FRAME_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let f = self
-                .next_within(left)
-                .await
-                .map_err(|e| format!("waiting for {what}: {e}"))?;
+            let f = self.next_within(left).await.map_err(|e| format!("waiting for {what}: {e}"))?;
             if pred(&f) {
                 return Ok(f);
             }
@@ -309,17 +284,10 @@ impl Client {
     /// The `message` with this id: from `history` if it already arrived (e.g. while waiting for
     /// an ack), else the next one to arrive.
     pub async fn message(&mut self, id: &str) -> R<Value> {
-        if let Some(m) = self
-            .history
-            .iter()
-            .find(|f| f["type"] == "message" && f["id"] == id)
-        {
+        if let Some(m) = self.history.iter().find(|f| f["type"] == "message" && f["id"] == id) {
             return Ok(m.clone());
         }
-        self.until(&format!("message {id}"), |f| {
-            f["type"] == "message" && f["id"] == id
-        })
-        .await
+        self.until(&format!("message {id}"), |f| f["type"] == "message" && f["id"] == id).await
     }
 
     /// Reads until the connection closes (frames go to `history`); returns the close code.
@@ -339,10 +307,7 @@ impl Client {
     }
 
     pub async fn send_text(&mut self, text: String) -> R<()> {
-        self.ws
-            .send(Message::text(text))
-            .await
-            .map_err(|e| format!("[{}] send: {e}", self.session))
+        self.ws.send(Message::text(text)).await.map_err(|e| format!("[{}] send: {e}", self.session))
     }
 
     pub async fn send_binary(&mut self, bytes: Vec<u8>) -> R<()> {
@@ -365,15 +330,11 @@ impl Client {
     }
 
     pub async fn flush(&mut self) -> R<()> {
-        self.ws
-            .flush()
-            .await
-            .map_err(|e| format!("[{}] flush: {e}", self.session))
+        self.ws.flush().await.map_err(|e| format!("[{}] flush: {e}", self.session))
     }
 
     pub async fn publish(&mut self, id: &str, topic: &str, data: Value) -> R<()> {
-        self.send(json!({"type":"publish","id":id,"topic":topic,"data":data}))
-            .await
+        self.send(json!({"type":"publish","id":id,"topic":topic,"data":data})).await
     }
 
     pub async fn set(
@@ -400,9 +361,7 @@ impl Client {
         if f["type"] == "error" {
             return Err(format!("expected ack for {id}, got {f}"));
         }
-        f["seq"]
-            .as_u64()
-            .ok_or_else(|| format!("ack without a numeric seq: {f}"))
+        f["seq"].as_u64().ok_or_else(|| format!("ack without a numeric seq: {f}"))
     }
 
     /// Waits for the ack or error answering `id`.
@@ -435,9 +394,7 @@ impl Client {
             self.publish(id, topic, data.clone()).await?;
             let f = self.reply(id).await?;
             if f["type"] == "ack" {
-                return f["seq"]
-                    .as_u64()
-                    .ok_or_else(|| format!("ack without a numeric seq: {f}"));
+                return f["seq"].as_u64().ok_or_else(|| format!("ack without a numeric seq: {f}"));
             }
             if f["code"] != "rate_limited" {
                 return Err(format!("publish {id}: {f}"));
@@ -485,11 +442,7 @@ impl Client {
 pub fn short(f: &Value) -> String {
     let s = f.to_string();
     if s.len() > 300 {
-        format!(
-            "{}…({} bytes)",
-            s.chars().take(300).collect::<String>(),
-            s.len()
-        )
+        format!("{}…({} bytes)", s.chars().take(300).collect::<String>(), s.len())
     } else {
         s
     }

@@ -66,10 +66,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = R> + Send + 'static,
 {
-    Spec {
-        trial: Trial::test(name, move || run_future(f())),
-        needs_shared: false,
-    }
+    Spec { trial: Trial::test(name, move || run_future(f())), needs_shared: false }
 }
 
 fn install_signal_cleanup() {
@@ -109,17 +106,11 @@ pub fn main(specs: Vec<Spec>) -> ! {
 
     install_signal_cleanup();
     let mut main_rt: Option<Runtime> = None;
-    let persist = tempfile::Builder::new()
-        .prefix("homeroom-e2e-")
-        .tempdir()
-        .expect("temp dir");
+    let persist = tempfile::Builder::new().prefix("homeroom-e2e-").tempdir().expect("temp dir");
     if needs_shared {
         match rt().block_on(Runtime::start("main", persist.path())) {
             Ok(r) => {
-                let _ = SHARED.set(Ctx {
-                    port: r.port,
-                    log: r.log.clone(),
-                });
+                let _ = SHARED.set(Ctx { port: r.port, log: r.log.clone() });
                 main_rt = Some(r);
             }
             Err(e) => {

@@ -14,10 +14,7 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> Option<serde_json::Value> {
@@ -54,9 +51,7 @@ async fn request(port: u16, req: String, timeout: Duration) -> Result<Response, 
         let mut s = TcpStream::connect(("127.0.0.1", port))
             .await
             .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
-        s.write_all(req.as_bytes())
-            .await
-            .map_err(|e| format!("write: {e}"))?;
+        s.write_all(req.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
         read_response(&mut s).await
     })
     .await
@@ -92,18 +87,11 @@ async fn read_response(s: &mut TcpStream) -> Result<Response, String> {
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect();
-    let mut resp = Response {
-        status,
-        headers,
-        body: String::new(),
-    };
+    let mut resp = Response { status, headers, body: String::new() };
     if status == 101 || status == 204 || status == 304 {
         return Ok(resp);
     }
-    if let Some(len) = resp
-        .header("content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-    {
+    if let Some(len) = resp.header("content-length").and_then(|v| v.parse::<usize>().ok()) {
         while rest.len() < len {
             let n = s.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
             if n == 0 {

@@ -15,10 +15,7 @@ const WINDOW: usize = 5; // unacked publishes in flight per publisher
 const TOTAL: usize = PUBLISHERS * PER_PUBLISHER;
 
 pub fn trials() -> Vec<Spec> {
-    vec![shared(
-        "ordering::twenty_concurrent_publishers",
-        twenty_publishers,
-    )]
+    vec![shared("ordering::twenty_concurrent_publishers", twenty_publishers)]
 }
 
 struct PublisherRun {
@@ -37,19 +34,14 @@ async fn publish_all(mut c: Client, index: usize) -> R<PublisherRun> {
     while acks.len() < PER_PUBLISHER || seen_messages < TOTAL {
         while sent < PER_PUBLISHER && sent - acks.len() < WINDOW {
             let mid = format!("p{index}-m{sent}");
-            c.publish(&mid, "chat", json!({"p": index, "n": sent}))
-                .await?;
+            c.publish(&mid, "chat", json!({"p": index, "n": sent})).await?;
             sent += 1;
         }
         let f = c.next().await?;
         match f["type"].as_str() {
             Some("ack") => {
                 let i = id(&f).to_string();
-                check!(
-                    !acks.contains_key(&i),
-                    "[{}] second ack for {i}: {f}",
-                    c.session
-                );
+                check!(!acks.contains_key(&i), "[{}] second ack for {i}: {f}", c.session);
                 ack_pos.insert(i.clone(), c.history.len() - 1);
                 acks.insert(i, seq(&f));
             }
@@ -70,11 +62,7 @@ async fn publish_all(mut c: Client, index: usize) -> R<PublisherRun> {
             _ => {} // presence, summary, ...: not this test's business
         }
     }
-    Ok(PublisherRun {
-        client: c,
-        index,
-        acks,
-    })
+    Ok(PublisherRun { client: c, index, acks })
 }
 
 async fn observe(mut c: Client) -> R<Client> {
@@ -107,34 +95,15 @@ async fn twenty_publishers(ctx: Ctx) -> R {
     // Nobody has published yet: every welcome agrees on seq and epoch.
     let base = observers[0].welcome_seq();
     let epoch = observers[0].epoch();
-    check!(
-        !epoch.is_empty(),
-        "welcome without epoch: {}",
-        observers[0].welcome
-    );
+    check!(!epoch.is_empty(), "welcome without epoch: {}", observers[0].welcome);
     for c in observers.iter().chain(publishers.iter()) {
         let w = &c.welcome;
         check!(w["room"] == room.as_str(), "welcome room mismatch: {w}");
-        check!(
-            w["session"] == c.session.as_str(),
-            "welcome session mismatch: {w}"
-        );
-        check!(
-            w["user"] == c.session.as_str(),
-            "anonymous dev mode: user must equal session: {w}"
-        );
-        check!(
-            w["resumed"] == false,
-            "a connect without since must not be resumed: {w}"
-        );
-        check!(
-            c.welcome_seq() == base,
-            "welcomes disagree on seq: {w} vs {base}"
-        );
-        check!(
-            c.epoch() == epoch,
-            "welcomes disagree on epoch: {w} vs {epoch}"
-        );
+        check!(w["session"] == c.session.as_str(), "welcome session mismatch: {w}");
+        check!(w["user"] == c.session.as_str(), "anonymous dev mode: user must equal session: {w}");
+        check!(w["resumed"] == false, "a connect without since must not be resumed: {w}");
+        check!(c.welcome_seq() == base, "welcomes disagree on seq: {w} vs {base}");
+        check!(c.epoch() == epoch, "welcomes disagree on epoch: {w} vs {epoch}");
         check!(w["conn"].is_string(), "welcome without conn: {w}");
     }
     // Regions: the MF-CF-Blob continent, else the local placeholder (NA).
@@ -148,21 +117,11 @@ async fn twenty_publishers(ctx: Ctx) -> R {
         );
         region_of.insert(c.session.clone(), want.to_string());
     }
-    check!(
-        observers[1].welcome["region"] == "OC",
-        "observer 1 region: {}",
-        observers[1].welcome
-    );
+    check!(observers[1].welcome["region"] == "OC", "observer 1 region: {}", observers[1].welcome);
 
-    let obs_tasks: Vec<_> = observers
-        .into_iter()
-        .map(|c| tokio::spawn(observe(c)))
-        .collect();
-    let pub_tasks: Vec<_> = publishers
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| tokio::spawn(publish_all(c, i)))
-        .collect();
+    let obs_tasks: Vec<_> = observers.into_iter().map(|c| tokio::spawn(observe(c))).collect();
+    let pub_tasks: Vec<_> =
+        publishers.into_iter().enumerate().map(|(i, c)| tokio::spawn(publish_all(c, i))).collect();
     let mut runs = Vec::new();
     for t in pub_tasks {
         runs.push(t.await.map_err(|e| format!("publisher task: {e}"))??);
@@ -175,37 +134,21 @@ async fn twenty_publishers(ctx: Ctx) -> R {
     // Every ack: (session, id) -> seq; all distinct seqs.
     let mut acked: HashMap<(String, String), u64> = HashMap::new();
     for r in &runs {
-        check!(
-            r.acks.len() == PER_PUBLISHER,
-            "publisher {} got {} acks",
-            r.index,
-            r.acks.len()
-        );
+        check!(r.acks.len() == PER_PUBLISHER, "publisher {} got {} acks", r.index, r.acks.len());
         for (i, s) in &r.acks {
             acked.insert((r.client.session.clone(), i.clone()), *s);
         }
     }
     let distinct: HashSet<u64> = acked.values().copied().collect();
-    check!(
-        distinct.len() == TOTAL,
-        "acks reuse seqs: {} distinct of {TOTAL}",
-        distinct.len()
-    );
+    check!(distinct.len() == TOTAL, "acks reuse seqs: {} distinct of {TOTAL}", distinct.len());
 
     let reference: Vec<Value> = observers[0].messages();
     let views = observers
         .iter()
         .map(|c| (c.session.clone(), c.messages()))
-        .chain(
-            runs.iter()
-                .map(|r| (r.client.session.clone(), r.client.messages())),
-        );
+        .chain(runs.iter().map(|r| (r.client.session.clone(), r.client.messages())));
     for (who, msgs) in views {
-        check!(
-            msgs.len() == TOTAL,
-            "{who} saw {} messages, expected {TOTAL}",
-            msgs.len()
-        );
+        check!(msgs.len() == TOTAL, "{who} saw {} messages, expected {TOTAL}", msgs.len());
         check_contiguous(&who, &msgs, base + 1)?;
         for (m, r) in msgs.iter().zip(reference.iter()) {
             check!(
@@ -224,16 +167,9 @@ async fn twenty_publishers(ctx: Ctx) -> R {
         let Some(acked_seq) = acked.get(&key) else {
             return Err(format!("message without an ack: {m}"));
         };
-        check!(
-            *acked_seq == seq(m),
-            "{key:?} acked at {acked_seq} but delivered at {}",
-            seq(m)
-        );
+        check!(*acked_seq == seq(m), "{key:?} acked at {acked_seq} but delivered at {}", seq(m));
         check!(m["topic"] == "chat", "topic changed: {m}");
-        check!(
-            m["user"] == m["session"],
-            "anonymous dev mode: user must equal session: {m}"
-        );
+        check!(m["user"] == m["session"], "anonymous dev mode: user must equal session: {m}");
         check!(
             m["region"].as_str() == region_of.get(session_of(m)).map(|s| s.as_str()),
             "message region is not its publisher's region: {m}"
@@ -241,17 +177,9 @@ async fn twenty_publishers(ctx: Ctx) -> R {
         let (p, n) = id(m)
             .trim_start_matches('p')
             .split_once("-m")
-            .map(|(p, n)| {
-                (
-                    p.parse::<u64>().unwrap_or(999),
-                    n.parse::<u64>().unwrap_or(999),
-                )
-            })
+            .map(|(p, n)| (p.parse::<u64>().unwrap_or(999), n.parse::<u64>().unwrap_or(999)))
             .unwrap_or((999, 999));
-        check!(
-            m["data"] == json!({"p": p, "n": n}),
-            "data changed in transit: {m}"
-        );
+        check!(m["data"] == json!({"p": p, "n": n}), "data changed in transit: {m}");
         check!(m["ts"].is_number(), "message without ts: {m}");
     }
     check!(seen.len() == TOTAL, "only {} distinct messages", seen.len());

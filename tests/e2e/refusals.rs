@@ -42,12 +42,7 @@ fn check_error(
 
 async fn plain_get(ctx: Ctx) -> R {
     let resp = http::get(ctx.port, "/rooms/lobby/ws?session=abcdefgh12", &[], T).await?;
-    check_error(
-        "GET without Upgrade",
-        &resp,
-        &[426],
-        Some("upgrade_required"),
-    )
+    check_error("GET without Upgrade", &resp, &[426], Some("upgrade_required"))
 }
 
 async fn bad_requests(ctx: Ctx) -> R {
@@ -81,24 +76,14 @@ async fn bad_requests(ctx: Ctx) -> R {
             Some("bad_room"),
         ),
         // URL parsing resolves `..` before the Worker sees it: any refusal is fine.
-        (
-            "room `..`".into(),
-            format!("/rooms/../ws?{good}"),
-            vec![400, 404],
-            None,
-        ),
+        ("room `..`".into(), format!("/rooms/../ws?{good}"), vec![400, 404], None),
         (
             "session too short".into(),
             "/rooms/lobby/ws?session=abc".into(),
             vec![400],
             Some("bad_session"),
         ),
-        (
-            "session missing".into(),
-            "/rooms/lobby/ws".into(),
-            vec![400],
-            Some("bad_session"),
-        ),
+        ("session missing".into(), "/rooms/lobby/ws".into(), vec![400], Some("bad_session")),
         (
             "session with a bad char".into(),
             "/rooms/lobby/ws?session=abcdefgh%21".into(),
@@ -138,17 +123,11 @@ async fn bad_requests(ctx: Ctx) -> R {
     // The boundary: 64 chars of every allowed character class upgrades.
     let resp = http::get_upgrade(ctx.port, &format!("/rooms/{ok_room}/ws?{good}"), T).await?;
     if resp.status != 101 {
-        failures.push(format!(
-            "a 64-char room should upgrade, got {} {}",
-            resp.status, resp.body
-        ));
+        failures.push(format!("a 64-char room should upgrade, got {} {}", resp.status, resp.body));
     }
-    let resp = http::get_upgrade(
-        ctx.port,
-        &format!("/rooms/Az09._:-x/ws?session={}", "s".repeat(64)),
-        T,
-    )
-    .await?;
+    let resp =
+        http::get_upgrade(ctx.port, &format!("/rooms/Az09._:-x/ws?session={}", "s".repeat(64)), T)
+            .await?;
     if resp.status != 101 {
         failures.push(format!(
             "room `Az09._:-x` with a 64-char session should upgrade, got {} {}",

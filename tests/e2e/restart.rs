@@ -14,10 +14,7 @@ use crate::support::{self, check_contiguous, id, seq, session_of, R};
 
 pub fn trials() -> Vec<Spec> {
     vec![
-        alone(
-            "restart::sigkill_mid_stream_loses_nothing_acked_or_seen",
-            sigkill_mid_stream,
-        ),
+        alone("restart::sigkill_mid_stream_loses_nothing_acked_or_seen", sigkill_mid_stream),
         alone("restart::clean_restart_resumes_same_epoch", clean_restart),
     ]
 }
@@ -27,11 +24,7 @@ fn with_log<T>(r: R<T>, rts: &[&Runtime]) -> R<T> {
     r.map_err(|e| {
         let mut e = e;
         for rt in rts {
-            e.push_str(&format!(
-                "\n--- {} runtime log (tail) ---\n{}",
-                rt.label,
-                rt.log.tail(60)
-            ));
+            e.push_str(&format!("\n--- {} runtime log (tail) ---\n{}", rt.label, rt.log.tail(60)));
         }
         e
     })
@@ -49,10 +42,7 @@ fn record(seen: &Seen, key: (String, String), s: u64, data: Value, how: &str) ->
     let mut map = seen.lock().unwrap();
     if let Some((old, old_data)) = map.get(&key) {
         check!(*old == s, "{key:?}: seq {old} and then seq {s} ({how})");
-        check!(
-            *old_data == data,
-            "{key:?}: data {old_data} and then {data} ({how})"
-        );
+        check!(*old_data == data, "{key:?}: data {old_data} and then {data} ({how})");
     } else {
         map.insert(key, (s, data));
     }
@@ -127,15 +117,9 @@ async fn sigkill_mid_stream() -> R {
     let count = Arc::new(Mutex::new(0usize));
 
     let phase1 = async {
-        let obs = Dial::new(first.port, &room, &support::session("obs"))
-            .connect()
-            .await?;
+        let obs = Dial::new(first.port, &room, &support::session("obs")).connect().await?;
         let epoch = obs.epoch();
-        check!(
-            obs.welcome_seq() == 0,
-            "a fresh room starts at seq 0: {}",
-            obs.welcome
-        );
+        check!(obs.welcome_seq() == 0, "a fresh room starts at seq 0: {}", obs.welcome);
         let mut pubs = Vec::new();
         for p in 0..PUBLISHERS {
             pubs.push(
@@ -185,47 +169,25 @@ async fn sigkill_mid_stream() -> R {
             .connect()
             .await?;
         let w = c.welcome.clone();
-        check!(
-            c.epoch() == epoch,
-            "epoch changed across the restart: {epoch} -> {w}"
-        );
+        check!(c.epoch() == epoch, "epoch changed across the restart: {epoch} -> {w}");
         let now = c.welcome_seq();
-        check!(
-            now >= max_seen,
-            "seq went back: saw {max_seen} before the kill, welcome says {w}"
-        );
-        check!(
-            w["resumed"] == true,
-            "since=0 with ≤ 100 messages must resume: {w}"
-        );
+        check!(now >= max_seen, "seq went back: saw {max_seen} before the kill, welcome says {w}");
+        check!(w["resumed"] == true, "since=0 with ≤ 100 messages must resume: {w}");
         check!(w["missed"] == now, "missed must be the whole log: {w}");
         let mut replay = Vec::new();
         for _ in 0..now {
             replay.push(c.expect_type("message").await?);
         }
         check_contiguous("replay after restart", &replay, 1)?;
-        let by_key: BTreeMap<(String, String), &Value> = replay
-            .iter()
-            .map(|m| ((session_of(m).to_string(), id(m).to_string()), m))
-            .collect();
-        check!(
-            by_key.len() == replay.len(),
-            "the replay holds a message twice"
-        );
+        let by_key: BTreeMap<(String, String), &Value> =
+            replay.iter().map(|m| ((session_of(m).to_string(), id(m).to_string()), m)).collect();
+        check!(by_key.len() == replay.len(), "the replay holds a message twice");
         for (key, (s, data)) in &seen {
             let Some(m) = by_key.get(key) else {
                 return Err(format!("{key:?} was acked or seen at seq {s} before the kill but is gone after the restart"));
             };
-            check!(
-                seq(m) == *s,
-                "{key:?} was at seq {s} before the kill, {} after",
-                seq(m)
-            );
-            check!(
-                m["data"] == *data,
-                "{key:?} data changed: {data} -> {}",
-                m["data"]
-            );
+            check!(seq(m) == *s, "{key:?} was at seq {s} before the kill, {} after", seq(m));
+            check!(m["data"] == *data, "{key:?} data changed: {data} -> {}", m["data"]);
         }
         // Everything stored was sent by a publisher, with that data.
         for m in &replay {
@@ -237,28 +199,16 @@ async fn sigkill_mid_stream() -> R {
             );
         }
         // seq continues without a gap; a retry of an acked id gets its original seq.
-        let next = c
-            .publish_acked("after-restart", "stream", json!("hello"))
-            .await?;
-        check!(
-            next == now + 1,
-            "first publish after restart got seq {next}, expected {}",
-            now + 1
-        );
+        let next = c.publish_acked("after-restart", "stream", json!("hello")).await?;
+        check!(next == now + 1, "first publish after restart got seq {next}, expected {}", now + 1);
         let live = c.message("after-restart").await?;
-        check!(
-            seq(&live) == next && id(&live) == "after-restart",
-            "live message mismatch: {live}"
-        );
+        check!(seq(&live) == next && id(&live) == "after-restart", "live message mismatch: {live}");
         if let Some(((sess, mid), (s, data))) =
             seen.iter().find(|((sess, _), _)| sessions.contains(sess))
         {
             let mut again = Dial::new(second.port, &room, sess).connect().await?;
             let retry = again.publish_acked(mid, "stream", data.clone()).await?;
-            check!(
-                retry == *s,
-                "retry of {mid} after the restart got seq {retry}, originally {s}"
-            );
+            check!(retry == *s, "retry of {mid} after the restart got seq {retry}, originally {s}");
             again.get_state().await?; // fence: handled by the room after the retry
             check!(
                 again.messages().is_empty(),
@@ -266,10 +216,7 @@ async fn sigkill_mid_stream() -> R {
                 again.messages()
             );
         }
-        let loaded = second
-            .log
-            .wait_room_loaded(&room, 1, Duration::from_secs(5))
-            .await?;
+        let loaded = second.log.wait_room_loaded(&room, 1, Duration::from_secs(5)).await?;
         check!(
             loaded[0]["seq"] == now,
             "room_loaded after restart should report seq {now}: {}",
@@ -295,9 +242,7 @@ async fn clean_restart() -> R {
         let mut c = Dial::new(first.port, &room, &sess).connect().await?;
         let mut acked = Vec::new();
         for i in 0..5 {
-            let s = c
-                .publish_acked(&format!("r{i}"), "log", json!({"i": i}))
-                .await?;
+            let s = c.publish_acked(&format!("r{i}"), "log", json!({"i": i})).await?;
             acked.push(s);
         }
         let state_seq = c.set_acked("st", "phase", json!("before"), Some(0)).await?;
@@ -314,15 +259,9 @@ async fn clean_restart() -> R {
     let phase2 = async {
         // Resume from after the second message: the other three and the set are missed.
         let since = acked[1];
-        let mut c = Dial::new(second.port, &room, &sess)
-            .since(since, &epoch)
-            .connect()
-            .await?;
+        let mut c = Dial::new(second.port, &room, &sess).since(since, &epoch).connect().await?;
         let w = c.welcome.clone();
-        check!(
-            c.epoch() == epoch,
-            "epoch changed across a clean restart: {epoch} -> {w}"
-        );
+        check!(c.epoch() == epoch, "epoch changed across a clean restart: {epoch} -> {w}");
         check!(
             c.welcome_seq() == state_seq,
             "seq changed across a clean restart: {state_seq} -> {w}"
@@ -353,15 +292,8 @@ async fn clean_restart() -> R {
             "state changed across restart: {state} -> {st}"
         );
         let next = c.publish_acked("after", "log", json!(null)).await?;
-        check!(
-            next == state_seq + 1,
-            "seq after restart: {next}, expected {}",
-            state_seq + 1
-        );
-        let loaded = second
-            .log
-            .wait_room_loaded(&room, 1, Duration::from_secs(5))
-            .await?;
+        check!(next == state_seq + 1, "seq after restart: {next}, expected {}", state_seq + 1);
+        let loaded = second.log.wait_room_loaded(&room, 1, Duration::from_secs(5)).await?;
         check!(
             loaded[0]["seq"] == state_seq,
             "room_loaded should report seq {state_seq}: {}",

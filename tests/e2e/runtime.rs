@@ -15,10 +15,8 @@ use crate::http;
 /// How long a start may take (the first start may build the Wasm). Override with
 /// `E2E_START_TIMEOUT_SECS`.
 fn start_timeout() -> Duration {
-    let secs = std::env::var("E2E_START_TIMEOUT_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(180);
+    let secs =
+        std::env::var("E2E_START_TIMEOUT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(180);
     Duration::from_secs(secs)
 }
 
@@ -44,13 +42,28 @@ pub fn kill_all_groups() {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound then released; good enough for tests).
+/// A free TCP port on 127.0.0.1 (bound then released; good enough for tests), never one this
+/// process handed out before: the kernel may give a released port out again, and two runtimes
+/// starting at once must not both get it (one's `--port` as the other's `--inspector-port`
+/// made a test talk to the DevTools inspector).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port")
+    static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap();
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("no free port");
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
+
+/// Held from choosing a runtime's ports until it answers, so that no other runtime of this
+/// process takes one of them (bound-then-released ports are free for anyone) in between.
+static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The captured output (stdout and stderr, line by line) of one runtime.
 #[derive(Clone, Default)]
@@ -86,10 +99,7 @@ impl Log {
 
     /// The `room_loaded` lines of one room, in order.
     pub fn room_loaded(&self, room: &str) -> Vec<Value> {
-        self.events("room_loaded")
-            .into_iter()
-            .filter(|v| v["room"] == room)
-            .collect()
+        self.events("room_loaded").into_iter().filter(|v| v["room"] == room).collect()
     }
 
     /// Polls until `room` has at least `count` `room_loaded` lines; returns them.
@@ -191,6 +201,7 @@ impl Runtime {
         persist: &Path,
         extra_args: &[&str],
     ) -> Result<Runtime, String> {
+        let _starting = STARTING.lock().await;
         // E2E_WORKER_DIR points the harness at another wrangler project (e.g. a stand-in
         // worker while developing the tests); by default the repository itself.
         let root_buf = std::env::var_os("E2E_WORKER_DIR")
@@ -243,10 +254,7 @@ impl Runtime {
         };
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.current_dir(root)
-            .env(
-                "PATH",
-                format!("{}:{path}", root.join("node_modules/.bin").display()),
-            )
+            .env("PATH", format!("{}:{path}", root.join("node_modules/.bin").display()))
             .env("NO_COLOR", "1")
             .env("FORCE_COLOR", "0")
             .env("WRANGLER_SEND_METRICS", "false")
@@ -254,32 +262,14 @@ impl Runtime {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start wrangler dev: {e}"))?;
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start wrangler dev: {e}"))?;
         let pgid = child.id();
         GROUPS.lock().unwrap().push(pgid);
         let log = Log::default();
         let echo = std::env::var_os("E2E_ECHO_LOG").is_some();
-        capture(
-            child.stdout.take().unwrap(),
-            log.clone(),
-            label.to_string(),
-            echo,
-        );
-        capture(
-            child.stderr.take().unwrap(),
-            log.clone(),
-            label.to_string(),
-            echo,
-        );
-        let mut rt = Runtime {
-            label: label.to_string(),
-            port,
-            log,
-            child: Some(child),
-            pgid,
-        };
+        capture(child.stdout.take().unwrap(), log.clone(), label.to_string(), echo);
+        capture(child.stderr.take().unwrap(), log.clone(), label.to_string(), echo);
+        let mut rt = Runtime { label: label.to_string(), port, log, child: Some(child), pgid };
         rt.wait_ready().await?;
         Ok(rt)
     }

@@ -38,10 +38,8 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn suffix() -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let nanos =
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let mix = nanos ^ ((std::process::id() as u64) << 40) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     format!("{}{n}", base36(mix % 36u64.pow(6)))
 }

@@ -157,8 +157,10 @@ impl Room {
 
     /// The room closes a socket: forget it (a leave for its member) and say so.
     pub(super) fn close(&mut self, now: u64, conn: &str, code: CloseCode) {
-        self.closed(now, conn);
+        // The close goes first, so the adapter has let the socket go before
+        // the leave is broadcast: a closed client is not told of its own leave.
         self.push(Output::Close { conn: conn.to_owned(), code });
+        self.closed(now, conn);
     }
 
     /// A frame from `conn` is a sign of life. The attachment learns it at

@@ -189,3 +189,20 @@ fn a_large_room_sends_summaries_only_and_switches_back() {
     s.drop_conn(&conns.pop().unwrap());
     assert_eq!(of_type(&s.take(&obs), "presence")[0]["leaves"], json!(["sess-0007"]));
 }
+
+#[test]
+fn a_socket_the_room_closes_is_not_sent_its_own_leave() {
+    let mut s = Sim::new(RoomConfig::default());
+    let obs = s.connect("sess-obsv", "EU", None);
+    let quiet = s.connect("sess-qiet", "EU", None);
+    s.take(&quiet);
+    let t0 = s.now;
+    for step in 1..=3u64 {
+        s.run_until(t0 + step * 30_000);
+        s.ping_runtime(&obs);
+    }
+    assert_eq!(s.sockets[&quiet].closed, Some(4008));
+    let own_leave = json!(["sess-qiet"]);
+    assert!(s.take(&quiet).iter().all(|f| f["leaves"] != own_leave), "not told of its own leave");
+    assert!(of_type(&s.take(&obs), "presence").iter().any(|f| f["leaves"] == json!(["sess-qiet"])));
+}
