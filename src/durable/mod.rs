@@ -118,12 +118,11 @@ impl DurableObject for Room {
         _reason: String,
         clean: bool,
     ) -> Result<()> {
-        log("close", serde_json::json!({"code": code, "clean": clean}));
-        self.inner.gone(&ws).await
+        self.inner.gone(&ws, Some((code, clean))).await
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
-        self.inner.gone(&ws).await
+        self.inner.gone(&ws, None).await
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -223,13 +222,17 @@ impl Inner {
         Ok((response, effects))
     }
 
-    async fn gone(self: &Rc<Self>, ws: &WebSocket) -> Result<()> {
+    /// A socket closed (`code` and whether it was clean) or errored.
+    async fn gone(self: &Rc<Self>, ws: &WebSocket, close: Option<(usize, bool)>) -> Result<()> {
         // Complete the closing handshake; the socket may already be closed.
         let _ = ws.close(Some(1000), Some("closed"));
         let Some(conn) = sockets::conn_of(ws) else {
             return Ok(());
         };
         let ((), effects) = self.run(None, |live, now| {
+            let (code, clean) = close.map_or((None, false), |(c, k)| (Some(c), k));
+            let fields = serde_json::json!({"room": live.engine.name(), "conn": conn, "code": code, "clean": clean});
+            log(if close.is_some() { "close" } else { "socket_error" }, fields);
             live.sockets.remove(&conn);
             live.engine.handle(now, Input::Closed { conn: &conn });
         })?;

@@ -49,7 +49,12 @@ pub async fn canary(env: &Env, dep: &Deployment) -> Report {
 async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     let connect = |e: worker::Error| ("connect", e.to_string());
     let room = &dep.canary_room;
-    let mut query = format!("session=canary-{}", now_ms());
+    // A session of its own: concurrent canaries (monitoring, the cron, two
+    // `/health` calls) must not supersede one another.
+    let mut nonce = [0u8; 8];
+    let _ = getrandom::fill(&mut nonce);
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let mut query = format!("session=canary-{}-{nonce}", now_ms());
     if let AuthMode::Tokens(secret) = &dep.auth {
         let claims =
             auth::Claims { room: room.clone(), sub: "canary".into(), exp: now_ms() / 1000 + 60 };

@@ -63,6 +63,17 @@ impl Dial {
         self
     }
 
+    /// Adds `token=<token>` (token mode, PROTOCOL.md "Auth").
+    pub fn token(self, token: &str) -> Dial {
+        self.param("token", token)
+    }
+
+    /// Adds any query parameter (percent-encoded).
+    pub fn param(mut self, key: &str, value: &str) -> Dial {
+        self.query.push((key.to_string(), value.to_string()));
+        self
+    }
+
     /// Connect "from" Sydney (region OC).
     pub fn via_sydney(mut self) -> Dial {
         self.cf = Some(CF_SYDNEY.to_string());
@@ -424,6 +435,22 @@ impl Client {
             .send(Message::Close(Some(CloseFrame {
                 code: CloseCode::Normal,
                 reason: "bye".into(),
+            })))
+            .await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while let Some(Ok(_)) = self.ws.next().await {}
+        })
+        .await;
+    }
+
+    /// Closes with `code` (e.g. a private 4xxx code a log line can be matched by); waits briefly
+    /// for the server's close reply.
+    pub async fn close_with(mut self, code: u16, reason: &str) {
+        let _ = self
+            .ws
+            .send(Message::Close(Some(CloseFrame {
+                code: CloseCode::from(code),
+                reason: reason.to_string().into(),
             })))
             .await;
         let _ = tokio::time::timeout(Duration::from_secs(2), async {

@@ -39,10 +39,45 @@ pub async fn get(
 
 /// A WebSocket upgrade GET; returns the HTTP answer (101 on success, without reading further).
 pub async fn get_upgrade(port: u16, path: &str, timeout: Duration) -> Result<Response, String> {
-    let req = format!(
+    get_upgrade_with(port, path, &[], timeout).await
+}
+
+/// [`get_upgrade`] with extra headers (e.g. `MF-CF-Blob`, `Authorization`).
+pub async fn get_upgrade_with(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<Response, String> {
+    let mut req = format!(
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
     );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    request(port, req, timeout).await
+}
+
+/// A POST with a body (sent as `application/json`), `Connection: close`.
+pub async fn post(
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> Result<Response, String> {
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
     request(port, req, timeout).await
 }
 

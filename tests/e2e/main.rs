@@ -12,6 +12,13 @@ mod support;
 
 mod bad_input;
 mod cas;
+mod edge_admin;
+mod edge_auth;
+mod edge_drain;
+mod edge_home;
+mod edge_logs;
+mod edge_probe;
+mod edge_support;
 mod eviction;
 mod idempotency;
 mod ordering;
@@ -30,6 +37,7 @@ fn main() {
         restart::trials(),
         eviction::trials(),
         presence_ttl::trials(),
+        edge_drain::trials(),
         presence_eviction::trials(),
         presence::trials(),
         presence_large::trials(),
@@ -40,6 +48,11 @@ fn main() {
         supersede::trials(),
         refusals::trials(),
         bad_input::trials(),
+        edge_auth::trials(),
+        edge_admin::trials(),
+        edge_probe::trials(),
+        edge_home::trials(),
+        edge_logs::trials(),
     ]
     .into_iter()
     .flatten()

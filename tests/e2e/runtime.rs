@@ -5,6 +5,7 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,11 +35,69 @@ fn signal_group(pgid: u32, sig: &str) {
         .status();
 }
 
-/// Kills every runtime this process started (used on SIGINT/SIGTERM and at exit).
+/// Kills every runtime this process started (used on SIGINT/SIGTERM and at exit), then writes the
+/// logs of the [`LazyRuntime`]s to `target/tmp/e2e-wrangler-{label}.log` and removes their
+/// persistence dirs (nothing else would: statics are never dropped).
 pub fn kill_all_groups() {
     let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
     for pgid in groups {
         signal_group(pgid, "KILL");
+    }
+    let kept: Vec<(Runtime, tempfile::TempDir)> =
+        LAZY_KEPT.lock().map(|mut k| k.drain(..).collect()).unwrap_or_default();
+    for (mut rt, dir) in kept {
+        rt.kill_now();
+        let log_path =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-wrangler-{}.log", rt.label));
+        let _ = std::fs::write(log_path, rt.log.lines().join("\n"));
+        // Let workerd go before its dir does, so it cannot write into a removed tree.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while group_alive(rt.pgid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(dir);
+    }
+}
+
+/// The lazily started runtimes and their persistence dirs, kept alive until [`kill_all_groups`].
+static LAZY_KEPT: Mutex<Vec<(Runtime, tempfile::TempDir)>> = Mutex::new(Vec::new());
+
+/// A runtime with its own settings that several trials share: started by the first trial that
+/// asks for it (a run that selects none of them never starts it), then kept until the test
+/// binary exits ([`kill_all_groups`]). A failed start fails every trial that asks.
+pub struct LazyRuntime {
+    label: &'static str,
+    args: fn() -> Vec<String>,
+    cell: tokio::sync::OnceCell<Result<(u16, Log), String>>,
+}
+
+impl LazyRuntime {
+    /// `args` are extra `wrangler dev` arguments, as for [`Runtime::start_with`].
+    pub const fn new(label: &'static str, args: fn() -> Vec<String>) -> LazyRuntime {
+        LazyRuntime { label, args, cell: tokio::sync::OnceCell::const_new() }
+    }
+
+    /// The runtime's port and log, starting it on first use.
+    pub async fn ctx(&'static self) -> Result<crate::support::Ctx, String> {
+        let started = self
+            .cell
+            .get_or_init(|| async {
+                let dir = tempfile::Builder::new()
+                    .prefix(&format!("homeroom-e2e-{}-", self.label))
+                    .tempdir()
+                    .map_err(|e| format!("temp dir for runtime `{}`: {e}", self.label))?;
+                let args = (self.args)();
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let rt = Runtime::start_deferring(self.label, dir.path(), &args).await?;
+                let out = (rt.port, rt.log.clone());
+                LAZY_KEPT.lock().unwrap().push((rt, dir));
+                Ok(out)
+            })
+            .await;
+        match started {
+            Ok((port, log)) => Ok(crate::support::Ctx { port: *port, log: log.clone() }),
+            Err(e) => Err(format!("the `{}` runtime did not start: {e}", self.label)),
+        }
     }
 }
 
@@ -64,6 +123,25 @@ pub fn free_port() -> u16 {
 /// Held from choosing a runtime's ports until it answers, so that no other runtime of this
 /// process takes one of them (bound-then-released ports are free for anyone) in between.
 static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How many [`Runtime::start_with`] calls are waiting for [`STARTING`] (lazy starts yield to them).
+static EAGER_WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one waiting start while alive (dropped also when the waiting future is cancelled).
+struct EagerWaiting;
+
+impl EagerWaiting {
+    fn new() -> EagerWaiting {
+        EAGER_WAITING.fetch_add(1, Ordering::SeqCst);
+        EagerWaiting
+    }
+}
+
+impl Drop for EagerWaiting {
+    fn drop(&mut self) {
+        EAGER_WAITING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// The captured output (stdout and stderr, line by line) of one runtime.
 #[derive(Clone, Default)]
@@ -201,7 +279,38 @@ impl Runtime {
         persist: &Path,
         extra_args: &[&str],
     ) -> Result<Runtime, String> {
-        let _starting = STARTING.lock().await;
+        let _starting = {
+            let _waiting = EagerWaiting::new();
+            STARTING.lock().await
+        };
+        Runtime::start_locked(label, persist, extra_args).await
+    }
+
+    /// Like [`Runtime::start_with`], but yields to every start a trial is waiting for (a lazy
+    /// runtime serves several trials that can wait; a restart test in the middle of its run
+    /// should not queue behind it).
+    async fn start_deferring(
+        label: &str,
+        persist: &Path,
+        extra_args: &[&str],
+    ) -> Result<Runtime, String> {
+        let _starting = loop {
+            let guard = STARTING.lock().await;
+            if EAGER_WAITING.load(Ordering::SeqCst) == 0 {
+                break guard;
+            }
+            drop(guard);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        Runtime::start_locked(label, persist, extra_args).await
+    }
+
+    /// The start itself, with [`STARTING`] held by the caller.
+    async fn start_locked(
+        label: &str,
+        persist: &Path,
+        extra_args: &[&str],
+    ) -> Result<Runtime, String> {
         // E2E_WORKER_DIR points the harness at another wrangler project (e.g. a stand-in
         // worker while developing the tests); by default the repository itself.
         let root_buf = std::env::var_os("E2E_WORKER_DIR")
