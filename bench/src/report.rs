@@ -1,0 +1,210 @@
+//! The numbers of one run: serializable to JSON (for the suite and
+//! scripts) and printable as a short human summary. `problems` lists every
+//! correctness expectation the run broke; a clean run has none.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::stats::Pct;
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Report {
+    pub scenario: String,
+    pub target: String,
+    pub room: String,
+    pub clients: usize,
+    pub publishers: usize,
+    /// "rate 20/s" or "flat out, window 16 per publisher".
+    pub publish: String,
+    pub signal_rate: f64,
+    /// The measured window (s).
+    pub window_s: f64,
+    pub connected: usize,
+    /// TCP + upgrade of the first connects.
+    pub connect_ms: Pct,
+    /// Until the welcome (homeroom only).
+    pub welcome_ms: Option<Pct>,
+    /// Runtime CPU per connect (ms): its CPU time from the start until every
+    /// client was in, divided by the clients.
+    pub connect_cpu_ms: Option<f64>,
+    /// The same by process: node (wrangler), proxy (wrangler's proxy
+    /// workerd in front), workerd (the Worker and its objects).
+    pub connect_cpu_ms_by: BTreeMap<String, f64>,
+    pub published: u64,
+    pub acked: u64,
+    pub unacked: u64,
+    pub resent: u64,
+    /// Bench messages delivered to receivers in the measured window.
+    pub delivered: u64,
+    pub deliveries_per_sec: f64,
+    /// Publish → deliver, live messages in the measured window.
+    pub latency_ms: Pct,
+    pub gaps: u64,
+    pub missing: u64,
+    pub duplicates: u64,
+    pub resyncs: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub unexpected_closes: u64,
+    pub close_codes: BTreeMap<String, u64>,
+    pub failed_connects: u64,
+    pub signals_sent: u64,
+    pub signals_received: u64,
+    /// Receivers that had every publish at the end.
+    pub complete: usize,
+    /// CPU cores busy in the measured window: the runtime (node + workerd)
+    /// and the load generator.
+    pub server_cpu: Option<f64>,
+    pub server_cpu_by: BTreeMap<String, f64>,
+    pub loadgen_cpu: f64,
+    /// Cores busy with anything else on the machine in the window (other
+    /// work disturbs the run when this is not near 0).
+    pub other_cpu: f64,
+    pub storm: Option<StormReport>,
+    /// Live-message latency per 500 ms of the measured window: (s into the
+    /// window, deliveries, p50 ms, p99 ms).
+    pub timeline: Vec<(f64, usize, f64, f64)>,
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct StormReport {
+    pub dropped: u64,
+    /// Welcomes after the drop with `resumed: true` / `false`.
+    pub resumed: u64,
+    pub not_resumed: u64,
+    /// Clients that resumed and never saw a gap or a duplicate.
+    pub resumed_without_gap: u64,
+    /// Clients back (welcome + replay applied) before the end.
+    pub back: u64,
+    pub replayed: u64,
+    /// What the resumed welcomes announced (`missed`), to compare with `replayed`.
+    pub missed_announced: u64,
+    pub reconnect_ms: Pct,
+    /// First drop → the last client back (s).
+    pub all_back_s: Option<f64>,
+    /// Pre-storm p99 and the threshold for "back to normal" (ms).
+    pub pre_p99_ms: f64,
+    pub normal_ms: f64,
+    /// Live-message latency from the drop on.
+    pub storm_latency_ms: Pct,
+    /// First drop → all back and latency back to normal (s); None when
+    /// either never happened in the run.
+    pub settle_s: Option<f64>,
+    /// Live-message latency per bucket from the drop on: (s after the drop,
+    /// deliveries, p50 ms, p99 ms).
+    pub timeline: Vec<(f64, usize, f64, f64)>,
+}
+
+impl Report {
+    /// A few lines for people.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} / {}: {} clients ({} connected), {} publishers, {}, signals {}/s, {:.1} s window",
+            self.scenario,
+            self.target,
+            self.clients,
+            self.connected,
+            self.publishers,
+            self.publish,
+            self.signal_rate,
+            self.window_s
+        );
+        let _ = writeln!(
+            s,
+            "  connect p50 {:.1} ms p95 {:.1} ms{}",
+            self.connect_ms.p50,
+            self.connect_ms.p95,
+            self.welcome_ms
+                .map(|w| format!(" (welcome p50 {:.1} ms p95 {:.1} ms)", w.p50, w.p95))
+                .unwrap_or_default()
+        );
+        if let Some(c) = self.connect_cpu_ms {
+            let _ = writeln!(
+                s,
+                "  runtime CPU per connect {c:.2} ms {}",
+                roles(&self.connect_cpu_ms_by)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  deliveries {} = {:.0}/s; latency p50 {:.1} ms p99 {:.1} ms max {:.1} ms",
+            self.delivered,
+            self.deliveries_per_sec,
+            self.latency_ms.p50,
+            self.latency_ms.p99,
+            self.latency_ms.max
+        );
+        let _ = writeln!(
+            s,
+            "  published {} acked {} resent {}; gaps {} (missing {}) duplicates {} resyncs {}; complete {}/{}; signals {} sent {} received",
+            self.published,
+            self.acked,
+            self.resent,
+            self.gaps,
+            self.missing,
+            self.duplicates,
+            self.resyncs,
+            self.complete,
+            self.connected,
+            self.signals_sent,
+            self.signals_received
+        );
+        let _ = writeln!(
+            s,
+            "  cpu: runtime {} cores {}, load generator {:.2} cores, other {:.2} cores",
+            self.server_cpu.map_or("?".into(), |c| format!("{c:.2}")),
+            roles(&self.server_cpu_by),
+            self.loadgen_cpu,
+            self.other_cpu
+        );
+        if let Some(st) = &self.storm {
+            let _ = writeln!(
+                s,
+                "  storm: dropped {} resumed {} (without gap {}) not resumed {} back {} replayed {}; reconnect p50 {:.1} ms p95 {:.1} ms",
+                st.dropped,
+                st.resumed,
+                st.resumed_without_gap,
+                st.not_resumed,
+                st.back,
+                st.replayed,
+                st.reconnect_ms.p50,
+                st.reconnect_ms.p95
+            );
+            let opt = |v: Option<f64>| v.map_or("never".into(), |v| format!("{v:.2} s"));
+            let _ = writeln!(
+                s,
+                "  storm: all back after {}, settled after {} (normal ≤ {:.1} ms, pre p99 {:.1} ms, storm p99 {:.1} ms max {:.1} ms)",
+                opt(st.all_back_s),
+                opt(st.settle_s),
+                st.normal_ms,
+                st.pre_p99_ms,
+                st.storm_latency_ms.p99,
+                st.storm_latency_ms.max
+            );
+        }
+        if !self.errors.is_empty() || !self.close_codes.is_empty() {
+            let _ = writeln!(s, "  errors {:?} closes {:?}", self.errors, self.close_codes);
+        }
+        if self.problems.is_empty() {
+            let _ = writeln!(s, "  correctness: ok");
+        } else {
+            for p in &self.problems {
+                let _ = writeln!(s, "  PROBLEM: {p}");
+            }
+        }
+        s
+    }
+}
+
+/// `(workerd 0.81, proxy 0.40, node 0.02)`.
+fn roles(by: &BTreeMap<String, f64>) -> String {
+    if by.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = by.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+    format!("({})", parts.join(", "))
+}

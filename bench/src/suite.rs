@@ -1,0 +1,606 @@
+//! The benchmark (issue 6): for each round, each target in turn (the order
+//! rotates every round) in a fresh `wrangler dev`: a moderate run (20
+//! publishes/s into 200 clients: latency) and a fan-out run (200 clients,
+//! publishers flat out: deliveries/s); then homeroom storm rounds (2,000
+//! clients dropped at once). Medians, ratios homeroom / baseline, and the
+//! markdown written to `bench/RESULTS.md`; every run's JSON goes to
+//! `target/homeroom-bench/`.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::machine::{self, Attachment, Machine};
+use crate::report::Report;
+use crate::runtime::{Runtime, BENCH_VARS};
+use crate::scenario::{self, Publish, Scenario, Storm};
+use crate::stats::median;
+use crate::target::Target;
+
+#[derive(Debug, Clone)]
+pub struct SuiteConfig {
+    pub rounds: usize,
+    /// Extra `--var`s for homeroom's runtime (beyond [`BENCH_VARS`]).
+    pub homeroom_vars: Vec<(String, String)>,
+    /// Connect to the Worker's own workerd, around wrangler dev's proxy
+    /// ([`Runtime::worker_port`]); false: through the public port.
+    pub direct: bool,
+    pub storm_rounds: usize,
+    /// Rounds of the storm that spares the publishers.
+    pub live_storm_rounds: usize,
+    pub fanout: Shape,
+    pub moderate: Shape,
+    pub storm: Shape,
+    pub storm_timing: Storm,
+}
+
+/// The parts of a [`Scenario`] the suite sets.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub clients: usize,
+    pub publishers: usize,
+    pub publish: Publish,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub connect_concurrency: usize,
+}
+
+impl Default for SuiteConfig {
+    fn default() -> Self {
+        SuiteConfig {
+            rounds: 5,
+            homeroom_vars: Vec::new(),
+            direct: true,
+            storm_rounds: 3,
+            live_storm_rounds: 2,
+            fanout: Shape {
+                clients: 200,
+                publishers: 4,
+                publish: Publish::FlatOut { window: 4 },
+                warmup: Duration::from_secs(2),
+                duration: Duration::from_secs(8),
+                connect_concurrency: 32,
+            },
+            moderate: Shape {
+                clients: 200,
+                publishers: 4,
+                publish: Publish::Rate(20.0),
+                warmup: Duration::from_secs(1),
+                duration: Duration::from_secs(10),
+                connect_concurrency: 32,
+            },
+            storm: Shape {
+                clients: 2000,
+                publishers: 4,
+                publish: Publish::Rate(5.0),
+                warmup: Duration::from_secs(1),
+                duration: Duration::ZERO,
+                connect_concurrency: 64,
+            },
+            storm_timing: Storm {
+                pre: Duration::from_secs(5),
+                settle_timeout: Duration::from_secs(45),
+                tail: Duration::from_secs(8),
+                bucket_ms: 250,
+                keep_publishers: false,
+            },
+        }
+    }
+}
+
+impl SuiteConfig {
+    /// A small version for trying the suite out (not for RESULTS.md).
+    pub fn quick(mut self) -> SuiteConfig {
+        self.rounds = 1;
+        self.storm_rounds = 1;
+        self.live_storm_rounds = 1;
+        self.fanout.clients = 50;
+        self.fanout.duration = Duration::from_secs(3);
+        self.moderate.clients = 50;
+        self.moderate.duration = Duration::from_secs(3);
+        self.storm.clients = 200;
+        self.storm_timing.pre = Duration::from_secs(2);
+        self
+    }
+}
+
+/// One run's report with where it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub round: usize,
+    pub report: Report,
+}
+
+pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let raw_dir = root.join("target/homeroom-bench").join(stamp.to_string());
+    std::fs::create_dir_all(&raw_dir).map_err(|e| e.to_string())?;
+    let mut runs: Vec<Run> = Vec::new();
+    let mut seed = stamp;
+
+    for round in 1..=cfg.rounds {
+        let mut order = Target::ALL.to_vec();
+        let turn = (round - 1) % order.len();
+        order.rotate_left(turn);
+        for target in order {
+            let rt = start(root, target, cfg).await?;
+            let port = port_of(&rt, cfg).await?;
+            for (name, shape) in [("moderate", cfg.moderate), ("fanout", cfg.fanout)] {
+                seed += 1;
+                let sc = scenario_for(name, target, &rt, port, &shape, seed, None);
+                let report = scenario::run(&sc).await;
+                eprintln!(
+                    "[round {round} {:.0}s] {}",
+                    started.elapsed().as_secs_f64(),
+                    report.summary()
+                );
+                runs.push(Run { round, report });
+            }
+            rt.stop().await;
+        }
+    }
+    let storms = (1..=cfg.storm_rounds).map(|r| ("storm", r, false));
+    let live = (1..=cfg.live_storm_rounds).map(|r| ("storm-live", r, true));
+    for (name, round, keep_publishers) in storms.chain(live) {
+        let rt = start(root, Target::Homeroom, cfg).await?;
+        let port = port_of(&rt, cfg).await?;
+        seed += 1;
+        let timing = Some(Storm { keep_publishers, ..cfg.storm_timing });
+        let sc = scenario_for(name, Target::Homeroom, &rt, port, &cfg.storm, seed, timing);
+        let report = scenario::run(&sc).await;
+        eprintln!("[{name} {round} {:.0}s] {}", started.elapsed().as_secs_f64(), report.summary());
+        runs.push(Run { round, report });
+        rt.stop().await;
+    }
+
+    let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
+    std::fs::write(raw_dir.join("runs.json"), json).map_err(|e| e.to_string())?;
+    let facts = Facts {
+        machine: Machine::read(root),
+        wasm: machine::wasm_size(root),
+        attachment: machine::attachment(),
+        minutes: started.elapsed().as_secs_f64() / 60.0,
+        date: date_utc(stamp),
+    };
+    let md = markdown(cfg, &runs, &facts);
+    std::fs::write(out, &md).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!("wrote {} and {}", out.display(), raw_dir.join("runs.json").display());
+    print!("{md}");
+    Ok(())
+}
+
+async fn start(root: &Path, target: Target, cfg: &SuiteConfig) -> Result<Runtime, String> {
+    let mut vars: Vec<(&str, &str)> = BENCH_VARS.to_vec();
+    if target == Target::Homeroom {
+        vars.extend(cfg.homeroom_vars.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    }
+    Runtime::start(root, target, &vars, Duration::from_secs(240)).await
+}
+
+/// The port the clients use: the Worker's own (direct) or the public one.
+async fn port_of(rt: &Runtime, cfg: &SuiteConfig) -> Result<u16, String> {
+    if !cfg.direct {
+        return Ok(rt.port);
+    }
+    rt.worker_port()
+        .await
+        .ok_or_else(|| format!("cannot find the Worker's own port ({})", rt.target))
+}
+
+fn scenario_for(
+    name: &str,
+    target: Target,
+    rt: &Runtime,
+    port: u16,
+    shape: &Shape,
+    seed: u64,
+    storm: Option<Storm>,
+) -> Scenario {
+    let room = format!("{name}-{seed:x}");
+    let mut sc = Scenario::new(name, target, port, &room);
+    sc.clients = shape.clients;
+    sc.publishers = shape.publishers;
+    sc.publish = shape.publish;
+    sc.warmup = shape.warmup;
+    sc.duration = shape.duration;
+    sc.connect_concurrency = shape.connect_concurrency;
+    sc.storm = storm;
+    sc.seed = seed;
+    sc.server_pgid = Some(rt.pgid);
+    sc
+}
+
+struct Facts {
+    machine: Machine,
+    wasm: Option<(u64, u64)>,
+    attachment: Attachment,
+    minutes: f64,
+    date: String,
+}
+
+/// `YYYY-MM-DD` of a Unix time (civil from days, proleptic Gregorian).
+fn date_utc(secs: u64) -> String {
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The median of `f` over the runs of one scenario and target.
+fn med(
+    runs: &[Run],
+    scenario: &str,
+    target: Target,
+    f: impl Fn(&Report) -> Option<f64>,
+) -> Option<f64> {
+    let values: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.report.scenario == scenario && r.report.target == target.name())
+        .filter_map(|r| f(&r.report))
+        .collect();
+    median(&values)
+}
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn mark(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "yes",
+        Some(false) => "**no**",
+        None => "–",
+    }
+}
+
+fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
+    use Target::{Homeroom as H, Partyserver as S, Plain as P};
+    let mut md = String::new();
+    let m = &facts.machine;
+    let w = |md: &mut String, line: String| {
+        md.push_str(&line);
+        md.push('\n');
+    };
+    w(&mut md, "# Benchmark results".into());
+    w(&mut md, String::new());
+    w(&mut md, format!(
+        "Written by `bench/run` on {} ({:.1} minutes): {} rounds of fan-out and moderate load, each round every target in turn (the order rotates), each in a fresh `wrangler dev`; then {} + {} homeroom storm rounds. Figures are medians over the rounds; every run is listed at the end. Do not edit by hand: run `bench/run` again.",
+        facts.date, facts.minutes, cfg.rounds, cfg.storm_rounds, cfg.live_storm_rounds
+    ));
+    w(&mut md, String::new());
+    w(&mut md, "## Machine and settings".into());
+    w(&mut md, String::new());
+    w(&mut md, format!(
+        "- Machine: {} × {}, {:.1} GiB memory, Linux {}. The load generator runs on the same machine and shares its cores with the runtime.",
+        m.cpus, m.cpu_model, m.memory_gib, m.kernel
+    ));
+    w(&mut md, format!(
+        "- Runtime: wrangler {} (workerd {}), Node {}, compatibility date 2026-04-01 for all three; `wrangler dev --ip 127.0.0.1 --log-level warn`, persistence in a fresh directory under {}.",
+        m.wrangler, m.workerd, m.node, crate::runtime::state_base().display()
+    ));
+    if cfg.direct {
+        w(&mut md, "- Clients connect to the port of the workerd process that runs the Worker and its Durable Objects, around the second workerd that `wrangler dev` puts in front as a dev proxy (it relays every request and every WebSocket frame, and took 0.3-0.6 of the 2 cores in fan-out). Same Worker, same objects, same `MF-CF-Blob` handling; `bench/run --via-proxy` measures through the public port instead.".into());
+    } else {
+        w(&mut md, "- Clients connect to `wrangler dev`'s public port, through its proxy workerd (it relays every request and every WebSocket frame).".into());
+    }
+    w(&mut md, format!(
+        "- Targets: **homeroom** (this repository's Worker and Room Durable Object, release Wasm); **plain**: the smallest hibernating Durable Object room in JavaScript ([`baselines/plain`](baselines/plain/src/index.js): `acceptWebSocket`, on message send the text to every socket of `getWebSockets()`); **partyserver** {} ([`baselines/partyserver`](baselines/partyserver/src/index.js): a hibernating `Server` whose `onMessage` calls `broadcast`).",
+        m.partyserver
+    ));
+    w(&mut md, "- Every target is started with `--var ANONYMOUS_DEV:true --var RATE_PER_SEC:100000 --var RATE_BURST:100000`: homeroom's per-connection rate limit (default 20 frames/s, burst 50) would otherwise refuse a load test's publishers; the baselines ignore the variables.".into());
+    if cfg.homeroom_vars.is_empty() {
+        w(&mut md, "- homeroom runs with its defaults otherwise (e.g. `OUTBOUND_BUDGET` 50000 frames/s, `BATCH_WINDOW_MS` 50, `STORM_RESUMES_PER_SEC` 50).".into());
+    } else {
+        let extra: Vec<String> =
+            cfg.homeroom_vars.iter().map(|(n, v)| format!("`{n}={v}`")).collect();
+        w(&mut md, format!("- homeroom also gets {} (not its defaults).", extra.join(", ")));
+    }
+    w(&mut md, format!(
+        "- Load generator: `homeroom-bench` ({}; tokio, tokio-tungstenite, TCP_NODELAY), clients spread over four regions with `MF-CF-Blob` (SYD/OC, LHR/EU, IAD/NA, NRT/AS), payload `{{\"t\",\"p\",\"n\",\"pad\"}}` with 64 bytes of padding.",
+        m.rustc
+    ));
+    let fo = &cfg.fanout;
+    let mo = &cfg.moderate;
+    let st = &cfg.storm;
+    let window = match fo.publish {
+        Publish::FlatOut { window } => window,
+        Publish::Rate(_) => 0,
+    };
+    let rate = match mo.publish {
+        Publish::Rate(r) => r,
+        Publish::FlatOut { .. } => 0.0,
+    };
+    let storm_rate = match st.publish {
+        Publish::Rate(r) => r,
+        Publish::FlatOut { .. } => 0.0,
+    };
+    w(&mut md, format!(
+        "- Fan-out: {} clients, {} of them publishing flat out ({} publishes in flight each; one is done when its own broadcast comes back), {:.0} s warm-up, {:.0} s measured. Moderate: {} clients, {rate} publishes/s from {} publishers, {:.0} s measured. Storm: {} clients, {storm_rate} publishes/s from {} publishers, {:.0} s steady, then every socket reset at once.",
+        fo.clients, fo.publishers, window, fo.warmup.as_secs_f64(), fo.duration.as_secs_f64(),
+        mo.clients, mo.publishers, mo.duration.as_secs_f64(),
+        st.clients, st.publishers, cfg.storm_timing.pre.as_secs_f64()
+    ));
+    w(&mut md, String::new());
+
+    // Main table.
+    let dps = |t| med(runs, "fanout", t, |r| Some(r.deliveries_per_sec));
+    let p50 = |t| med(runs, "moderate", t, |r| Some(r.latency_ms.p50));
+    let p99 = |t| med(runs, "moderate", t, |r| Some(r.latency_ms.p99));
+    let fan_p99 = |t| med(runs, "fanout", t, |r| Some(r.latency_ms.p99));
+    let c50 = |t| med(runs, "moderate", t, |r| Some(r.connect_ms.p50));
+    let c95 = |t| med(runs, "moderate", t, |r| Some(r.connect_ms.p95));
+    let scpu = |t| med(runs, "fanout", t, |r| r.server_cpu);
+    let lcpu = |t| med(runs, "fanout", t, |r| Some(r.loadgen_cpu));
+    let ocpu = |t| med(runs, "fanout", t, |r| Some(r.other_cpu));
+    let ccpu = |t| med(runs, "moderate", t, |r| r.connect_cpu_ms);
+    let per_core = |t| ratio(dps(t), scpu(t));
+    w(&mut md, "## Results (medians)".into());
+    w(&mut md, String::new());
+    w(&mut md, "| measure | homeroom | plain JS | partyserver | homeroom / plain | homeroom / partyserver | target | met |".into());
+    w(&mut md, "|---|---:|---:|---:|---:|---:|---|---|".into());
+    let row = |md: &mut String,
+               name: &str,
+               f: &dyn Fn(Target) -> Option<f64>,
+               d: usize,
+               target: &str,
+               met: Option<bool>| {
+        w(
+            md,
+            format!(
+                "| {name} | {} | {} | {} | {} | {} | {target} | {} |",
+                num(f(H), d),
+                num(f(P), d),
+                num(f(S), d),
+                num(ratio(f(H), f(P)), 2),
+                num(ratio(f(H), f(S)), 2),
+                mark(met)
+            ),
+        );
+    };
+    let fan_met = match (ratio(dps(H), dps(S)), ratio(dps(H), dps(P))) {
+        (Some(s), Some(p)) => Some(s >= 1.5 && p >= 1.0),
+        _ => None,
+    };
+    row(
+        &mut md,
+        &format!("fan-out deliveries/s ({} clients)", fo.clients),
+        &dps,
+        0,
+        "≥ 1.5× partyserver and ≥ 1.0× plain",
+        fan_met,
+    );
+    row(&mut md, "fan-out deliveries per runtime CPU-second", &per_core, 0, "", None);
+    row(&mut md, "fan-out publish→deliver p99 (ms)", &fan_p99, 1, "", None);
+    row(
+        &mut md,
+        &format!("moderate publish→deliver p50 (ms), {rate}/s into {}", mo.clients),
+        &p50,
+        1,
+        "",
+        None,
+    );
+    let p99_met = ratio(p99(H), p99(P)).map(|r| r <= 1.2);
+    row(
+        &mut md,
+        &format!("moderate publish→deliver p99 (ms), {rate}/s into {}", mo.clients),
+        &p99,
+        1,
+        "≤ 1.2× plain",
+        p99_met,
+    );
+    row(&mut md, "connect p50 (ms), TCP + upgrade", &c50, 1, "", None);
+    row(&mut md, "connect p95 (ms), TCP + upgrade", &c95, 1, "", None);
+    row(&mut md, "runtime CPU during fan-out (cores)", &scpu, 2, "", None);
+    row(&mut md, "load generator CPU during fan-out (cores)", &lcpu, 2, "", None);
+    row(
+        &mut md,
+        "anything else on the machine during fan-out (cores)",
+        &ocpu,
+        2,
+        "≈ 0 for a clean run",
+        None,
+    );
+    row(&mut md, "runtime CPU per connect (ms)", &ccpu, 2, "", None);
+    let welcome50 = med(runs, "moderate", H, |r| r.welcome_ms.map(|w| w.p50));
+    let welcome95 = med(runs, "moderate", H, |r| r.welcome_ms.map(|w| w.p95));
+    w(&mut md, String::new());
+    w(&mut md, format!(
+        "homeroom's connect until its `welcome` frame: p50 {} ms, p95 {} ms (the baselines send nothing on connect). Correctness in these runs: {}.",
+        num(welcome50, 1), num(welcome95, 1), correctness(runs, &["moderate", "fanout"])
+    ));
+    w(&mut md, String::new());
+
+    // Storm.
+    w(&mut md, format!("## Reconnect storm (homeroom, {} clients)", st.clients));
+    w(&mut md, String::new());
+    w(&mut md, format!(
+        "The baselines have no resume, so only homeroom runs it. After {:.0} s of steady state with {storm_rate} publishes/s, sockets are reset at once (TCP RST, no close frame: the server sees 1006); each client waits a full-jitter delay random(0, min(20 s, 2 s × 2^attempt)) as the browser client does and reconnects with `since`/`epoch`. *storm*: every socket, publishers included (a publish not yet acked is sent again with the same id once back). *storm-live*: every socket but the {} publishers', so messages keep coming during the storm and resuming clients have a replay to apply. Every receiver checks that `seq` is exactly +1 across the replay and the live messages, and that each publish arrives once. *All back*: first drop → the last client has its welcome and its replay applied. *Settle*: first drop → all back and publish→deliver p99 under the normal bound max(2 × pre-storm p99, pre-storm p99 + 25 ms) in every 250 ms bucket from then on (seen calm for at least 1 s; \"never\" when it was not within the run, {:.0} s after all were back).",
+        cfg.storm_timing.pre.as_secs_f64(), st.publishers, cfg.storm_timing.tail.as_secs_f64()
+    ));
+    w(&mut md, String::new());
+    w(&mut md, "| variant | round | dropped | resumed | resumed without gap | gaps | duplicates | resyncs | replayed | reconnect p50 / p95 (ms) | pre-storm p99 (ms) | storm p99 / max (ms) | all back (s) | settle (s) |".into());
+    w(&mut md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
+    let variants = ["storm", "storm-live"];
+    for r in runs.iter().filter(|r| variants.contains(&r.report.scenario.as_str())) {
+        let rep = &r.report;
+        let never = |v: Option<f64>| v.map_or("never".into(), |v| format!("{v:.2}"));
+        if let Some(s) = &rep.storm {
+            w(&mut md, format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} / {:.0} | {:.1} | {:.0} / {:.0} | {} | {} |",
+                rep.scenario, r.round, s.dropped, s.resumed, s.resumed_without_gap, rep.gaps, rep.duplicates,
+                rep.resyncs, s.replayed, s.reconnect_ms.p50, s.reconnect_ms.p95, s.pre_p99_ms,
+                s.storm_latency_ms.p99, s.storm_latency_ms.max, never(s.all_back_s), never(s.settle_s)
+            ));
+        } else {
+            w(
+                &mut md,
+                format!(
+                    "| {} | {} | – | – | – | {} | {} | {} | – | – | – | – | – | – |",
+                    rep.scenario, r.round, rep.gaps, rep.duplicates, rep.resyncs
+                ),
+            );
+        }
+    }
+    w(&mut md, String::new());
+    for variant in variants {
+        let storms: Vec<&Run> = runs.iter().filter(|r| r.report.scenario == variant).collect();
+        if storms.is_empty() {
+            continue;
+        }
+        let clean = storms.iter().all(|r| {
+            r.report.problems.iter().all(|p| p.contains("normal"))
+                && r.report
+                    .storm
+                    .as_ref()
+                    .is_some_and(|s| s.resumed_without_gap == s.dropped && s.dropped > 0)
+                && r.report.gaps == 0
+                && r.report.duplicates == 0
+        });
+        let settle = median_or_never(
+            storms.iter().map(|r| r.report.storm.as_ref().and_then(|s| s.settle_s)).collect(),
+        );
+        let back = median_or_never(
+            storms.iter().map(|r| r.report.storm.as_ref().and_then(|s| s.all_back_s)).collect(),
+        );
+        let dropped = storms
+            .iter()
+            .filter_map(|r| r.report.storm.as_ref())
+            .map(|s| s.dropped)
+            .max()
+            .unwrap_or(0);
+        w(&mut md, format!(
+            "- *{variant}*: all {dropped} dropped clients resumed with zero gaps and zero duplicates in every round: {}. All back, median: {} s. Settle, median: {} s (target under 10 s: {}).",
+            mark(Some(clean)),
+            back.map_or("never".into(), |v| format!("{v:.2}")),
+            settle.map_or("never".into(), |v| format!("{v:.2}")),
+            mark(Some(settle.is_some_and(|s| s < 10.0)))
+        ));
+    }
+    w(&mut md, String::new());
+
+    // Memory.
+    let a = &facts.attachment;
+    w(&mut md, "## Memory and size".into());
+    w(&mut md, String::new());
+    w(&mut md, format!(
+        "- Per-connection attachment: **{} bytes** for a typical connection (target under 512: {}). Measured by serializing a `homeroom::room::Peer` exactly as the Durable Object stores it (`serde_json::to_string(&peer)` in `src/durable/sockets.rs`) in `homeroom-bench` ([`src/machine.rs`](src/machine.rs), `attachment()`): session `s-` + 20 characters as the browser client makes them, user = session (anonymous mode), region `OC`, 13-digit millisecond times, empty presence state. With a small presence state (`{{\"name\":\"Ada Lovelace\",\"color\":\"#e91e63\"}}`): {} bytes; with every name at its limit (64-character session and user, 32-character region): {} bytes; the presence state itself may add up to 1 KiB. Example: `{}`.",
+        a.typical, mark(Some(a.typical < 512)), a.with_state, a.longest_names, a.example
+    ));
+    match facts.wasm {
+        Some((raw, gz)) => w(&mut md, format!(
+            "- Wasm (`build/index_bg.wasm`, release): {raw} bytes, **{gz} bytes gzip -9** ({:.0} KiB).",
+            gz as f64 / 1024.0
+        )),
+        None => w(&mut md, "- Wasm: build/index_bg.wasm not found.".into()),
+    }
+    w(&mut md, String::new());
+
+    // Every run.
+    w(&mut md, "## Every run".into());
+    w(&mut md, String::new());
+    w(&mut md, "| round | scenario | target | connected | deliveries/s | p50 (ms) | p99 (ms) | max (ms) | connect p50 / p95 (ms) | runtime CPU | load-gen CPU | other CPU | gaps | dups | complete | problems |".into());
+    w(
+        &mut md,
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|".into(),
+    );
+    for r in runs {
+        let rep = &r.report;
+        w(&mut md, format!(
+            "| {} | {} | {} | {}/{} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} / {:.1} | {} | {:.2} | {:.2} | {} | {} | {}/{} | {} |",
+            r.round, rep.scenario, rep.target, rep.connected, rep.clients, rep.deliveries_per_sec,
+            rep.latency_ms.p50, rep.latency_ms.p99, rep.latency_ms.max, rep.connect_ms.p50, rep.connect_ms.p95,
+            num(rep.server_cpu, 2), rep.loadgen_cpu, rep.other_cpu, rep.gaps, rep.duplicates, rep.complete, rep.connected,
+            if rep.problems.is_empty() { "none".to_owned() } else { rep.problems.join("; ").replace('|', "/") }
+        ));
+    }
+    w(&mut md, String::new());
+    w(&mut md, "## How it is measured".into());
+    w(&mut md, String::new());
+    for line in [
+        "- *Deliveries/s*: bench messages received by all clients (publishers included: every target echoes to the sender) while the window is open, divided by its length. homeroom's count is of `message` frames after flattening `batch` frames; the baselines' of broadcast texts.",
+        "- *Publish→deliver latency*: the publisher writes its clock (µs since the run's start, one clock for every client in the process) into the payload; each receiver subtracts it on arrival. Nearest-rank percentiles over every delivery in the window. Replayed messages after a resume are not latency samples.",
+        "- *Connect*: TCP connect + WebSocket upgrade, the first connect of every client, 32 in flight at once (64 for the storm).",
+        "- *CPU*: user + system seconds of the runtime's process group (node and workerd) and of the load generator over the window, divided by its length (2.00 = both cores). *Other* is the rest of the machine's busy time (/proc/stat) in the same window: other work on the machine (builds, tests) when it is not near 0. *Per connect*: the runtime's CPU from the start of a run until every client is in, divided by the clients.",
+        "- *Correctness* (every run): homeroom receivers check `seq` strictly +1 and that no publish is delivered twice; baseline receivers check each publisher's counter strictly +1. After publishing stops the run waits until every receiver has every publish, and homeroom publishers check that every publish was acked.",
+        "- The runtime is `wrangler dev` (workerd on one machine with the load generator), not Cloudflare's network: absolute numbers are this machine's, the ratios are the point.",
+    ] {
+        w(&mut md, line.into());
+    }
+    md
+}
+
+/// The median where `None` ("never") counts as larger than any value.
+fn median_or_never(mut values: Vec<Option<f64>>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(|a, b| match (a, b) {
+        (Some(a), Some(b)) => a.total_cmp(b),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        Some((values[n / 2 - 1]? + values[n / 2]?) / 2.0)
+    }
+}
+
+fn correctness(runs: &[Run], scenarios: &[&str]) -> String {
+    let bad: Vec<String> = runs
+        .iter()
+        .filter(|r| {
+            scenarios.contains(&r.report.scenario.as_str()) && !r.report.problems.is_empty()
+        })
+        .map(|r| {
+            format!(
+                "round {} {} {}: {}",
+                r.round,
+                r.report.scenario,
+                r.report.target,
+                r.report.problems.join("; ")
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        "no gaps, no duplicates, every publish delivered to every client (and acked, homeroom) in every run".into()
+    } else {
+        format!("problems in {} runs: {}", bad.len(), bad.join(" / "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_with_never() {
+        assert_eq!(median_or_never(vec![Some(3.0), None, Some(1.0)]), Some(3.0));
+        assert_eq!(median_or_never(vec![None, None, Some(1.0)]), None);
+        assert_eq!(median_or_never(vec![Some(2.0), Some(4.0)]), Some(3.0));
+        assert_eq!(median_or_never(vec![]), None);
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(date_utc(0), "1970-01-01");
+        assert_eq!(date_utc(1_764_460_800), "2025-11-30");
+    }
+}

@@ -1,0 +1,125 @@
+//! The rooms under test: homeroom (its own protocol) and the two baselines,
+//! which only broadcast the text they receive. Where each lives and how a
+//! client reaches it.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// homeroom itself: sequencing, storage, acks, resume.
+    Homeroom,
+    /// The smallest hibernating Durable Object room in plain JavaScript.
+    Plain,
+    /// The same room on the `partyserver` npm package.
+    Partyserver,
+}
+
+/// What the load generator speaks to a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// PROTOCOL.md: welcome, publish/ack/message with seq, signals, batches, resume.
+    Homeroom,
+    /// Text in, the same text to every socket (sender included).
+    Raw,
+}
+
+impl Target {
+    pub const ALL: [Target; 3] = [Target::Homeroom, Target::Plain, Target::Partyserver];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Homeroom => "homeroom",
+            Target::Plain => "plain",
+            Target::Partyserver => "partyserver",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Target, String> {
+        Target::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| format!("unknown target {name:?} (homeroom, plain, partyserver)"))
+    }
+
+    pub fn protocol(self) -> Protocol {
+        match self {
+            Target::Homeroom => Protocol::Homeroom,
+            Target::Plain | Target::Partyserver => Protocol::Raw,
+        }
+    }
+
+    /// The wrangler config, relative to the repository root.
+    pub fn wrangler_config(self) -> &'static str {
+        match self {
+            Target::Homeroom => "wrangler.toml",
+            Target::Plain => "bench/baselines/plain/wrangler.toml",
+            Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
+        }
+    }
+
+    /// The WebSocket path and query for one connection; `resume` is
+    /// `(since, epoch)` (homeroom only).
+    pub fn ws_path(self, room: &str, session: &str, resume: Option<(u64, &str)>) -> String {
+        match self {
+            Target::Homeroom => {
+                let mut p = format!("/rooms/{room}/ws?session={session}");
+                if let Some((since, epoch)) = resume {
+                    p.push_str(&format!("&since={since}&epoch={epoch}"));
+                }
+                p
+            }
+            Target::Plain => format!("/rooms/{room}/ws"),
+            Target::Partyserver => format!("/parties/room/{room}?_pk={session}"),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a client "connects from": the `MF-CF-Blob` header that sets
+/// `request.cf` in `wrangler dev`.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    pub colo: &'static str,
+    pub continent: &'static str,
+    pub country: &'static str,
+}
+
+impl Region {
+    pub const SPREAD: [Region; 4] = [
+        Region { colo: "SYD", continent: "OC", country: "AU" },
+        Region { colo: "LHR", continent: "EU", country: "GB" },
+        Region { colo: "IAD", continent: "NA", country: "US" },
+        Region { colo: "NRT", continent: "AS", country: "JP" },
+    ];
+
+    pub fn cf_blob(self) -> String {
+        format!(
+            r#"{{"colo":"{}","continent":"{}","country":"{}"}}"#,
+            self.colo, self.continent, self.country
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(
+            Target::Homeroom.ws_path("r", "s-00000001", Some((5, "e-1"))),
+            "/rooms/r/ws?session=s-00000001&since=5&epoch=e-1"
+        );
+        assert_eq!(Target::Plain.ws_path("r", "s", None), "/rooms/r/ws");
+        assert_eq!(Target::Partyserver.ws_path("r", "s", None), "/parties/room/r?_pk=s");
+        assert_eq!(Target::parse("plain").unwrap(), Target::Plain);
+        assert!(Target::parse("x").is_err());
+        let blob: serde_json::Value = serde_json::from_str(&Region::SPREAD[0].cf_blob()).unwrap();
+        assert_eq!(blob["continent"], "OC");
+    }
+}
