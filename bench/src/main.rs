@@ -73,9 +73,10 @@ fn fail(message: &str) -> ! {
 
 /// The repository root: `HOMEROOM_ROOT`, else the parent of this crate.
 pub fn root() -> PathBuf {
-    std::env::var_os("HOMEROOM_ROOT")
+    let root = std::env::var_os("HOMEROOM_ROOT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+    root.canonicalize().unwrap_or(root)
 }
 
 fn secs(args: &Args, name: &str, default: f64) -> Result<Duration, String> {

@@ -1,10 +1,10 @@
 //! The benchmark (issue 6): for each round, each target in turn (the order
 //! rotates every round) in a fresh `wrangler dev`: a moderate run (20
-//! publishes/s into 200 clients: latency) and a fan-out run (200 clients,
-//! publishers flat out: deliveries/s); then homeroom storm rounds (2,000
-//! clients dropped at once). Medians, ratios homeroom / baseline, and the
-//! markdown written to `bench/RESULTS.md`; every run's JSON goes to
-//! `target/homeroom-bench/`.
+//! publishes/s into 200 clients: latency) and fan-out runs (200 clients,
+//! publishers flat out, a shallow and a deep window: deliveries/s); then
+//! homeroom storm rounds (2,000 clients dropped at once). Medians, ratios
+//! homeroom / baseline, and the markdown written to `bench/RESULTS.md`;
+//! every run's JSON goes to `target/homeroom-bench/`.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,6 +30,10 @@ pub struct SuiteConfig {
     /// Rounds of the storm that spares the publishers.
     pub live_storm_rounds: usize,
     pub fanout: Shape,
+    /// Publishes in flight per publisher, one fan-out run each: a target
+    /// that batches needs a deep window to be busy, one that does not
+    /// loses to queueing with it; each target is credited its best.
+    pub fanout_windows: Vec<usize>,
     pub moderate: Shape,
     pub storm: Shape,
     pub storm_timing: Storm,
@@ -54,6 +58,7 @@ impl Default for SuiteConfig {
             direct: true,
             storm_rounds: 3,
             live_storm_rounds: 2,
+            fanout_windows: vec![4, 64],
             fanout: Shape {
                 clients: 200,
                 publishers: 4,
@@ -127,7 +132,13 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
         for target in order {
             let rt = start(root, target, cfg).await?;
             let port = port_of(&rt, cfg).await?;
-            for (name, shape) in [("moderate", cfg.moderate), ("fanout", cfg.fanout)] {
+            let mut shapes = vec![("moderate".to_owned(), cfg.moderate)];
+            for &window in &cfg.fanout_windows {
+                let publish = Publish::FlatOut { window };
+                shapes.push((format!("fanout-w{window}"), Shape { publish, ..cfg.fanout }));
+            }
+            for (name, shape) in shapes {
+                let name = name.as_str();
                 seed += 1;
                 let sc = scenario_for(name, target, &rt, port, &shape, seed, None);
                 let report = scenario::run(&sc).await;
@@ -317,10 +328,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     let fo = &cfg.fanout;
     let mo = &cfg.moderate;
     let st = &cfg.storm;
-    let window = match fo.publish {
-        Publish::FlatOut { window } => window,
-        Publish::Rate(_) => 0,
-    };
+    let windows: Vec<String> = cfg.fanout_windows.iter().map(|w| w.to_string()).collect();
     let rate = match mo.publish {
         Publish::Rate(r) => r,
         Publish::FlatOut { .. } => 0.0,
@@ -330,25 +338,25 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         Publish::FlatOut { .. } => 0.0,
     };
     w(&mut md, format!(
-        "- Fan-out: {} clients, {} of them publishing flat out ({} publishes in flight each; one is done when its own broadcast comes back), {:.0} s warm-up, {:.0} s measured. Moderate: {} clients, {rate} publishes/s from {} publishers, {:.0} s measured. Storm: {} clients, {storm_rate} publishes/s from {} publishers, {:.0} s steady, then every socket reset at once.",
-        fo.clients, fo.publishers, window, fo.warmup.as_secs_f64(), fo.duration.as_secs_f64(),
+        "- Fan-out: {} clients, {} of them publishing flat out with a window of {} publishes in flight each (one run per window; a publish is done when its own broadcast comes back), {:.0} s warm-up, {:.0} s measured. Moderate: {} clients, {rate} publishes/s from {} publishers, {:.0} s measured. Storm: {} clients, {storm_rate} publishes/s from {} publishers, {:.0} s steady, then every socket reset at once.",
+        fo.clients, fo.publishers, windows.join(" or "), fo.warmup.as_secs_f64(), fo.duration.as_secs_f64(),
         mo.clients, mo.publishers, mo.duration.as_secs_f64(),
         st.clients, st.publishers, cfg.storm_timing.pre.as_secs_f64()
     ));
     w(&mut md, String::new());
 
     // Main table.
-    let dps = |t| med(runs, "fanout", t, |r| Some(r.deliveries_per_sec));
+    let fan: Vec<String> = cfg.fanout_windows.iter().map(|w| format!("fanout-w{w}")).collect();
     let p50 = |t| med(runs, "moderate", t, |r| Some(r.latency_ms.p50));
     let p99 = |t| med(runs, "moderate", t, |r| Some(r.latency_ms.p99));
-    let fan_p99 = |t| med(runs, "fanout", t, |r| Some(r.latency_ms.p99));
     let c50 = |t| med(runs, "moderate", t, |r| Some(r.connect_ms.p50));
     let c95 = |t| med(runs, "moderate", t, |r| Some(r.connect_ms.p95));
-    let scpu = |t| med(runs, "fanout", t, |r| r.server_cpu);
-    let lcpu = |t| med(runs, "fanout", t, |r| Some(r.loadgen_cpu));
-    let ocpu = |t| med(runs, "fanout", t, |r| Some(r.other_cpu));
     let ccpu = |t| med(runs, "moderate", t, |r| r.connect_cpu_ms);
-    let per_core = |t| ratio(dps(t), scpu(t));
+    let best = |t| {
+        fan.iter()
+            .filter_map(|f| med(runs, f, t, |r| Some(r.deliveries_per_sec)))
+            .max_by(|a, b| a.total_cmp(b))
+    };
     w(&mut md, "## Results (medians)".into());
     w(&mut md, String::new());
     w(&mut md, "| measure | homeroom | plain JS | partyserver | homeroom / plain | homeroom / partyserver | target | met |".into());
@@ -372,20 +380,67 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
             ),
         );
     };
-    let fan_met = match (ratio(dps(H), dps(S)), ratio(dps(H), dps(P))) {
+    let fan_met = match (ratio(best(H), best(S)), ratio(best(H), best(P))) {
         (Some(s), Some(p)) => Some(s >= 1.5 && p >= 1.0),
         _ => None,
     };
     row(
         &mut md,
-        &format!("fan-out deliveries/s ({} clients)", fo.clients),
-        &dps,
+        &format!("**fan-out deliveries/s ({} clients), each target's best window**", fo.clients),
+        &best,
         0,
         "≥ 1.5× partyserver and ≥ 1.0× plain",
         fan_met,
     );
-    row(&mut md, "fan-out deliveries per runtime CPU-second", &per_core, 0, "", None);
-    row(&mut md, "fan-out publish→deliver p99 (ms)", &fan_p99, 1, "", None);
+    for (f, window) in fan.iter().zip(&cfg.fanout_windows) {
+        let dps = |t| med(runs, f, t, |r| Some(r.deliveries_per_sec));
+        let scpu = |t| med(runs, f, t, |r| r.server_cpu);
+        row(&mut md, &format!("fan-out deliveries/s, window {window}"), &dps, 0, "", None);
+        let per_core = |t| ratio(dps(t), scpu(t));
+        row(
+            &mut md,
+            &format!("fan-out deliveries per runtime CPU-second, window {window}"),
+            &per_core,
+            0,
+            "",
+            None,
+        );
+        let p99 = |t| med(runs, f, t, |r| Some(r.latency_ms.p99));
+        row(
+            &mut md,
+            &format!("fan-out publish→deliver p99 (ms), window {window}"),
+            &p99,
+            1,
+            "",
+            None,
+        );
+        row(
+            &mut md,
+            &format!("runtime CPU during fan-out (cores), window {window}"),
+            &scpu,
+            2,
+            "",
+            None,
+        );
+        let lcpu = |t| med(runs, f, t, |r| Some(r.loadgen_cpu));
+        row(
+            &mut md,
+            &format!("load generator CPU during fan-out (cores), window {window}"),
+            &lcpu,
+            2,
+            "",
+            None,
+        );
+        let ocpu = |t| med(runs, f, t, |r| Some(r.other_cpu));
+        row(
+            &mut md,
+            &format!("anything else on the machine (cores), window {window}"),
+            &ocpu,
+            2,
+            "≈ 0 for a clean run",
+            None,
+        );
+    }
     row(
         &mut md,
         &format!("moderate publish→deliver p50 (ms), {rate}/s into {}", mo.clients),
@@ -405,23 +460,13 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     );
     row(&mut md, "connect p50 (ms), TCP + upgrade", &c50, 1, "", None);
     row(&mut md, "connect p95 (ms), TCP + upgrade", &c95, 1, "", None);
-    row(&mut md, "runtime CPU during fan-out (cores)", &scpu, 2, "", None);
-    row(&mut md, "load generator CPU during fan-out (cores)", &lcpu, 2, "", None);
-    row(
-        &mut md,
-        "anything else on the machine during fan-out (cores)",
-        &ocpu,
-        2,
-        "≈ 0 for a clean run",
-        None,
-    );
     row(&mut md, "runtime CPU per connect (ms)", &ccpu, 2, "", None);
     let welcome50 = med(runs, "moderate", H, |r| r.welcome_ms.map(|w| w.p50));
     let welcome95 = med(runs, "moderate", H, |r| r.welcome_ms.map(|w| w.p95));
     w(&mut md, String::new());
     w(&mut md, format!(
         "homeroom's connect until its `welcome` frame: p50 {} ms, p95 {} ms (the baselines send nothing on connect). Correctness in these runs: {}.",
-        num(welcome50, 1), num(welcome95, 1), correctness(runs, &["moderate", "fanout"])
+        num(welcome50, 1), num(welcome95, 1), correctness(runs, &["moderate", "fanout-w"])
     ));
     w(&mut md, String::new());
 
