@@ -33,6 +33,9 @@ pub struct Report {
     /// workerd in front), workerd (the Worker and its objects).
     pub connect_cpu_ms_by: BTreeMap<String, f64>,
     pub published: u64,
+    /// Publishes per publisher (fairness: a room that serves one socket
+    /// while the others wait shows [1780, 64, 64, 64]).
+    pub per_publisher: Vec<u64>,
     pub acked: u64,
     pub unacked: u64,
     pub resent: u64,
@@ -140,8 +143,9 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "  published {} acked {} resent {}; gaps {} (missing {}) duplicates {} resyncs {}; complete {}/{}; signals {} sent {} received",
+            "  published {} {:?} acked {} resent {}; gaps {} (missing {}) duplicates {} resyncs {}; complete {}/{}; signals {} sent {} received",
             self.published,
+            self.per_publisher,
             self.acked,
             self.resent,
             self.gaps,

@@ -347,6 +347,7 @@ fn aggregate(
         connect_cpu_ms: None,
         connect_cpu_ms_by: BTreeMap::new(),
         published: sum(&|r| r.published),
+        per_publisher: results.iter().take(sc.publishers).map(|r| r.published).collect(),
         acked: sum(&|r| r.acked),
         unacked: sum(&|r| r.unacked),
         resent: sum(&|r| r.resent),
