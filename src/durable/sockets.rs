@@ -2,7 +2,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use worker::{SqlStorage, WebSocket};
+use worker::wasm_bindgen::prelude::*;
+use worker::wasm_bindgen::JsCast;
+use worker::{js_sys, web_sys, SqlStorage, WebSocket};
 
 use super::storage;
 use crate::room::{Output, Peer, Room as Engine};
@@ -67,13 +69,24 @@ impl Sockets {
                         let _ = ws.send_with_str(&*frame);
                     }
                 }
+                Output::Multicast { conns, frame } => {
+                    let text = JsValue::from_str(&frame);
+                    for conn in &conns {
+                        if let Some(ws) = self.by_conn.get(conn) {
+                            send_shared(ws, &text);
+                        }
+                    }
+                }
                 Output::Broadcast { frame, skip } => {
                     // Usually nobody or only the sender is skipped; under load
                     // many are (their frames wait in windows), so look up fast.
                     let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
+                    // One JS string for every socket: passing `&str` would
+                    // copy and decode the frame once per receiver.
+                    let text = JsValue::from_str(&frame);
                     for (conn, ws) in &self.by_conn {
                         if !skip.contains(conn.as_str()) {
-                            let _ = ws.send_with_str(&*frame);
+                            send_shared(ws, &text);
                         }
                     }
                 }
@@ -99,4 +112,21 @@ impl Sockets {
         }
         Ok(effects)
     }
+}
+
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+extern "C" {
+    /// The same `WebSocket`, with `send` taking a string already in JS.
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type SharedSend;
+
+    #[wasm_bindgen(method, catch, js_name = send)]
+    fn send_value(this: &SharedSend, data: &JsValue) -> Result<(), JsValue>;
+}
+
+/// Sends a frame already converted to a JS string. A socket closing under
+/// us reports its close event next, so a refused send is not an error here.
+fn send_shared(ws: &WebSocket, text: &JsValue) {
+    let socket: &web_sys::WebSocket = ws.as_ref();
+    let _ = socket.unchecked_ref::<SharedSend>().send_value(text);
 }

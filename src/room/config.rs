@@ -35,8 +35,11 @@ pub struct RoomConfig {
     pub batch_window_ms: u64,
     /// Largest `batch` frame in bytes.
     pub batch_max_bytes: usize,
-    /// Outbound frames per second above which the room sheds signals,
-    /// holds presence diffs and batches durable frames.
+    /// Outbound frames per second above which durable frames leave at the
+    /// end of the turn, batched per connection, instead of one by one.
+    pub batch_above: u64,
+    /// Outbound frames per second above which the room sheds signals and
+    /// holds presence diffs.
     pub outbound_budget: u64,
     /// Resumes per second above which catch-up replays are spread out.
     pub storm_resumes_per_sec: u64,
@@ -62,6 +65,7 @@ impl Default for RoomConfig {
             large_room: 100,
             batch_window_ms: 50,
             batch_max_bytes: 512 * 1024,
+            batch_above: 5_000,
             outbound_budget: 50_000,
             storm_resumes_per_sec: 50,
             storm_jitter_ms: (200, 2000),
@@ -73,7 +77,7 @@ impl RoomConfig {
     /// The defaults, overridden by deployment variables where set
     /// (`REPLAY_LIMIT`, `LOG_RETAIN`, `MAX_FRAME_BYTES`, `RATE_PER_SEC`,
     /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`,
-    /// `BATCH_WINDOW_MS`, `OUTBOUND_BUDGET`, `STORM_RESUMES_PER_SEC`). A value that is not a positive integer is reported and
+    /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `OUTBOUND_BUDGET`, `STORM_RESUMES_PER_SEC`). A value that is not a positive integer is reported and
     /// the default kept, so a typo never takes a room down.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> (RoomConfig, Vec<String>) {
         let mut config = RoomConfig::default();
@@ -94,6 +98,7 @@ impl RoomConfig {
         read("PRESENCE_TTL_MS", &mut config.presence_ttl_ms);
         read("SUMMARY_INTERVAL_MS", &mut config.summary_interval_ms);
         read("BATCH_WINDOW_MS", &mut config.batch_window_ms);
+        read("BATCH_ABOVE", &mut config.batch_above);
         read("OUTBOUND_BUDGET", &mut config.outbound_budget);
         read("STORM_RESUMES_PER_SEC", &mut config.storm_resumes_per_sec);
         let mut max_frame = config.max_frame as u64;

@@ -41,8 +41,8 @@ pub enum Input<'a> {
     Heartbeat { conn: &'a str, at: u64 },
     /// The alarm the engine asked for fired.
     Timer,
-    /// The short wake-up timer ([`Output::Wake`]) fired: release the
-    /// coalescing windows and replay holds that ended.
+    /// The short wake-up timer ([`Output::Wake`]) fired: the turn ended;
+    /// release what waited for it and the windows and holds that ended.
     Flush,
 }
 
@@ -53,6 +53,8 @@ pub enum Output {
     Persist(Box<Commit>),
     /// Send one frame to one connection.
     Send { conn: String, frame: Rc<str> },
+    /// Send one frame to each of these connections.
+    Multicast { conns: Vec<String>, frame: Rc<str> },
     /// Send one frame to every open connection but those in `skip`.
     Broadcast { frame: Rc<str>, skip: Vec<String> },
     /// Close a connection. The engine has already forgotten it.
@@ -64,7 +66,8 @@ pub enum Output {
     /// alarm set before. Durable: survives eviction.
     SetAlarm(u64),
     /// Call back with [`Input::Flush`] at this time (ms): a short in-memory
-    /// timer for coalescing windows (tens of milliseconds).
+    /// timer for coalescing windows (tens of milliseconds), or for the end
+    /// of the turn (the time is now: after the events already waiting).
     Wake(u64),
 }
 

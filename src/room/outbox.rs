@@ -15,12 +15,18 @@ pub struct Outbox {
     /// A deferred replay: nothing leaves before then, so the replay still
     /// comes before every live frame.
     pub hold_until: Option<u64>,
+    /// Durable frames are queued for the end of the turn (the connection is
+    /// on the room's turn list).
+    pub due: bool,
 }
 
 impl Outbox {
     /// Nothing queued, no window, no hold: frames may go out at once.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.window_until.is_none() && self.hold_until.is_none()
+        self.queue.is_empty()
+            && self.window_until.is_none()
+            && self.hold_until.is_none()
+            && !self.due
     }
 
     /// Whether frames must wait at `now`.

@@ -1,9 +1,12 @@
-//! Getting frames to connections: at once when a connection is idle,
-//! coalesced inside its window when frames come fast (signals collapse to
-//! the latest per sender and topic), held behind a deferred replay during a
-//! reconnect storm, and shed, signals first, when the room's outbound work
-//! exceeds its budget. Durable frames are never dropped or reordered.
+//! Getting frames to connections: at once while the room is quiet; at the
+//! end of the turn, batched, once frames come faster than the runtime can
+//! send them one by one; signals coalesced inside a window (the latest per
+//! sender and topic); everything held behind a deferred replay during a
+//! reconnect storm; and signals shed first when the room's outbound work
+//! exceeds its budget. Durable frames are never dropped, reordered or
+//! delayed for a window.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::Room;
@@ -41,40 +44,64 @@ impl Meter {
 }
 
 impl Room {
-    /// Over the outbound budget: signals are shed, presence diffs wait for
-    /// the summary, durable frames are batched per window.
+    /// Over the outbound budget: signals are shed and presence diffs wait
+    /// for the summary.
     pub(super) fn busy(&mut self) -> bool {
         self.outbound.rate(self.now) > self.config.outbound_budget
+    }
+
+    /// Frames come fast enough that sending each on its own would cost more
+    /// than the wait for the end of the turn: durable frames queue and leave
+    /// together, as one `batch` per connection, when the turn ends.
+    fn batching(&mut self) -> bool {
+        self.outbound.rate(self.now) > self.config.batch_above
     }
 
     /// A durable or control frame for one connection.
     pub(super) fn send(&mut self, conn: &str, frame: Rc<str>) {
         let now = self.now;
-        let busy = self.busy();
+        let batching = self.batching();
         let Some(c) = self.conns.get_mut(conn) else {
             return; // a connection the room already let go
         };
-        let held = c.out.hold_until.is_some_and(|t| t > now);
-        let windowed = c.out.window_until.is_some_and(|t| t > now);
-        if held || (busy && windowed) {
+        if c.out.hold_until.is_some_and(|t| t > now) {
             c.out.push(frame);
             return;
         }
+        if batching {
+            c.out.push(frame);
+            if !c.out.due {
+                c.out.due = true;
+                self.turn.push(conn.to_owned());
+            }
+            return;
+        }
+        // Signals waiting in a window go first: they were queued earlier.
         let mut frames = c.out.take();
         frames.push(frame);
         self.emit(conn, frames);
-        if busy {
-            self.open_window(conn);
-        }
     }
 
     /// A durable or control frame for every connection but `except`.
     pub(super) fn broadcast(&mut self, frame: Rc<str>, except: Option<&str>) {
-        let busy = self.busy();
+        if self.batching() {
+            let now = self.now;
+            for (id, c) in &mut self.conns {
+                if Some(id.as_str()) == except {
+                    continue;
+                }
+                c.out.push(frame.clone());
+                if !c.out.due && c.out.hold_until.is_none_or(|t| t <= now) {
+                    c.out.due = true;
+                    self.turn.push(id.clone());
+                }
+            }
+            return;
+        }
         let slow: Vec<String> = self
             .conns
             .iter()
-            .filter(|(id, c)| Some(id.as_str()) != except && (busy || !c.out.is_idle()))
+            .filter(|(id, c)| Some(id.as_str()) != except && !c.out.is_idle())
             .map(|(id, _)| id.clone())
             .collect();
         let receivers =
@@ -87,6 +114,36 @@ impl Room {
         }
         for conn in slow {
             self.send(&conn, frame.clone());
+        }
+    }
+
+    /// The turn ended: every connection with durable frames queued gets
+    /// them, packed. Connections whose queues are the same frames (the usual
+    /// case: every member got the same messages) share one text.
+    pub(super) fn flush_turn(&mut self) {
+        let now = self.now;
+        let mut groups: Vec<(Vec<Rc<str>>, Vec<String>)> = Vec::new();
+        let mut index: HashMap<Vec<*const u8>, usize> = HashMap::new();
+        for conn in std::mem::take(&mut self.turn) {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            c.out.due = false;
+            if c.out.hold_until.is_some_and(|t| t > now) || c.out.is_empty() {
+                continue; // its hold releases it; or a signal flushed it already
+            }
+            let frames = c.out.take();
+            let key: Vec<*const u8> = frames.iter().map(|f| f.as_ptr()).collect();
+            match index.get(&key) {
+                Some(&i) => groups[i].1.push(conn),
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((frames, vec![conn]));
+                }
+            }
+        }
+        for (frames, conns) in groups {
+            self.emit_to(conns, frames);
         }
     }
 
@@ -169,8 +226,12 @@ impl Room {
         }
     }
 
-    /// The earliest window or hold end, for the wake-up timer.
+    /// The end of the turn when frames wait for it, else the earliest
+    /// window or hold end: when the wake-up timer must fire.
     pub(super) fn next_flush(&self) -> Option<u64> {
+        if !self.turn.is_empty() {
+            return Some(self.now);
+        }
         self.deadlines.first().map(|(at, _)| *at)
     }
 
@@ -185,12 +246,27 @@ impl Room {
     }
 
     pub(super) fn emit(&mut self, conn: &str, frames: Vec<Rc<str>>) {
+        self.emit_to(vec![conn.to_owned()], frames);
+    }
+
+    /// Sends the same frames to each of `conns`, packed into batches. The
+    /// meter counts frames before packing: the work asked of the room, which
+    /// must not look smaller because batching made it cheaper.
+    fn emit_to(&mut self, conns: Vec<String>, frames: Vec<Rc<str>>) {
         if frames.len() > 1 {
-            self.stats.batches += 1;
+            self.stats.batches += conns.len() as u64;
         }
-        for frame in pack(frames, self.config.batch_max_bytes) {
-            self.outbound.add(self.now, 1);
-            self.push(Output::Send { conn: conn.to_owned(), frame });
+        self.outbound.add(self.now, (frames.len() * conns.len()) as u64);
+        let mut packed = pack(frames, self.config.batch_max_bytes).into_iter().peekable();
+        while let Some(frame) = packed.next() {
+            if conns.len() == 1 {
+                self.push(Output::Send { conn: conns[0].clone(), frame });
+            } else if packed.peek().is_none() {
+                self.push(Output::Multicast { conns, frame });
+                return;
+            } else {
+                self.push(Output::Multicast { conns: conns.clone(), frame });
+            }
         }
     }
 }

@@ -147,6 +147,7 @@ impl Room {
             self.push(Output::Close { conn: conn.clone(), code: CloseCode::GoingAway });
         }
         self.conns.clear();
+        self.turn.clear();
         self.deadlines.clear();
         self.presence.clear();
         self.large = false;

@@ -64,10 +64,13 @@ pub struct Room {
     stats: stats::Counters,
     /// The time of the input being handled (ms).
     now: u64,
-    /// Frames sent per second, against the outbound budget.
+    /// Frames asked for per second (before batching), against the batching
+    /// threshold and the outbound budget.
     outbound: delivery::Meter,
     /// Resumes per second, to tell a reconnect storm.
     resumes: delivery::Meter,
+    /// Connections with durable frames waiting for the end of the turn.
+    turn: Vec<String>,
     /// When coalescing windows and replay holds end, by connection.
     deadlines: BTreeSet<(u64, String)>,
     /// The short wake-up timer requested for the next deadline.
@@ -109,6 +112,7 @@ impl Room {
             now,
             outbound: delivery::Meter::default(),
             resumes: delivery::Meter::default(),
+            turn: Vec::new(),
             deadlines: BTreeSet::new(),
             wake: Alarm::default(),
             outputs: VecDeque::new(),
@@ -170,6 +174,7 @@ impl Room {
             Input::Timer => self.timer(now),
             Input::Flush => {
                 self.wake.fired();
+                self.flush_turn();
                 self.flush_due();
             }
         }

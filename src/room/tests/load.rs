@@ -69,6 +69,50 @@ fn a_durable_message_is_not_held_by_a_signal_window() {
 }
 
 #[test]
+fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
+    let config =
+        RoomConfig { batch_above: 60, rate_per_sec: 1_000, burst: 1_000, ..RoomConfig::default() };
+    let mut s = Sim::new(config);
+    let p = s.connect("sess-pubr", "EU", None);
+    let watchers: Vec<String> =
+        (0..20).map(|i| s.connect(&format!("sess-w{i:03}"), "EU", None)).collect();
+    s.run_until(s.now + 5_000);
+    s.take(&p);
+    for w in &watchers {
+        s.take(w);
+    }
+    // Quiet: a message goes out at once, on its own.
+    s.publish(&p, "q", "1");
+    for w in &watchers {
+        assert_eq!(seqs(&s.take(w)), [1], "sent at once while quiet");
+    }
+    // A burst inside one turn: past 60 frames/s the rest waits for the turn's end.
+    let raw_before: Vec<usize> = watchers.iter().map(|w| s.sockets[w].raw).collect();
+    for i in 0..10 {
+        s.publish(&p, &format!("m{i}"), "1");
+    }
+    let early = seqs(&s.sockets[&watchers[0]].inbox);
+    assert!(early.len() < 10, "frames past the threshold wait for the end of the turn: {early:?}");
+    assert_eq!(s.wake, Some(s.now), "the end of the turn is asked for");
+    s.run_until(s.now);
+    for (w, before) in watchers.iter().zip(raw_before) {
+        let got = s.take(w);
+        assert_eq!(seqs(&got), (2..=11).collect::<Vec<u64>>(), "every message, in order");
+        let raw = s.sockets[w].raw - before;
+        assert!(
+            raw <= early.len() + 1,
+            "{w}: {raw} frames for {} before the turn ended",
+            early.len()
+        );
+    }
+    let acks: Vec<u64> =
+        of_type(&s.take(&p), "ack").iter().map(|f| f["seq"].as_u64().unwrap()).collect();
+    assert_eq!(acks, (1..=11).collect::<Vec<u64>>(), "acks in order, once each");
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert!(stats["batches"].as_u64().unwrap() >= 20, "one batch per watcher at least: {stats}");
+}
+
+#[test]
 fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
     let config = RoomConfig {
         outbound_budget: 100,

@@ -162,6 +162,11 @@ impl Sim {
                     }
                 }
                 Output::Send { conn, frame } => self.deliver(&conn, &frame),
+                Output::Multicast { conns, frame } => {
+                    for c in conns {
+                        self.deliver(&c, &frame);
+                    }
+                }
                 Output::Broadcast { frame, skip } => {
                     let to: Vec<String> = self
                         .sockets
@@ -267,6 +272,18 @@ impl Sim {
             }
         }
         self.now = self.now.max(until);
+    }
+
+    /// Lets every pending flush fire (turn ends, windows, replay holds), as
+    /// a room with no more inputs would; alarms due on the way fire too.
+    pub fn settle(&mut self) {
+        for _ in 0..1_000 {
+            match self.wake {
+                Some(at) => self.run_until(at.max(self.now)),
+                None => return,
+            }
+        }
+        panic!("the flush timer keeps re-arming with nothing to send");
     }
 
     /// Fires the alarm now, whatever it was set to (an early alarm).
