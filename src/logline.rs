@@ -8,3 +8,28 @@ pub fn log(event: &str, mut fields: serde_json::Value) {
     }
     worker::console_log!("{fields}");
 }
+
+/// Whether per-connection lines (`connect`, `close`) are written, from the
+/// `LOG_CONNECTIONS` variable: on unless it says `false`, `0`, `off` or `no`.
+/// A busy deployment may turn them off: the platform logs every request
+/// anyway, and a storm of reconnects is a storm of lines.
+pub fn connections_logged(var: Option<String>) -> bool {
+    !var.is_some_and(|v| {
+        ["false", "0", "off", "no"].iter().any(|off| v.trim().eq_ignore_ascii_case(off))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connections_logged;
+
+    #[test]
+    fn connection_lines_are_on_unless_turned_off() {
+        assert!(connections_logged(None));
+        assert!(connections_logged(Some("true".into())));
+        assert!(connections_logged(Some("yes please".into())));
+        for off in ["false", "FALSE", " 0 ", "off", "No"] {
+            assert!(!connections_logged(Some(off.into())), "{off}");
+        }
+    }
+}

@@ -41,6 +41,8 @@ struct Inner {
     live: RefCell<Option<Live>>,
     /// The flush timer that is pending, if any (ms).
     wake_at: Cell<Option<u64>>,
+    /// `LOG_CONNECTIONS`: a `close` line per socket gone.
+    log_connections: bool,
 }
 
 impl DurableObject for Room {
@@ -57,7 +59,16 @@ impl DurableObject for Room {
         for problem in problems {
             log("config_error", serde_json::json!({ "problem": problem }));
         }
-        let inner = Inner { state, config, live: RefCell::new(None), wake_at: Cell::new(None) };
+        let log_connections = crate::logline::connections_logged(
+            env.var("LOG_CONNECTIONS").ok().map(|v| v.to_string()),
+        );
+        let inner = Inner {
+            state,
+            config,
+            live: RefCell::new(None),
+            wake_at: Cell::new(None),
+            log_connections,
+        };
         Room { inner: Rc::new(inner) }
     }
 
@@ -231,8 +242,10 @@ impl Inner {
         };
         let ((), effects) = self.run(None, |live, now| {
             let (code, clean) = close.map_or((None, false), |(c, k)| (Some(c), k));
-            let fields = serde_json::json!({"room": live.engine.name(), "conn": conn, "code": code, "clean": clean});
-            log(if close.is_some() { "close" } else { "socket_error" }, fields);
+            if close.is_none() || self.log_connections {
+                let fields = serde_json::json!({"room": live.engine.name(), "conn": conn, "code": code, "clean": clean});
+                log(if close.is_some() { "close" } else { "socket_error" }, fields);
+            }
             live.sockets.remove(&conn);
             live.engine.handle(now, Input::Closed { conn: &conn });
         })?;

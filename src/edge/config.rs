@@ -25,6 +25,8 @@ pub struct Deployment {
     pub admin_key: Option<String>,
     /// The room `/health` and the cron canary connect to.
     pub canary_room: String,
+    /// `LOG_CONNECTIONS`: a `connect` line per accepted upgrade.
+    pub log_connections: bool,
 }
 
 thread_local! {
@@ -70,6 +72,7 @@ impl Deployment {
             auth,
             admin_key: text("ADMIN_KEY"),
             canary_room: text("CANARY_ROOM").unwrap_or_else(|| "homeroom-canary".into()),
+            log_connections: crate::logline::connections_logged(text("LOG_CONNECTIONS")),
         }
     }
 }

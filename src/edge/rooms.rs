@@ -46,11 +46,13 @@ pub async fn connect(req: &Request, env: &Env, dep: &Deployment, room: &str) -> 
     };
     let place = region::locate(req, env);
     let hint = home::hint_for(env, room, place.continent.as_deref());
-    log(
-        "connect",
-        serde_json::json!({"room": room, "region": place.region, "colo": place.colo,
-            "user": user, "resume": q.since.is_some()}),
-    );
+    if dep.log_connections {
+        log(
+            "connect",
+            serde_json::json!({"room": room, "region": place.region, "colo": place.colo,
+                "user": user, "resume": q.since.is_some()}),
+        );
+    }
     let fwd = Forwarded { session, user, region: place.region, since: q.since, epoch: q.epoch };
     let ask = async {
         let inner = forward::connect_request(req, room, hint.as_deref(), &fwd)?;

@@ -3,7 +3,8 @@
 //! and one that sends real frames stay present; a silent one is closed with 4008 and leaves.
 //!
 //! The same runtime has a `REGIONS` table, so the clients' regions also show its precedence
-//! (colo, then country, then continent, then the continent code).
+//! (colo, then country, then continent, then the continent code), and `LOG_CONNECTIONS=off`
+//! (no `connect`/`close` lines).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -94,8 +95,9 @@ async fn ttl_expires_silent_clients() -> R {
         .map_err(|e| e.to_string())?;
     let ttl_var = format!("PRESENCE_TTL_MS:{}", TTL.as_millis());
     let regions_var = format!("REGIONS:{REGIONS}");
-    let mut rt =
-        Runtime::start_with("ttl", dir.path(), &["--var", &ttl_var, "--var", &regions_var]).await?;
+    // This runtime also runs with the per-connection log lines turned off.
+    let args = ["--var", &ttl_var, "--var", &regions_var, "--var", "LOG_CONNECTIONS:off"];
+    let mut rt = Runtime::start_with("ttl", dir.path(), &args).await?;
     let r = run(&rt)
         .await
         .map_err(|e| format!("{e}\n--- {} runtime log (tail) ---\n{}", rt.label, rt.log.tail(60)));
@@ -185,6 +187,12 @@ async fn run(rt: &Runtime) -> R {
         a.closed.is_none() && c.closed.is_none() && obs.closed.is_none(),
         "a talking client was closed"
     );
+    // Four connects and a close by the room, and not one per-connection line
+    // (the token runtime, with the default, writes them: edge_logs).
+    let lines: Vec<Value> = ["connect", "close"].iter().flat_map(|e| rt.log.events(e)).collect();
+    check!(lines.is_empty(), "LOG_CONNECTIONS=off, yet per-connection lines: {lines:?}");
+    let closed = rt.log.events("closed_by_room");
+    check!(closed.len() == 1, "the room's own close is still logged: {closed:?}");
     let problems = rt.log.events("config_error");
     check!(problems.is_empty(), "the runtime reported config errors: {problems:?}");
     Ok(())
