@@ -16,10 +16,16 @@ use tokio::net::TcpStream;
 use crate::target::Target;
 
 /// The variables every benchmark run gets: anonymous dev mode (homeroom
-/// refuses rooms without auth otherwise) and a per-connection rate limit
-/// out of the way of a load test (default 20 frames/s, burst 50).
-pub const BENCH_VARS: [(&str, &str); 3] =
-    [("ANONYMOUS_DEV", "true"), ("RATE_PER_SEC", "100000"), ("RATE_BURST", "100000")];
+/// refuses rooms without auth otherwise), a per-connection rate limit out of
+/// the way of a load test (default 20 frames/s, burst 50), and no
+/// per-connection log lines (the baselines write none; locally each line
+/// also crosses into wrangler's node process, which a deployment does not).
+pub const BENCH_VARS: [(&str, &str); 4] = [
+    ("ANONYMOUS_DEV", "true"),
+    ("RATE_PER_SEC", "100000"),
+    ("RATE_BURST", "100000"),
+    ("LOG_CONNECTIONS", "off"),
+];
 
 /// Process groups and state dirs of the runtimes alive now, for [`kill_all`].
 static GROUPS: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());

@@ -313,9 +313,9 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         "- Targets: **homeroom** (this repository's Worker and Room Durable Object, release Wasm); **plain**: the smallest hibernating Durable Object room in JavaScript ([`baselines/plain`](baselines/plain/src/index.js): `acceptWebSocket`, on message send the text to every socket of `getWebSockets()`); **partyserver** {} ([`baselines/partyserver`](baselines/partyserver/src/index.js): a hibernating `Server` whose `onMessage` calls `broadcast`).",
         m.partyserver
     ));
-    w(&mut md, "- Every target is started with `--var ANONYMOUS_DEV:true --var RATE_PER_SEC:100000 --var RATE_BURST:100000`: homeroom's per-connection rate limit (default 20 frames/s, burst 50) would otherwise refuse a load test's publishers; the baselines ignore the variables.".into());
+    w(&mut md, "- Every target is started with `--var ANONYMOUS_DEV:true --var RATE_PER_SEC:100000 --var RATE_BURST:100000 --var LOG_CONNECTIONS:off`: homeroom's per-connection rate limit (default 20 frames/s, burst 50) would otherwise refuse a load test's publishers, and its per-connection log lines are off because the baselines write none (locally each line also crosses into wrangler's node process: about 1.3 ms of runtime CPU per connect here, which a deployment does not pay); the baselines ignore the variables.".into());
     if cfg.homeroom_vars.is_empty() {
-        w(&mut md, "- homeroom runs with its defaults otherwise (e.g. `OUTBOUND_BUDGET` 50000 frames/s, `BATCH_WINDOW_MS` 50, `STORM_RESUMES_PER_SEC` 50).".into());
+        w(&mut md, "- homeroom runs with its defaults otherwise (e.g. `BATCH_ABOVE` 5000 frames/s, `OUTBOUND_BUDGET` 50000 frames/s, `BATCH_WINDOW_MS` 50, `STORM_RESUMES_PER_SEC` 50).".into());
     } else {
         let extra: Vec<String> =
             cfg.homeroom_vars.iter().map(|(n, v)| format!("`{n}={v}`")).collect();
