@@ -16,5 +16,4 @@ pub mod room;
 mod durable;
 #[cfg(target_arch = "wasm32")]
 mod edge;
-#[cfg(target_arch = "wasm32")]
 mod logline;
