@@ -1,7 +1,8 @@
 //! What the deployment is configured with: auth mode, admin key, canary room
 //! and room placement, read from Worker secrets and vars.
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use worker::Env;
 
@@ -18,7 +19,7 @@ pub enum AuthMode {
     Unconfigured,
 }
 
-/// The deployment's settings for one request.
+/// The deployment's settings, the same for every request an isolate serves.
 pub struct Deployment {
     pub auth: AuthMode,
     /// `ADMIN_KEY`: the bearer key of the admin routes; none disables them.
@@ -30,11 +31,24 @@ pub struct Deployment {
 }
 
 thread_local! {
-    static ANNOUNCED: Cell<bool> = const { Cell::new(false) };
+    /// Read once per isolate: secrets and vars cannot change under a running
+    /// isolate (a new secret or deploy starts new ones), and reading them
+    /// costs a failed secret lookup per variable on every request.
+    static CURRENT: RefCell<Option<Rc<Deployment>>> = const { RefCell::new(None) };
 }
 
 impl Deployment {
-    pub fn read(env: &Env) -> Deployment {
+    /// The deployment's settings, read on the isolate's first request.
+    pub fn current(env: &Env) -> Rc<Deployment> {
+        if let Some(dep) = CURRENT.with(|c| c.borrow().clone()) {
+            return dep;
+        }
+        let dep = Rc::new(Deployment::read(env));
+        CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&dep)));
+        dep
+    }
+
+    fn read(env: &Env) -> Deployment {
         let text = |name: &str| {
             env.secret(name)
                 .map(|s| s.to_string())
@@ -51,22 +65,18 @@ impl Deployment {
         };
         // The first request of each isolate says how it runs: a deployment
         // that is open, or refusing everyone, must be impossible to miss.
-        if !ANNOUNCED.with(|a| a.replace(true)) {
-            match &auth {
-                AuthMode::Tokens(_) => {
-                    super::log("auth_mode", serde_json::json!({"mode": "tokens"}))
-                }
-                AuthMode::Anonymous => worker::console_warn!(
-                    "{}",
-                    serde_json::json!({"event": "auth_mode", "mode": "anonymous",
-                        "warning": "ANONYMOUS DEV MODE: no AUTH_SECRET; anyone can join any room as any session. Never deploy this."})
-                ),
-                AuthMode::Unconfigured => worker::console_error!(
-                    "{}",
-                    serde_json::json!({"event": "auth_mode", "mode": "unconfigured",
-                        "error": "no AUTH_SECRET (wrangler secret put AUTH_SECRET) and ANONYMOUS_DEV is not true: refusing room connections"})
-                ),
-            }
+        match &auth {
+            AuthMode::Tokens(_) => super::log("auth_mode", serde_json::json!({"mode": "tokens"})),
+            AuthMode::Anonymous => worker::console_warn!(
+                "{}",
+                serde_json::json!({"event": "auth_mode", "mode": "anonymous",
+                    "warning": "ANONYMOUS DEV MODE: no AUTH_SECRET; anyone can join any room as any session. Never deploy this."})
+            ),
+            AuthMode::Unconfigured => worker::console_error!(
+                "{}",
+                serde_json::json!({"event": "auth_mode", "mode": "unconfigured",
+                    "error": "no AUTH_SECRET (wrangler secret put AUTH_SECRET) and ANONYMOUS_DEV is not true: refusing room connections"})
+            ),
         }
         Deployment {
             auth,

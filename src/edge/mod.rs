@@ -21,7 +21,7 @@ use refusal::HttpRefusal;
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     console_error_panic_hook::set_once();
-    let dep = Deployment::read(&env);
+    let dep = Deployment::current(&env);
     let path = req.path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let outcome = match segments.as_slice() {
@@ -57,7 +57,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     console_error_panic_hook::set_once();
-    let dep = Deployment::read(&env);
+    let dep = Deployment::current(&env);
     let report = health::canary(&env, &dep).await;
     log_canary("cron", &report);
 }

@@ -1,7 +1,7 @@
 //! Who is in the room: members keyed by session (one per tab, never one per
 //! socket), and the per-region counts derived from them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::value::RawValue;
 
@@ -44,9 +44,38 @@ pub struct SummaryThrottle {
 #[derive(Debug, Default)]
 pub struct Presence {
     members: BTreeMap<String, Member>,
-    /// Members (each with its one connection) per region, kept as members
-    /// come and go so that stats need no scan.
+    /// Members per region, kept as members come and go so that stats need
+    /// no scan.
     by_region: HashMap<String, usize>,
+    /// Members per user, and per region the members of each user: the
+    /// distinct-user counts of a summary without a scan of every member (a
+    /// summary goes into every welcome, so a scan made joins O(n²)).
+    users: Tally,
+    region_users: HashMap<String, Tally>,
+}
+
+/// How many members each user has (a user with two tabs counts once).
+type Tally = HashMap<String, usize>;
+
+fn count(tally: &mut Tally, user: &str) {
+    match tally.get_mut(user) {
+        Some(n) => *n += 1,
+        None => {
+            tally.insert(user.to_owned(), 1);
+        }
+    }
+}
+
+/// Removes one member of `user`; true when the user has none left.
+fn uncount(tally: &mut Tally, user: &str) -> bool {
+    let Some(n) = tally.get_mut(user) else {
+        return tally.is_empty();
+    };
+    *n -= 1;
+    if *n == 0 {
+        tally.remove(user);
+    }
+    tally.is_empty()
 }
 
 impl Presence {
@@ -63,9 +92,11 @@ impl Presence {
 
     pub fn insert(&mut self, session: String, member: Member) -> Option<Member> {
         *self.by_region.entry(member.region.clone()).or_default() += 1;
+        count(&mut self.users, &member.user);
+        count(self.region_users.entry(member.region.clone()).or_default(), &member.user);
         let old = self.members.insert(session, member);
         if let Some(old) = &old {
-            self.forget_region(&old.region);
+            self.forget(old.region.clone(), old.user.clone());
         }
         old
     }
@@ -73,7 +104,7 @@ impl Presence {
     pub fn remove(&mut self, session: &str) -> Option<Member> {
         let old = self.members.remove(session);
         if let Some(old) = &old {
-            self.forget_region(&old.region);
+            self.forget(old.region.clone(), old.user.clone());
         }
         old
     }
@@ -82,6 +113,8 @@ impl Presence {
     pub fn clear(&mut self) {
         self.members.clear();
         self.by_region.clear();
+        self.users.clear();
+        self.region_users.clear();
     }
 
     /// Members connected from `region`.
@@ -94,12 +127,16 @@ impl Presence {
         &self.by_region
     }
 
-    fn forget_region(&mut self, region: &str) {
-        if let Some(n) = self.by_region.get_mut(region) {
+    fn forget(&mut self, region: String, user: String) {
+        if let Some(n) = self.by_region.get_mut(&region) {
             *n -= 1;
             if *n == 0 {
-                self.by_region.remove(region);
+                self.by_region.remove(&region);
             }
+        }
+        uncount(&mut self.users, &user);
+        if self.region_users.get_mut(&region).is_some_and(|t| uncount(t, &user)) {
+            self.region_users.remove(&region);
         }
     }
 
@@ -113,12 +150,32 @@ impl Presence {
     }
 
     /// Exact counts: members, distinct users, connections, and per region.
+    /// O(regions): the counts are kept as members come and go.
     pub fn summary(&self, connections: usize) -> Summary {
+        Summary {
+            members: self.members.len(),
+            users: self.users.len(),
+            connections,
+            regions: self
+                .by_region
+                .iter()
+                .map(|(r, &members)| {
+                    let users = self.region_users.get(r).map_or(0, HashMap::len);
+                    (r.clone(), RegionCount { members, users })
+                })
+                .collect(),
+        }
+    }
+
+    /// The same counts by a scan of every member: what the kept ones must equal.
+    #[cfg(test)]
+    pub fn summary_by_scan(&self, connections: usize) -> Summary {
+        use std::collections::BTreeSet;
         let mut users = BTreeSet::new();
-        let mut regions: HashMap<&str, (usize, BTreeSet<&str>)> = HashMap::new();
+        let mut regions: BTreeMap<String, (usize, BTreeSet<&str>)> = BTreeMap::new();
         for m in self.members.values() {
             users.insert(m.user.as_str());
-            let r = regions.entry(m.region.as_str()).or_default();
+            let r = regions.entry(m.region.clone()).or_default();
             r.0 += 1;
             r.1.insert(m.user.as_str());
         }
@@ -128,10 +185,53 @@ impl Presence {
             connections,
             regions: regions
                 .into_iter()
-                .map(|(r, (members, users))| {
-                    (r.to_owned(), RegionCount { members, users: users.len() })
-                })
+                .map(|(r, (members, users))| (r, RegionCount { members, users: users.len() }))
                 .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn member(user: u8, region: u8) -> Member {
+        Member {
+            conn: "c".into(),
+            user: format!("u{user}"),
+            region: format!("r{region}"),
+            state: RawValue::from_string("{}".into()).unwrap(),
+            since: 0,
+            opened: 0,
+        }
+    }
+
+    proptest! {
+        /// Joins (new or replacing a session, possibly from another region
+        /// or as another user), leaves and drains in any order: the kept
+        /// counts always equal a scan of the members.
+        #[test]
+        fn kept_counts_equal_a_scan(
+            ops in prop::collection::vec((0..3u8, 0..6u8, 0..4u8, 0..3u8), 1..200)
+        ) {
+            let mut p = Presence::default();
+            for (op, session, user, region) in ops {
+                let session = format!("s{session}");
+                match op {
+                    0 | 1 => {
+                        p.insert(session, member(user, region));
+                    }
+                    _ if user == 0 && region == 0 => p.clear(),
+                    _ => {
+                        p.remove(&session);
+                    }
+                }
+                prop_assert_eq!(p.summary(7), p.summary_by_scan(7));
+                let scanned: usize = p.summary_by_scan(0).regions.values().map(|r| r.members).sum();
+                prop_assert_eq!(p.regions().values().sum::<usize>(), scanned);
+            }
         }
     }
 }
