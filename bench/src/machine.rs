@@ -278,24 +278,6 @@ pub fn listening_ports(pid: u32) -> Vec<u16> {
         .collect()
 }
 
-/// Whether any non-zombie process is left in group `pgid`.
-pub fn group_alive(pgid: u32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.flatten().any(|e| {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            return false;
-        };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        f.get(2).and_then(|p| p.parse::<u32>().ok()) == Some(pgid)
-            && !matches!(f.first(), Some(&"Z") | Some(&"X"))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,13 +3,13 @@
 //! to a log file; ready when it answers HTTP; stopped (TERM, then KILL) as a
 //! whole process group, and never left behind (Drop kills it).
 
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use homeroom_testkit::{group_alive, signal_group, wrangler_dev, DevArgs, Signal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -35,7 +35,7 @@ static GROUPS: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec
 pub fn kill_all() {
     let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
     for (pgid, dir) in groups {
-        signal_group(pgid, libc::SIGKILL);
+        signal_group(pgid, Signal::Kill);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
@@ -66,23 +66,6 @@ pub fn state_base() -> PathBuf {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, then released), never one this
-/// process handed out before.
-pub fn free_port() -> u16 {
-    static LAST: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = LAST.lock().unwrap();
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
-
 impl Runtime {
     /// Starts `wrangler dev` for `target` and waits (up to `ready_within`)
     /// until it answers. `vars` become `--var NAME:value`.
@@ -102,24 +85,9 @@ impl Runtime {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let log_path = dir.join("wrangler.log");
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
-        let port = free_port();
-        let inspector = free_port();
-        let mut args: Vec<String> = vec![
-            "dev".into(),
-            "--config".into(),
-            target.wrangler_config().into(),
-            "--ip".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            port.to_string(),
-            "--inspector-port".into(),
-            inspector.to_string(),
-            "--persist-to".into(),
-            dir.join("state").display().to_string(),
-            "--show-interactive-dev-session=false".into(),
-            "--log-level".into(),
-            std::env::var("HOMEROOM_BENCH_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-        ];
+        let level = std::env::var("HOMEROOM_BENCH_LOG_LEVEL").unwrap_or_else(|_| "warn".into());
+        let DevArgs { port, mut args, .. } = wrangler_dev(&dir.join("state"), &level);
+        args.extend(["--config".into(), target.wrangler_config().into()]);
         for (name, value) in vars {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));
@@ -208,7 +176,7 @@ impl Runtime {
     /// TERM to the group, up to 5 s to exit, then KILL.
     pub async fn stop(mut self) {
         if self.child.is_some() {
-            signal_group(self.pgid, libc::SIGTERM);
+            signal_group(self.pgid, Signal::Term);
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
                 if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
@@ -220,14 +188,14 @@ impl Runtime {
         self.kill();
         // Let workerd go before the next runtime starts.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && crate::machine::group_alive(self.pgid) {
+        while Instant::now() < deadline && group_alive(self.pgid) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            signal_group(self.pgid, libc::SIGKILL);
+            signal_group(self.pgid, Signal::Kill);
             let _ = child.kill();
             let _ = child.wait();
             GROUPS.lock().unwrap().retain(|g| g.0 != self.pgid);
@@ -243,14 +211,6 @@ impl Drop for Runtime {
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
-    }
-}
-
-fn signal_group(pgid: u32, sig: i32) {
-    // SAFETY: kill has no memory preconditions; a negative pid is the group
-    // this process started (process_group(0) above).
-    unsafe {
-        libc::kill(-(pgid as i32), sig);
     }
 }
 

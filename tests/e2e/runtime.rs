@@ -1,7 +1,6 @@
 //! The runtime under test: one `wrangler dev` (node + workerd) in its own process group, on free ports, with persistence in a given dir; readiness polling, log capture, stop (TERM) and hard kill (KILL).
 
 use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use homeroom_testkit::{group_alive, signal_group, wrangler_dev, DevArgs, Signal};
 use serde_json::Value;
 
 use crate::http;
@@ -24,24 +24,13 @@ fn start_timeout() -> Duration {
 /// Process groups that are alive, so a signal handler can kill them all.
 static GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// Sends `sig` (e.g. "TERM", "KILL") to every process in group `pgid`.
-fn signal_group(pgid: u32, sig: &str) {
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .arg("--")
-        .arg(format!("-{pgid}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
 /// Kills every runtime this process started (used on SIGINT/SIGTERM and at exit), then writes the
 /// logs of the [`LazyRuntime`]s to `target/tmp/e2e-wrangler-{label}.log` and removes their
 /// persistence dirs (nothing else would: statics are never dropped).
 pub fn kill_all_groups() {
     let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
     for pgid in groups {
-        signal_group(pgid, "KILL");
+        signal_group(pgid, Signal::Kill);
     }
     let kept: Vec<(Runtime, tempfile::TempDir)> =
         LAZY_KEPT.lock().map(|mut k| k.drain(..).collect()).unwrap_or_default();
@@ -97,25 +86,6 @@ impl LazyRuntime {
         match started {
             Ok((port, log)) => Ok(crate::support::Ctx { port: *port, log: log.clone() }),
             Err(e) => Err(format!("the `{}` runtime did not start: {e}", self.label)),
-        }
-    }
-}
-
-/// A free TCP port on 127.0.0.1 (bound then released; good enough for tests), never one this
-/// process handed out before: the kernel may give a released port out again, and two runtimes
-/// starting at once must not both get it (one's `--port` as the other's `--inspector-port`
-/// made a test talk to the DevTools inspector).
-pub fn free_port() -> u16 {
-    static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap();
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("no free port");
-        if !handed_out.contains(&port) {
-            handed_out.push(port);
-            return port;
         }
     }
 }
@@ -324,27 +294,11 @@ impl Runtime {
                 wrangler.display()
             ));
         }
-        let port = free_port();
-        let inspector = free_port();
-        let mut args: Vec<String> = vec![
-            "dev".into(),
-            "--ip".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            port.to_string(),
-            "--inspector-port".into(),
-            inspector.to_string(),
-            "--persist-to".into(),
-            persist.display().to_string(),
-            // "log", not "info": wrangler filters the Worker's console.log (the room's
-            // `room_loaded` lines) at --log-level info.
-            "--log-level".into(),
-            "log".into(),
-            "--show-interactive-dev-session=false".into(),
-            // No AUTH_SECRET: the Worker refuses rooms unless told this is local dev.
-            "--var".into(),
-            "ANONYMOUS_DEV:true".into(),
-        ];
+        // "log", not "info": wrangler filters the Worker's console.log (the room's
+        // `room_loaded` lines) at --log-level info.
+        let DevArgs { port, mut args, .. } = wrangler_dev(persist, "log");
+        // No AUTH_SECRET: the Worker refuses rooms unless told this is local dev.
+        args.extend(["--var".into(), "ANONYMOUS_DEV:true".into()]);
         args.extend(extra_args.iter().map(|a| a.to_string()));
         // Use the project's tool environment when there is one (scripts/env is sourced by
         // bash), otherwise put node_modules/.bin first on PATH.
@@ -427,7 +381,7 @@ impl Runtime {
     /// SIGKILL to the whole group, no waiting.
     fn kill_now(&mut self) {
         if self.child.is_some() {
-            signal_group(self.pgid, "KILL");
+            signal_group(self.pgid, Signal::Kill);
             if let Some(mut c) = self.child.take() {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -448,7 +402,7 @@ impl Runtime {
         let Some(mut child) = self.child.take() else {
             return true;
         };
-        signal_group(self.pgid, "TERM");
+        signal_group(self.pgid, Signal::Term);
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut clean = false;
         while Instant::now() < deadline {
@@ -459,7 +413,7 @@ impl Runtime {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // Whatever is left of the group (workerd) goes now.
-        signal_group(self.pgid, "KILL");
+        signal_group(self.pgid, Signal::Kill);
         let _ = child.kill();
         let _ = child.wait();
         GROUPS.lock().unwrap().retain(|g| *g != self.pgid);
@@ -478,27 +432,6 @@ impl Runtime {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-}
-
-/// Whether any non-zombie process is left in group `pgid` (read from /proc).
-fn group_alive(pgid: u32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.flatten().any(|e| {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            return false;
-        };
-        // pid (comm) state ppid pgrp ...; comm may contain spaces, so split after ')'.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let _ppid = fields.next();
-        let pgrp = fields.next().and_then(|p| p.parse::<u32>().ok());
-        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
-    })
 }
 
 impl Drop for Runtime {
