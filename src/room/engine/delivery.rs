@@ -44,17 +44,24 @@ impl Meter {
 }
 
 impl Room {
-    /// Over the outbound budget: signals are shed and presence diffs wait
-    /// for the summary.
+    /// Over the outbound budget (frames really sent, a batch counting
+    /// once): signals are shed and presence diffs wait for the summary.
     pub(super) fn busy(&mut self) -> bool {
         self.outbound.rate(self.now) > self.config.outbound_budget
     }
 
-    /// Frames come fast enough that sending each on its own would cost more
-    /// than the wait for the end of the turn: durable frames queue and leave
-    /// together, as one `batch` per connection, when the turn ends.
+    /// Frames are asked for fast enough that sending each on its own would
+    /// cost more than the wait for the end of the turn: durable frames queue
+    /// and leave together, as one `batch` per connection, when the turn
+    /// ends. Counted before batching, so a room that batches stays batching.
     fn batching(&mut self) -> bool {
-        self.outbound.rate(self.now) > self.config.batch_above
+        self.asked.rate(self.now) > self.config.batch_above
+    }
+
+    /// Counts `asked` frames going out as `sent` texts.
+    fn count(&mut self, asked: u64, sent: u64) {
+        self.asked.add(self.now, asked);
+        self.outbound.add(self.now, sent);
     }
 
     /// A durable or control frame for one connection.
@@ -109,7 +116,8 @@ impl Room {
         if slow.len() < receivers {
             let mut skip = slow.clone();
             skip.extend(except.map(str::to_owned));
-            self.outbound.add(self.now, (receivers - slow.len()) as u64);
+            let fast = (receivers - slow.len()) as u64;
+            self.count(fast, fast);
             self.push(Output::Broadcast { frame: frame.clone(), skip });
         }
         for conn in slow {
@@ -184,7 +192,7 @@ impl Room {
         let mut skip = waiting;
         skip.extend(late);
         skip.push(sender.to_owned());
-        self.outbound.add(now, idle.len() as u64);
+        self.count(idle.len() as u64, idle.len() as u64);
         self.push(Output::Broadcast { frame, skip });
         for conn in idle {
             self.open_window(&conn);
@@ -249,15 +257,15 @@ impl Room {
         self.emit_to(vec![conn.to_owned()], frames);
     }
 
-    /// Sends the same frames to each of `conns`, packed into batches. The
-    /// meter counts frames before packing: the work asked of the room, which
-    /// must not look smaller because batching made it cheaper.
+    /// Sends the same frames to each of `conns`, packed into batches.
     fn emit_to(&mut self, conns: Vec<String>, frames: Vec<Rc<str>>) {
         if frames.len() > 1 {
             self.stats.batches += conns.len() as u64;
         }
-        self.outbound.add(self.now, (frames.len() * conns.len()) as u64);
-        let mut packed = pack(frames, self.config.batch_max_bytes).into_iter().peekable();
+        let asked = frames.len() * conns.len();
+        let packed = pack(frames, self.config.batch_max_bytes);
+        self.count(asked as u64, (packed.len() * conns.len()) as u64);
+        let mut packed = packed.into_iter().peekable();
         while let Some(frame) = packed.next() {
             if conns.len() == 1 {
                 self.push(Output::Send { conn: conns[0].clone(), frame });

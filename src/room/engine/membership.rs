@@ -211,10 +211,10 @@ impl Room {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if let Some(at) = self.wake.want(self.next_flush()) {
+        if let Some(at) = self.wake.want(self.next_flush(), self.now) {
             self.push(Output::Wake(at));
         }
-        if let Some(at) = self.alarm.want(want) {
+        if let Some(at) = self.alarm.want(want, self.now) {
             self.push(Output::SetAlarm(at));
         }
     }

@@ -64,8 +64,11 @@ pub struct Room {
     stats: stats::Counters,
     /// The time of the input being handled (ms).
     now: u64,
-    /// Frames asked for per second (before batching), against the batching
-    /// threshold and the outbound budget.
+    /// Frames asked for per second (before batching), against the
+    /// batching threshold.
+    asked: delivery::Meter,
+    /// Frames sent per second (a batch counts once), against the outbound
+    /// budget.
     outbound: delivery::Meter,
     /// Resumes per second, to tell a reconnect storm.
     resumes: delivery::Meter,
@@ -107,14 +110,19 @@ impl Room {
             large: false,
             presence_stale: false,
             sweep_at: None,
-            alarm: Alarm::default(),
+            // The storage alarm may be late by a loaded room's backlog;
+            // asking again costs a storage write, so only when long overdue.
+            alarm: Alarm::new(10_000),
             stats: stats::Counters::since(now),
             now,
+            asked: delivery::Meter::default(),
             outbound: delivery::Meter::default(),
             resumes: delivery::Meter::default(),
             turn: Vec::new(),
             deadlines: BTreeSet::new(),
-            wake: Alarm::default(),
+            // Asking again for the in-memory timer costs the adapter nothing
+            // when one is pending (it keeps the earliest).
+            wake: Alarm::new(0),
             outputs: VecDeque::new(),
             config,
         };
@@ -215,7 +223,9 @@ impl Room {
             },
         }
         .to_text();
-        self.send(&conn, welcome.into());
+        // The welcome is the connection's first frame and leaves at once,
+        // even when the room batches or a storm defers the replay.
+        self.emit(&conn, vec![welcome.into()]);
         match replay {
             Ok(Some(frames)) => {
                 // In a reconnect storm, spread the catch-up: the replay and
@@ -230,8 +240,12 @@ impl Room {
                         self.send(&conn, frame);
                     }
                 } else if !frames.is_empty() {
-                    // The connection is new, so nothing waits ahead of this:
-                    // the whole catch-up travels as one batch.
+                    // The whole catch-up travels as one batch, at once; it
+                    // comes before anything live queued since the welcome.
+                    let queued =
+                        self.conns.get_mut(&conn).map(|c| c.out.take()).unwrap_or_default();
+                    let mut frames = frames;
+                    frames.extend(queued);
                     self.emit(&conn, frames);
                 }
             }

@@ -36,6 +36,7 @@ impl Room {
     /// The stats as JSON.
     pub fn stats_json(&mut self) -> String {
         let outbound_per_sec = self.outbound.rate(self.now);
+        let frames_per_sec = self.asked.rate(self.now);
         let c = &self.stats;
         let ratio =
             if c.deliveries == 0 { 0.0 } else { c.cross_region as f64 / c.deliveries as f64 };
@@ -55,6 +56,7 @@ impl Room {
             "cross_region_deliveries": c.cross_region,
             "cross_region_ratio": ratio,
             "outbound_per_sec": outbound_per_sec,
+            "frames_per_sec": frames_per_sec,
             "signals_dropped": c.signals_dropped,
             "signals_coalesced": c.signals_coalesced,
             "batches": c.batches,

@@ -94,7 +94,10 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
     let early = seqs(&s.sockets[&watchers[0]].inbox);
     assert!(early.len() < 10, "frames past the threshold wait for the end of the turn: {early:?}");
     assert_eq!(s.wake, Some(s.now), "the end of the turn is asked for");
+    s.multicasts.clear();
     s.run_until(s.now);
+    // The watchers all waited for the same frames: one text for all 20.
+    assert_eq!(s.multicasts, [20], "one shared batch for the watchers");
     for (w, before) in watchers.iter().zip(raw_before) {
         let got = s.take(w);
         assert_eq!(seqs(&got), (2..=11).collect::<Vec<u64>>(), "every message, in order");
@@ -110,6 +113,79 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
     assert_eq!(acks, (1..=11).collect::<Vec<u64>>(), "acks in order, once each");
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
     assert!(stats["batches"].as_u64().unwrap() >= 20, "one batch per watcher at least: {stats}");
+}
+
+#[test]
+fn a_resume_into_a_batching_room_gets_its_welcome_then_its_replay_then_live() {
+    let config =
+        RoomConfig { batch_above: 10, rate_per_sec: 1_000, burst: 1_000, ..RoomConfig::default() };
+    let mut s = Sim::new(config);
+    let p = s.connect("sess-pubr", "EU", None);
+    let r = s.connect("sess-back", "EU", None);
+    let others: Vec<String> =
+        (0..10).map(|i| s.connect(&format!("sess-o{i:02}"), "EU", None)).collect();
+    s.run_until(s.now + 5_000);
+    let epoch = s.room.epoch().to_owned();
+    s.drop_conn(&r);
+    for i in 0..5 {
+        s.publish(&p, &format!("m{i}"), "1"); // past 10 frames/s: batching
+    }
+    // It comes back inside the same turn, while the room batches, and more is live.
+    let r2 = s.connect("sess-back", "EU", Some((0, epoch.as_str())));
+    s.publish(&p, "live", "1");
+    let before_turn = s.take(&r2);
+    assert_eq!(before_turn.first().map(|f| f["type"].clone()), Some("welcome".into()));
+    s.run_until(s.now);
+    let mut got = before_turn;
+    got.extend(s.take(&r2));
+    assert_eq!(got[0]["type"], "welcome", "the welcome is the first frame: {got:?}");
+    assert_eq!(got[0]["missed"], 5);
+    assert_eq!(seqs(&got), (1..=6).collect::<Vec<u64>>(), "replay, then live, once each");
+    for o in &others {
+        assert_eq!(seqs(&s.take(o)), (1..=6).collect::<Vec<u64>>());
+    }
+}
+
+#[test]
+fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
+    let config = RoomConfig {
+        batch_above: 10,
+        storm_resumes_per_sec: 1,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        ..RoomConfig::default()
+    };
+    let mut s = Sim::new(config);
+    let p = s.connect("sess-pubr", "EU", None);
+    let sessions: Vec<String> = (0..4).map(|i| format!("sess-r{i}")).collect();
+    let conns: Vec<String> = sessions.iter().map(|x| s.connect(x, "EU", None)).collect();
+    s.run_until(s.now + 5_000);
+    let epoch = s.room.epoch().to_owned();
+    for c in &conns {
+        s.drop_conn(c);
+    }
+    for i in 0..5 {
+        s.publish(&p, &format!("m{i}"), "1");
+    }
+    let back: Vec<String> =
+        sessions.iter().map(|x| s.connect(x, "EU", Some((0, epoch.as_str())))).collect();
+    s.publish(&p, "live", "1");
+    s.run_until(s.now); // the turn ends; deferred replays still wait
+    let mut deferred = 0;
+    for c in &back {
+        let got = s.take(c);
+        assert_eq!(got[0]["type"], "welcome", "{c}: the welcome at once: {got:?}");
+        if seqs(&got).is_empty() {
+            deferred += 1;
+        }
+        s.sockets.get_mut(c).unwrap().inbox = got; // keep for the check below
+    }
+    assert!(deferred >= 2, "past 1 resume/s the replays are spread: {deferred} deferred");
+    s.run_until(s.now + 2_500);
+    for c in &back {
+        let got = s.take(c);
+        assert_eq!(seqs(&got), (1..=6).collect::<Vec<u64>>(), "{c}: replay then live, once each");
+    }
 }
 
 #[test]

@@ -51,7 +51,12 @@ struct Client {
     applied: Option<u64>,
     /// Seqs applied since the last resync, to catch duplicates.
     seen: BTreeSet<u64>,
-    sent: Vec<String>,
+    /// Every write sent: its id, its frame, the connection it last went out on.
+    sent: Vec<(String, String, String)>,
+    /// Ids answered with an error (a `set` that lost its compare).
+    refused: BTreeSet<String>,
+    /// The current connection has had its `welcome` (its first frame).
+    welcomed: bool,
 }
 
 impl Client {
@@ -62,8 +67,11 @@ impl Client {
     /// Applies what arrived, checking order on this connection.
     fn apply(&mut self, frames: Vec<Value>, acks: &mut BTreeMap<(String, String), u64>, who: &str) {
         for f in frames {
-            match f["type"].as_str().unwrap() {
+            let kind = f["type"].as_str().unwrap();
+            assert!(self.welcomed || kind == "welcome", "{who}: {kind} before the welcome");
+            match kind {
                 "welcome" => {
+                    self.welcomed = true;
                     self.epoch = Some(f["epoch"].as_str().unwrap().to_owned());
                     if f["resumed"] == false {
                         // fresh view from here: a resync (if any) follows
@@ -88,6 +96,11 @@ impl Client {
                     let first = *acks.entry(key).or_insert(seq);
                     assert_eq!(first, seq, "{who}: a retry was acked with another seq");
                 }
+                "error" => {
+                    if let Some(id) = f["id"].as_str() {
+                        self.refused.insert(id.to_owned());
+                    }
+                }
                 _ => {}
             }
         }
@@ -111,21 +124,23 @@ fn run(ops: Vec<Op>, loaded: bool) {
                 next_id += 1;
                 let id = format!("m{next_id}");
                 let conn = clients[c].conn.clone().unwrap();
-                match op {
-                    Op::Set(_, v) => sim.send(
-                        &conn,
-                        &format!(
-                            r#"{{"type":"set","id":"{id}","key":"k","value":{v},"if_version":{v}}}"#
-                        ),
+                let text = match op {
+                    Op::Set(_, v) => format!(
+                        r#"{{"type":"set","id":"{id}","key":"k","value":{v},"if_version":{v}}}"#
                     ),
-                    _ => sim.publish(&conn, &id, "{}"),
-                }
-                clients[c].sent.push(id);
+                    _ => format!(r#"{{"type":"publish","id":"{id}","topic":"chat","data":{{}}}}"#),
+                };
+                sim.send(&conn, &text);
+                clients[c].sent.push((id, text, conn));
             }
             Op::Retry(c, i) if clients[c].conn.is_some() && !clients[c].sent.is_empty() => {
-                let id = clients[c].sent[i % clients[c].sent.len()].clone();
+                // The same frame again, as the client's outbox resends it.
                 let conn = clients[c].conn.clone().unwrap();
-                sim.publish(&conn, &id, "{}");
+                let n = clients[c].sent.len();
+                let entry = &mut clients[c].sent[i % n];
+                entry.2 = conn.clone();
+                let text = entry.1.clone();
+                sim.send(&conn, &text);
             }
             Op::Drop(c) => {
                 if let Some(conn) = clients[c].conn.take() {
@@ -167,15 +182,24 @@ fn run(ops: Vec<Op>, loaded: bool) {
         }
     }
     sim.settle();
-    // As the client's outbox does: what was never acked (the ack was lost
-    // with a socket) is sent again, and gets the original ack.
+    // A connection that stayed open has an answer for everything sent on it.
+    // What was sent on one that closed may have lost its ack with it: as the
+    // client's outbox does, it is sent again and gets the original ack.
     for (i, client) in clients.iter_mut().enumerate() {
         let conn = client.conn.clone().unwrap();
         client.apply(sim.take(&conn), &mut acks, &Client::session(i));
-        for id in &client.sent {
-            if !acks.contains_key(&(Client::session(i), id.clone())) {
-                sim.publish(&conn, id, "{}");
+        for (id, text, on) in &client.sent {
+            if acks.contains_key(&(Client::session(i), id.clone())) {
+                continue;
             }
+            if on == &conn {
+                assert!(
+                    client.refused.contains(id),
+                    "client {i}: no answer to {id} on an open connection"
+                );
+                continue;
+            }
+            sim.send(&conn, text);
         }
     }
     sim.settle();
@@ -189,6 +213,12 @@ fn run(ops: Vec<Op>, loaded: bool) {
         let dup = in_log.insert((e.session.clone(), e.id.clone()), e.seq);
         assert!(dup.is_none(), "({}, {}) sequenced twice", e.session, e.id);
     }
+    let unacked: Vec<_> = in_log.iter().filter(|(k, _)| !acks.contains_key(*k)).collect();
+    let phantom: Vec<_> = acks.iter().filter(|(k, _)| !in_log.contains_key(*k)).collect();
+    assert!(
+        unacked.is_empty() && phantom.is_empty(),
+        "in the log, never acked: {unacked:?}; acked, not in the log: {phantom:?}"
+    );
     assert_eq!(in_log, acks);
     assert_eq!(sim.disk.log.len() as u64, sim.room.seq());
 }
@@ -199,6 +229,7 @@ fn connect(sim: &mut Sim, client: &mut Client, i: usize) {
     let conn =
         sim.connect(&Client::session(i), "EU", since.as_ref().map(|(s, e)| (*s, e.as_str())));
     client.conn = Some(conn);
+    client.welcomed = false;
 }
 
 proptest! {

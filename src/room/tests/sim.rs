@@ -43,6 +43,8 @@ pub struct Sim {
     pub alarms_set: Vec<u64>,
     /// The short flush timer the engine asked for.
     pub wake: Option<u64>,
+    /// How many connections each `Multicast` went to, in order.
+    pub multicasts: Vec<usize>,
     next_conn: u64,
 }
 
@@ -58,6 +60,7 @@ impl Sim {
             alarm: None,
             alarms_set: Vec::new(),
             wake: None,
+            multicasts: Vec::new(),
             next_conn: 0,
         }
     }
@@ -163,6 +166,7 @@ impl Sim {
                 }
                 Output::Send { conn, frame } => self.deliver(&conn, &frame),
                 Output::Multicast { conns, frame } => {
+                    self.multicasts.push(conns.len());
                     for c in conns {
                         self.deliver(&c, &frame);
                     }
