@@ -59,8 +59,12 @@ impl DurableObject for Room {
         for problem in problems {
             log("config_error", serde_json::json!({ "problem": problem }));
         }
+        // As the Worker reads it: a secret, else a variable.
         let log_connections = crate::logline::connections_logged(
-            env.var("LOG_CONNECTIONS").ok().map(|v| v.to_string()),
+            env.secret("LOG_CONNECTIONS")
+                .map(|v| v.to_string())
+                .or_else(|_| env.var("LOG_CONNECTIONS").map(|v| v.to_string()))
+                .ok(),
         );
         let inner = Inner {
             state,
@@ -78,20 +82,22 @@ impl DurableObject for Room {
         };
         let inner = &self.inner;
         let origin = Origin { room: &routed.room, home: routed.home.as_deref() };
+        // The engine has run once `run` returns: its timers are started even
+        // when building the response fails after it.
         let (response, effects) = match routed.what {
             Inbound::Connect(fwd) => inner.accept(origin, fwd)?,
             Inbound::Presence => {
                 let (body, fx) = inner.run(Some(origin), |live, _| live.engine.presence_json())?;
-                (json_response(200, body)?, fx)
+                (json_response(200, body), fx)
             }
             Inbound::Stats => {
                 let (body, fx) = inner.run(Some(origin), |live, _| live.engine.stats_json())?;
-                (json_response(200, body)?, fx)
+                (json_response(200, body), fx)
             }
             Inbound::Drain => {
                 let (closed, fx) = inner.run(Some(origin), |live, now| live.engine.drain(now))?;
                 log("drain", serde_json::json!({"room": routed.room, "closed": closed}));
-                (json_response(200, serde_json::json!({ "closed": closed }).to_string())?, fx)
+                (json_response(200, serde_json::json!({ "closed": closed }).to_string()), fx)
             }
             Inbound::Publish { region } => {
                 let body = req.text().await?;
@@ -99,7 +105,7 @@ impl DurableObject for Room {
             }
         };
         inner.after(effects).await;
-        Ok(response)
+        response
     }
 
     async fn websocket_message(
@@ -180,8 +186,11 @@ struct PublishBody {
 
 impl Inner {
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
-    fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Response, Effects)> {
+    fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Result<Response>, Effects)> {
         let pair = WebSocketPair::new()?;
+        // Made before the socket is accepted: once the engine has the
+        // connection, nothing may fail between it and the client.
+        let response = Response::from_websocket(pair.client)?;
         let rand = random_u64();
         let conn = format!("c-{rand:016x}");
         let session_tag = format!("s:{}", fwd.session);
@@ -201,7 +210,7 @@ impl Inner {
             live.sockets.add(conn, server);
             live.engine.handle(now, Input::Open(hello));
         })?;
-        Ok((Response::from_websocket(pair.client)?, effects))
+        Ok((Ok(response), effects))
     }
 
     /// A server-side publish: 200 `{"seq"}` (the original seq for a retry),
@@ -211,24 +220,24 @@ impl Inner {
         origin: Origin<'_>,
         body: &str,
         region: String,
-    ) -> Result<(Response, Effects)> {
+    ) -> Result<(Result<Response>, Effects)> {
         if body.len() > self.config.max_frame {
             let message = format!("body over {} bytes", self.config.max_frame);
-            return Ok((error_response(413, "too_large", &message)?, Effects::default()));
+            return Ok((error_response(413, "too_large", &message), Effects::default()));
         }
         let parsed: PublishBody = match serde_json::from_str(body) {
             Ok(p) => p,
             Err(e) => {
                 let message = format!("body must be {{\"id\",\"topic\",\"data\"}}: {e}");
-                return Ok((error_response(400, "invalid", &message)?, Effects::default()));
+                return Ok((error_response(400, "invalid", &message), Effects::default()));
             }
         };
         let (result, effects) = self.run(Some(origin), |live, now| {
             live.engine.server_publish(now, parsed.id, parsed.topic, parsed.data, region)
         })?;
         let response = match result {
-            Ok(seq) => json_response(200, serde_json::json!({ "seq": seq }).to_string())?,
-            Err(refusal) => error_response(400, refusal.code(), &refusal.message())?,
+            Ok(seq) => json_response(200, serde_json::json!({ "seq": seq }).to_string()),
+            Err(refusal) => error_response(400, refusal.code(), &refusal.message()),
         };
         Ok((response, effects))
     }
@@ -276,6 +285,12 @@ impl Inner {
                 let fields =
                     serde_json::json!({"room": live.engine.name(), "error": e.to_string()});
                 log("storage_error", fields);
+                // Frames of earlier writes may still wait for the end of the
+                // turn in the engine about to be dropped. Rather than leave a
+                // client without an ack or a message it will not miss until
+                // the next one, every socket is closed (1011): clients resume
+                // from what they applied and resend what was not acked.
+                live.sockets.close_all(1011, "storage error");
                 *slot = None;
                 Err(e)
             }

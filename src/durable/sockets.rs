@@ -55,6 +55,13 @@ impl Sockets {
         self.by_conn.remove(conn);
     }
 
+    /// Closes every socket (the engine is about to be dropped).
+    pub fn close_all(&mut self, code: u16, reason: &str) {
+        for (_, ws) in self.by_conn.drain() {
+            let _ = ws.close(Some(code), Some(reason));
+        }
+    }
+
     /// Applies the engine's outputs in order and returns the alarm it asked
     /// for. A failed write stops here, so nothing after it (the ack, the
     /// broadcast) is sent.

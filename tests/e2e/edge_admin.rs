@@ -171,6 +171,7 @@ async fn publish_and_stats(ctx: Ctx) -> R {
     for k in [
         "counted_since",
         "outbound_per_sec",
+        "frames_per_sec",
         "signals_dropped",
         "signals_coalesced",
         "batches",
