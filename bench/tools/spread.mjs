@@ -5,9 +5,10 @@
 //
 //   node bench/tools/spread.mjs PORT homeroom|plain [CLIENTS=200] [SECONDS=15]
 //
-// PORT is a running `wrangler dev` (scripts/dev, or the plain baseline's
-// `wrangler dev` in bench/baselines/plain; homeroom needs ANONYMOUS_DEV and a
-// RATE_PER_SEC above 20). One client publishes 20/s; every client notes when
+// PORT is a running `wrangler dev`: scripts/dev (homeroom; it needs
+// `--var RATE_PER_SEC:100000`), or `npx wrangler dev` in bench/baselines/plain
+// or bench/baselines/plain-durable (the plain room with one SQLite INSERT per
+// message: what "stored before seen" alone costs); use `plain` for both. One client publishes 20/s; every client notes when
 // each publish arrives. Prints, over publishes, the p50 and p99 of the first,
 // median and last receiver's latency (ms). Uses the `ws` package wrangler
 // brings into node_modules (Node 20 has no WebSocket client of its own).
