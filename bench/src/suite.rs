@@ -282,7 +282,7 @@ fn mark(ok: Option<bool>) -> &'static str {
 }
 
 fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
-    use Target::{Homeroom as H, Partyserver as S, Plain as P};
+    use Target::{Homeroom as H, Partyserver as S, Plain as P, PlainDurable as D};
     let mut md = String::new();
     let m = &facts.machine;
     let w = |md: &mut String, line: String| {
@@ -303,7 +303,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         m.cpus, m.cpu_model, m.memory_gib, m.kernel
     ));
     w(&mut md, format!(
-        "- Runtime: wrangler {} (workerd {}), Node {}, compatibility date 2026-04-01 for all three; `wrangler dev --ip 127.0.0.1 --log-level warn`, persistence in a fresh directory under {}.",
+        "- Runtime: wrangler {} (workerd {}), Node {}, compatibility date 2026-04-01 for all four; `wrangler dev --ip 127.0.0.1 --log-level warn`, persistence in a fresh directory under {}.",
         m.wrangler, m.workerd, m.node, crate::runtime::state_base().display()
     ));
     if cfg.direct {
@@ -312,7 +312,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         w(&mut md, "- Clients connect to `wrangler dev`'s public port, through its proxy workerd (it relays every request and every WebSocket frame).".into());
     }
     w(&mut md, format!(
-        "- Targets: **homeroom** (this repository's Worker and Room Durable Object, release Wasm); **plain**: the smallest hibernating Durable Object room in JavaScript ([`baselines/plain`](baselines/plain/src/index.js): `acceptWebSocket`, on message send the text to every socket of `getWebSockets()`); **partyserver** {} ([`baselines/partyserver`](baselines/partyserver/src/index.js): a hibernating `Server` whose `onMessage` calls `broadcast`).",
+        "- Targets: **homeroom** (this repository's Worker and Room Durable Object, release Wasm); **plain**: the smallest hibernating Durable Object room in JavaScript ([`baselines/plain`](baselines/plain/src/index.js): `acceptWebSocket`, on message send the text to every socket of `getWebSockets()`); **plain + SQLite**: the same room writing each message to SQLite (one `INSERT`) before it sends ([`baselines/plain-durable`](baselines/plain-durable/src/index.js)): the runtime's own limit for a room that stores before it shows, as homeroom must; **partyserver** {} ([`baselines/partyserver`](baselines/partyserver/src/index.js): a hibernating `Server` whose `onMessage` calls `broadcast`).",
         m.partyserver
     ));
     w(&mut md, "- Every target is started with `--var ANONYMOUS_DEV:true --var RATE_PER_SEC:100000 --var RATE_BURST:100000 --var LOG_CONNECTIONS:off`: homeroom's per-connection rate limit (default 20 frames/s, burst 50) would otherwise refuse a load test's publishers, and its per-connection log lines are off because the baselines write none (locally each line also crosses into wrangler's node process: about 1.3 ms of runtime CPU per connect here, which a deployment does not pay); the baselines ignore the variables.".into());
@@ -361,8 +361,8 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     };
     w(&mut md, "## Results (medians)".into());
     w(&mut md, String::new());
-    w(&mut md, "| measure | homeroom | plain JS | partyserver | homeroom / plain | homeroom / partyserver | target | met |".into());
-    w(&mut md, "|---|---:|---:|---:|---:|---:|---|---|".into());
+    w(&mut md, "| measure | homeroom | plain JS | plain JS + SQLite | partyserver | homeroom / plain | homeroom / plain + SQLite | homeroom / partyserver | target | met |".into());
+    w(&mut md, "|---|---:|---:|---:|---:|---:|---:|---:|---|---|".into());
     let row = |md: &mut String,
                name: &str,
                f: &dyn Fn(Target) -> Option<f64>,
@@ -375,11 +375,13 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         w(
             md,
             format!(
-                "| {name} | {} | {} | {} | {} | {} | {target} | {} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {} | {target} | {} |",
                 num(f(H), d),
                 num(f(P), d),
+                num(f(D), d),
                 num(f(S), d),
                 r(f(H), f(P)),
+                r(f(H), f(D)),
                 r(f(H), f(S)),
                 mark(met)
             ),
@@ -589,7 +591,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         "- *Connect*: TCP connect + WebSocket upgrade, the first connect of every client, 32 in flight at once (64 for the storm).",
         "- *CPU*: user + system seconds of the runtime's process group (node and workerd) and of the load generator over the window, divided by its length (2.00 = both cores). *Other* is the rest of the machine's busy time (/proc/stat) in the same window: other work on the machine (builds, tests) when it is not near 0. *Per connect*: the runtime's CPU from the start of a run until every client is in, divided by the clients.",
         "- *Correctness* (every run): homeroom receivers check `seq` strictly +1 and that no publish is delivered twice; baseline receivers check each publisher's counter strictly +1. After publishing stops the run waits until every receiver has every publish, and homeroom publishers check that every publish was acked.",
-        "- *Publishes per publisher* shows whether the runtime served the publishers evenly. Under saturation all three targets often process one publisher's socket while the other publishers' frames wait until it goes quiet (e.g. `64 64 2833 64`: three publishers never got their first 64 publishes back during the window; their messages are sequenced and delivered in the drain, so correctness holds). Whether a run falls into that mode changes its deliveries/s a lot (homeroom, window 64: about 40k/s in that mode, 290-420k/s when served evenly and batching), so look at the per-run rows, not only the medians.",
+        "- *Publishes per publisher* shows whether the runtime served the publishers evenly. Under saturation every target often processes one publisher's socket while the other publishers' frames wait until it goes quiet (e.g. `64 64 2833 64`: three publishers never got their first 64 publishes back during the window; their messages are sequenced and delivered in the drain, so correctness holds). Whether a run falls into that mode changes its deliveries/s a lot so look at the per-run rows, not only the medians.",
         "- Fan-out numbers swing widely between runs of the same target (the mode above; the runtime, the load generator and the kernel share 2 cores; batching in socket buffers changes with queue depth), hence 5 rounds and medians.",
         "- The runtime is `wrangler dev` (workerd on one machine with the load generator), not Cloudflare's network: absolute numbers are this machine's, the ratios are the point.",
     ] {

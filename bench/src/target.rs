@@ -10,6 +10,9 @@ pub enum Target {
     Homeroom,
     /// The smallest hibernating Durable Object room in plain JavaScript.
     Plain,
+    /// The plain room writing each message to SQLite before the broadcast:
+    /// the runtime's own limit for a room that stores before it shows.
+    PlainDurable,
     /// The same room on the `partyserver` npm package.
     Partyserver,
 }
@@ -24,12 +27,14 @@ pub enum Protocol {
 }
 
 impl Target {
-    pub const ALL: [Target; 3] = [Target::Homeroom, Target::Plain, Target::Partyserver];
+    pub const ALL: [Target; 4] =
+        [Target::Homeroom, Target::Plain, Target::PlainDurable, Target::Partyserver];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::Homeroom => "homeroom",
             Target::Plain => "plain",
+            Target::PlainDurable => "plain-durable",
             Target::Partyserver => "partyserver",
         }
     }
@@ -38,13 +43,15 @@ impl Target {
         Target::ALL
             .into_iter()
             .find(|t| t.name() == name)
-            .ok_or_else(|| format!("unknown target {name:?} (homeroom, plain, partyserver)"))
+            .ok_or_else(|| {
+                format!("unknown target {name:?} (homeroom, plain, plain-durable, partyserver)")
+            })
     }
 
     pub fn protocol(self) -> Protocol {
         match self {
             Target::Homeroom => Protocol::Homeroom,
-            Target::Plain | Target::Partyserver => Protocol::Raw,
+            Target::Plain | Target::PlainDurable | Target::Partyserver => Protocol::Raw,
         }
     }
 
@@ -53,6 +60,7 @@ impl Target {
         match self {
             Target::Homeroom => "wrangler.toml",
             Target::Plain => "bench/baselines/plain/wrangler.toml",
+            Target::PlainDurable => "bench/baselines/plain-durable/wrangler.toml",
             Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
         }
     }
@@ -68,7 +76,7 @@ impl Target {
                 }
                 p
             }
-            Target::Plain => format!("/rooms/{room}/ws"),
+            Target::Plain | Target::PlainDurable => format!("/rooms/{room}/ws"),
             Target::Partyserver => format!("/parties/room/{room}?_pk={session}"),
         }
     }
