@@ -40,12 +40,9 @@ impl Target {
     }
 
     pub fn parse(name: &str) -> Result<Target, String> {
-        Target::ALL
-            .into_iter()
-            .find(|t| t.name() == name)
-            .ok_or_else(|| {
-                format!("unknown target {name:?} (homeroom, plain, plain-durable, partyserver)")
-            })
+        Target::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| {
+            format!("unknown target {name:?} (homeroom, plain, plain-durable, partyserver)")
+        })
     }
 
     pub fn protocol(self) -> Protocol {
