@@ -59,13 +59,10 @@ impl DurableObject for Room {
         for problem in problems {
             log("config_error", serde_json::json!({ "problem": problem }));
         }
-        // As the Worker reads it: a secret, else a variable.
-        let log_connections = crate::logline::connections_logged(
-            env.secret("LOG_CONNECTIONS")
-                .map(|v| v.to_string())
-                .or_else(|_| env.var("LOG_CONNECTIONS").map(|v| v.to_string()))
-                .ok(),
-        );
+        let log_connections = crate::logline::connections_logged(crate::edge::config::setting(
+            &env,
+            "LOG_CONNECTIONS",
+        ));
         let inner = Inner {
             state,
             config,

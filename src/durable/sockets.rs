@@ -24,9 +24,15 @@ pub struct Sockets {
     by_conn: HashMap<String, WebSocket>,
 }
 
-/// The connection id of a socket, from its attachment.
+/// The connection id of a socket, from its attachment. Runs for every
+/// inbound frame, so only the id is parsed out of the peer record.
 pub fn conn_of(ws: &WebSocket) -> Option<String> {
-    peer_of(ws).map(|p| p.conn)
+    #[derive(serde::Deserialize)]
+    struct Conn {
+        conn: String,
+    }
+    let text: String = ws.deserialize_attachment().ok()??;
+    serde_json::from_str::<Conn>(&text).ok().map(|c| c.conn)
 }
 
 fn peer_of(ws: &WebSocket) -> Option<Peer> {
@@ -85,8 +91,9 @@ impl Sockets {
                     }
                 }
                 Output::Broadcast { frame, skip } => {
-                    // Usually nobody or only the sender is skipped; under load
-                    // many are (their frames wait in windows), so look up fast.
+                    // Usually nobody or only the sender is skipped; connections
+                    // with frames queued (a signal window, a held replay) may
+                    // be many, so look up fast.
                     let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
                     // One JS string for every socket: passing `&str` would
                     // copy and decode the frame once per receiver.

@@ -37,6 +37,16 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<Deployment>>> = const { RefCell::new(None) };
 }
 
+/// A deployment setting: a secret, else a variable; blank counts as unset.
+/// The Worker and the room object read settings the same way.
+pub fn setting(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(name).map(|v| v.to_string()))
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
 impl Deployment {
     /// The deployment's settings, read on the isolate's first request.
     pub fn current(env: &Env) -> Rc<Deployment> {
@@ -49,13 +59,7 @@ impl Deployment {
     }
 
     fn read(env: &Env) -> Deployment {
-        let text = |name: &str| {
-            env.secret(name)
-                .map(|s| s.to_string())
-                .or_else(|_| env.var(name).map(|v| v.to_string()))
-                .ok()
-                .filter(|v| !v.trim().is_empty())
-        };
+        let text = |name: &str| setting(env, name);
         let auth = match text("AUTH_SECRET") {
             Some(secret) => AuthMode::Tokens(secret),
             None if text("ANONYMOUS_DEV").is_some_and(|v| v.eq_ignore_ascii_case("true")) => {

@@ -3,7 +3,7 @@
 //! the room's Durable Object, and answers the operator's probes. It holds no
 //! room state.
 
-mod config;
+pub(crate) mod config;
 pub mod forward;
 mod health;
 mod home;

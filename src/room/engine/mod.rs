@@ -240,12 +240,9 @@ impl Room {
                         self.send(&conn, frame);
                     }
                 } else if !frames.is_empty() {
-                    // The whole catch-up travels as one batch, at once; it
-                    // comes before anything live queued since the welcome.
-                    let queued =
-                        self.conns.get_mut(&conn).map(|c| c.out.take()).unwrap_or_default();
-                    let mut frames = frames;
-                    frames.extend(queued);
+                    // The whole catch-up travels as one batch, right after
+                    // the welcome: nothing can be queued for a new connection
+                    // (its own join is broadcast to everyone else).
                     self.emit(&conn, frames);
                 }
             }
