@@ -21,6 +21,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::backoff::{self, Rng};
 use crate::order::{Order, Verdict};
+use crate::spread::Spread;
 use crate::target::{Protocol, Region, Target};
 use crate::wire::{self, Event, Payload};
 
@@ -55,8 +56,10 @@ pub enum Phase {
 /// How a publisher publishes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PublishMode {
-    /// One publish per interval (open loop).
-    Every(Duration),
+    /// One publish per `every` (open loop), the first at `phase` past the
+    /// run's start: publishers of a rate take turns instead of publishing
+    /// at the same instant.
+    Every { every: Duration, phase: Duration },
     /// Flat out: keep this many publishes in flight (a publish is done when
     /// its own message comes back).
     Window(usize),
@@ -81,6 +84,8 @@ pub struct Shared {
     pub finals_set: AtomicUsize,
     /// Bounds the initial connects in flight.
     pub connect_gate: Semaphore,
+    /// Each publish's first and last receiver (runs at a rate).
+    pub spread: Spread,
 }
 
 impl Shared {
@@ -214,15 +219,20 @@ pub async fn run(
     let mut attempt: u32 = 0;
     // When to (re)connect; None: closed for good.
     let mut connect_at: Option<Instant> = Some(Instant::now());
-    let mut publish_tick = tokio::time::interval(match c.spec.publisher {
-        Some((_, PublishMode::Every(d))) => d,
-        _ => Duration::from_secs(3600),
-    });
+    let mut publish_tick = match c.spec.publisher {
+        Some((_, PublishMode::Every { every, phase })) => {
+            tokio::time::interval_at((shared.start + phase).into(), every)
+        }
+        _ => tokio::time::interval(Duration::from_secs(3600)),
+    };
     publish_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut signal_tick =
         tokio::time::interval(c.spec.signal_every.unwrap_or(Duration::from_secs(3600)));
     signal_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    let mut ping_tick = tokio::time::interval(PING_EVERY);
+    // Browsers connect at different moments, so their pings do not come
+    // all at once.
+    let ping_phase = Duration::from_millis(c.rng.below(PING_EVERY.as_millis() as u64));
+    let mut ping_tick = tokio::time::interval_at((Instant::now() + ping_phase).into(), PING_EVERY);
     ping_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut drain_tick = tokio::time::interval(Duration::from_millis(100));
     drain_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -291,7 +301,7 @@ pub async fn run(
             }
         }
         let publishing_every =
-            can_publish && matches!(c.spec.publisher, Some((_, PublishMode::Every(_))));
+            can_publish && matches!(c.spec.publisher, Some((_, PublishMode::Every { .. })));
         let signaling = can_publish && c.spec.signal_every.is_some();
         let pinging = c.protocol == Protocol::Homeroom;
         let draining = ctl.phase == Phase::Drain;
@@ -453,6 +463,7 @@ impl Client<'_> {
                         let now = self.shared.now_us();
                         let latency = now.saturating_sub(payload.t).min(u32::MAX as u64) as u32;
                         self.result.samples.push(((now / 1000) as u32, latency));
+                        self.shared.spread.note(payload.p, payload.n, latency);
                         if latency > 500_000 && self.result.slow.len() < 64 {
                             let at = (now / 1000) as u32;
                             let seq = seq.unwrap_or(0);

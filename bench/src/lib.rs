@@ -12,6 +12,7 @@
 //! | [`scenario`] | one run: N clients, rates, phases, storm; collects a [`report::Report`] |
 //! | [`report`] | the numbers of a run, as JSON and as a human summary |
 //! | [`stats`] | percentiles and time buckets |
+//! | [`spread`] | per publish, the first and the last receiver's latency |
 //! | [`runtime`] | starting and stopping a `wrangler dev` per target |
 //! | [`machine`] | CPU time of processes, machine facts, Wasm and attachment size |
 //! | [`suite`] | the whole benchmark: rounds, medians, ratios, RESULTS.md |
@@ -25,6 +26,7 @@ pub mod order;
 pub mod report;
 pub mod runtime;
 pub mod scenario;
+pub mod spread;
 pub mod stats;
 pub mod suite;
 pub mod target;

@@ -97,6 +97,8 @@ async fn load(args: &Args) -> Result<i32, String> {
         Some(w) => Publish::FlatOut { window: w.parse().map_err(|_| "--flat-out window")? },
         None => Publish::Rate(args.get("rate", 4.0)?),
     };
+    // Publishers at a rate take turns unless told to publish together.
+    sc.stagger = !args.get("in-phase", false)?;
     sc.signal_rate = args.get("signal-rate", 0.0)?;
     sc.signalers = args.get("signalers", if sc.signal_rate > 0.0 { 2 } else { 0 })?;
     sc.warmup = secs(args, "warmup", 0.5)?;

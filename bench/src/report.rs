@@ -44,6 +44,10 @@ pub struct Report {
     pub deliveries_per_sec: f64,
     /// Publish → deliver, live messages in the measured window.
     pub latency_ms: Pct,
+    /// Per publish (runs at a rate): its first receiver's latency, the
+    /// time until the broadcast starts, and its last receiver's.
+    pub first_receiver_ms: Option<Pct>,
+    pub last_receiver_ms: Option<Pct>,
     pub gaps: u64,
     pub missing: u64,
     pub duplicates: u64,
@@ -141,6 +145,13 @@ impl Report {
             self.latency_ms.p99,
             self.latency_ms.max
         );
+        if let (Some(f), Some(l)) = (self.first_receiver_ms, self.last_receiver_ms) {
+            let _ = writeln!(
+                s,
+                "  per publish ({}): first receiver p50 {:.1} ms p99 {:.1} ms; last receiver p50 {:.1} ms p99 {:.1} ms",
+                f.count, f.p50, f.p99, l.p50, l.p99
+            );
+        }
         let _ = writeln!(
             s,
             "  published {} {:?} acked {} resent {}; gaps {} (missing {}) duplicates {} resyncs {}; complete {}/{}; signals {} sent {} received",

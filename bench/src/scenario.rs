@@ -14,6 +14,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::client::{self, ClientResult, Control, Phase, PublishMode, Shared, Spec};
 use crate::machine;
 use crate::report::{Report, StormReport};
+use crate::spread::Spread;
 use crate::stats::{last_slow_bucket, timeline, Pct};
 use crate::target::{Protocol, Region, Target};
 
@@ -26,6 +27,9 @@ pub struct Scenario {
     pub clients: usize,
     pub publishers: usize,
     pub publish: Publish,
+    /// Publishers at a rate take turns, evenly spaced (false: all publish
+    /// at the same instants, a burst of one per publisher each interval).
+    pub stagger: bool,
     pub signalers: usize,
     /// Signals per second, over all signalers (homeroom only).
     pub signal_rate: f64,
@@ -76,6 +80,7 @@ impl Scenario {
             clients: 10,
             publishers: 2,
             publish: Publish::Rate(4.0),
+            stagger: true,
             signalers: 0,
             signal_rate: 0.0,
             warmup: Duration::from_millis(500),
@@ -91,10 +96,18 @@ impl Scenario {
 
     fn specs(&self) -> Vec<Spec> {
         let mode = match self.publish {
-            Publish::Rate(rate) => {
-                PublishMode::Every(Duration::from_secs_f64(self.publishers as f64 / rate.max(1e-3)))
-            }
+            Publish::Rate(rate) => PublishMode::Every {
+                every: Duration::from_secs_f64(self.publishers as f64 / rate.max(1e-3)),
+                phase: Duration::ZERO,
+            },
             Publish::FlatOut { window } => PublishMode::Window(window.max(1)),
+        };
+        let phase_of = |i: usize| match mode {
+            PublishMode::Every { every, .. } if self.stagger => PublishMode::Every {
+                every,
+                phase: every.mul_f64(i as f64 / self.publishers.max(1) as f64),
+            },
+            other => other,
         };
         let signal_every = (self.signalers > 0 && self.signal_rate > 0.0)
             .then(|| Duration::from_secs_f64(self.signalers as f64 / self.signal_rate));
@@ -104,7 +117,7 @@ impl Scenario {
                 index: i,
                 session: format!("b{:08x}-{i:05}", self.seed as u32),
                 region: Region::SPREAD[i % Region::SPREAD.len()],
-                publisher: (i < self.publishers).then_some((i as u32, mode)),
+                publisher: (i < self.publishers).then(|| (i as u32, phase_of(i))),
                 signal_every: signal_every.filter(|_| i >= first_signaler),
                 spared: i < self.publishers && self.storm.is_some_and(|s| s.keep_publishers),
                 seed: self.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64),
@@ -128,6 +141,7 @@ pub async fn run(sc: &Scenario) -> Report {
         final_sent: (0..sc.publishers).map(|_| AtomicU64::new(0)).collect(),
         finals_set: AtomicUsize::new(0),
         connect_gate: Semaphore::new(sc.connect_concurrency.max(1)),
+        spread: spread_for(sc),
     });
     let cpu_at_start = sc.server_pgid.map(machine::group_cpu_secs);
     let roles_at_start = roles(sc);
@@ -208,6 +222,10 @@ pub async fn run(sc: &Scenario) -> Report {
     let server_cpu = sc.server_pgid.map(|_| (end.1 - window.1) / secs);
     let loadgen_cpu = (end.2 - window.2) / secs;
     let mut report = aggregate(sc, &results, secs, drop_ms, back_in_time);
+    if let Some((first, last)) = shared.spread.first_and_last() {
+        report.first_receiver_ms = Some(first);
+        report.last_receiver_ms = Some(last);
+    }
     report.timeline = {
         let all: Vec<(u32, u32)> = results.iter().flat_map(|r| r.samples.iter().copied()).collect();
         timeline(&all, (window.0 * 1000.0) as u32, 500)
@@ -249,6 +267,19 @@ pub async fn run(sc: &Scenario) -> Report {
     problems.extend(std::mem::take(&mut report.problems));
     report.problems = problems;
     report
+}
+
+/// Room to note every publish of a run at a rate; none for flat out (too
+/// many) or a storm (a publish's receivers are not all live).
+fn spread_for(sc: &Scenario) -> Spread {
+    match (sc.publish, sc.storm) {
+        (Publish::Rate(rate), None) => {
+            let secs = (sc.warmup + sc.duration).as_secs_f64() + 5.0;
+            let each = (secs * rate / sc.publishers.max(1) as f64).ceil() as usize + 16;
+            Spread::new(sc.publishers, each)
+        }
+        _ => Spread::new(0, 0),
+    }
 }
 
 /// The runtime's CPU seconds so far by process role.
@@ -336,7 +367,8 @@ fn aggregate(
         clients: sc.clients,
         publishers: sc.publishers,
         publish: match sc.publish {
-            Publish::Rate(r) => format!("rate {r}/s"),
+            Publish::Rate(r) if sc.stagger => format!("rate {r}/s"),
+            Publish::Rate(r) => format!("rate {r}/s, publishers in phase"),
             Publish::FlatOut { window } => format!("flat out, window {window} per publisher"),
         },
         signal_rate: sc.signal_rate,
@@ -354,6 +386,8 @@ fn aggregate(
         delivered,
         deliveries_per_sec: delivered as f64 / secs,
         latency_ms: latency,
+        first_receiver_ms: None,
+        last_receiver_ms: None,
         gaps: sum(&|r| r.gaps),
         missing: sum(&|r| r.missing),
         duplicates: sum(&|r| r.duplicates),
