@@ -124,7 +124,10 @@ impl Sim {
     }
 
     /// The object is evicted: memory is gone, storage and open sockets stay.
+    /// A pending timer keeps an object in memory, so the end of a turn that
+    /// is due runs first.
     pub fn evict(&mut self) {
+        self.end_turn();
         let recent_from = self.disk.seq.saturating_sub(self.config.replay_limit);
         let snap = Snapshot {
             room: self.room.name().into(),
@@ -219,8 +222,11 @@ impl Sim {
         }
     }
 
-    /// Takes the frames a socket received so far.
+    /// Takes the frames a socket received so far. A client reads after the
+    /// runtime ran out of inputs, so a turn's end that is due has run (read
+    /// `sockets[conn].inbox` to see a turn before it ends).
     pub fn take(&mut self, conn: &str) -> Vec<Value> {
+        self.end_turn();
         std::mem::take(&mut self.sockets.get_mut(conn).expect("known socket").inbox)
     }
 
@@ -276,6 +282,17 @@ impl Sim {
             }
         }
         self.now = self.now.max(until);
+    }
+
+    /// Fires the flush timer if the engine asked for it by now (the end of
+    /// the turn), and nothing else.
+    pub fn end_turn(&mut self) {
+        while let Some(at) = self.wake.filter(|at| *at <= self.now) {
+            let _ = at;
+            self.wake = None;
+            self.room.handle(self.now, Input::Flush);
+            self.pump();
+        }
     }
 
     /// Lets every pending flush fire (turn ends, windows, replay holds), as
