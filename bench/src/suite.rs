@@ -328,7 +328,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     ));
     w(&mut md, "- Every target is started with `--var ANONYMOUS_DEV:true --var RATE_PER_SEC:100000 --var RATE_BURST:100000 --var LOG_CONNECTIONS:off`: homeroom's per-connection rate limit (default 20 frames/s, burst 50) would otherwise refuse a load test's publishers, and its per-connection log lines are off because the baselines write none (locally each line also crosses into wrangler's node process: about 1.3 ms of runtime CPU per connect here, which a deployment does not pay); the baselines ignore the variables.".into());
     if cfg.homeroom_vars.is_empty() {
-        w(&mut md, "- homeroom runs with its defaults otherwise (e.g. `BATCH_ABOVE` 5000 frames/s, `BATCH_BURST_MS` 10, `OUTBOUND_BUDGET` 50000 frames/s, `BATCH_WINDOW_MS` 50, `STORM_RESUMES_PER_SEC` 50).".into());
+        w(&mut md, "- homeroom runs with its defaults otherwise (e.g. `BATCH_ABOVE` 5000 frames/s, `OUTBOUND_BUDGET` 50000 frames/s, `BATCH_WINDOW_MS` 50, `STORM_RESUMES_PER_SEC` 50).".into());
     } else {
         let extra: Vec<String> =
             cfg.homeroom_vars.iter().map(|(n, v)| format!("`{n}={v}`")).collect();

@@ -91,11 +91,7 @@ async fn wait_for(
         match select(events.next(), &mut deadline).await {
             Either::Left((Some(Ok(WebsocketEvent::Message(m))), _)) => {
                 let text = m.text().unwrap_or_default();
-                let frame: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                // A frame the room had queued for us may arrive packed in a batch.
-                let inner = frame["frames"].as_array().filter(|_| frame["type"] == "batch");
-                let mut frames = inner.map_or(std::slice::from_ref(&frame), Vec::as_slice).iter();
-                if frames.any(|f| f["type"] == kind) {
+                if crate::protocol::server::carries(&text, kind) {
                     return Ok(());
                 }
             }

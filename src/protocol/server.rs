@@ -152,9 +152,32 @@ impl Message<'_> {
     }
 }
 
+/// Whether a server text carries a frame of type `kind`, on its own or
+/// inside a `batch` (a frame queued behind others arrives packed): for the
+/// Worker's own client, the health canary.
+pub fn carries(text: &str, kind: &str) -> bool {
+    let Ok(frame) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    match frame["frames"].as_array().filter(|_| frame["type"] == "batch") {
+        Some(frames) => frames.iter().any(|f| f["type"] == kind),
+        None => frame["type"] == kind,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_is_found_alone_or_in_a_batch() {
+        assert!(carries(r#"{"type":"pong"}"#, "pong"));
+        let batch = r#"{"type":"batch","frames":[{"type":"join","members":{}},{"type":"pong"}]}"#;
+        assert!(carries(batch, "pong"));
+        assert!(!carries(batch, "welcome"));
+        assert!(!carries(r#"{"type":"message","frames":[{"type":"pong"}]}"#, "pong"));
+        assert!(!carries("not json", "pong"));
+    }
 
     #[test]
     fn frames_match_the_protocol_text() {

@@ -38,10 +38,6 @@ pub struct RoomConfig {
     /// Outbound frames per second above which durable frames leave at the
     /// end of the turn, batched per connection, instead of one by one.
     pub batch_above: u64,
-    /// A durable broadcast asked for within this many ms of the previous
-    /// one (a burst: several publishes at the same moment) waits for the
-    /// end of the turn with it, so the burst's messages leave together.
-    pub batch_burst_ms: u64,
     /// Outbound frames per second above which the room sheds signals and
     /// holds presence diffs.
     pub outbound_budget: u64,
@@ -70,7 +66,6 @@ impl Default for RoomConfig {
             batch_window_ms: 50,
             batch_max_bytes: 512 * 1024,
             batch_above: 5_000,
-            batch_burst_ms: 10,
             outbound_budget: 50_000,
             storm_resumes_per_sec: 50,
             storm_jitter_ms: (200, 2000),
@@ -82,7 +77,7 @@ impl RoomConfig {
     /// The defaults, overridden by deployment variables where set
     /// (`REPLAY_LIMIT`, `LOG_RETAIN`, `MAX_FRAME_BYTES`, `RATE_PER_SEC`,
     /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`,
-    /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `BATCH_BURST_MS`, `OUTBOUND_BUDGET`, `STORM_RESUMES_PER_SEC`). A value that is not a positive integer is reported and
+    /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `OUTBOUND_BUDGET`, `STORM_RESUMES_PER_SEC`). A value that is not a positive integer is reported and
     /// the default kept, so a typo never takes a room down.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> (RoomConfig, Vec<String>) {
         let mut config = RoomConfig::default();
@@ -104,7 +99,6 @@ impl RoomConfig {
         read("SUMMARY_INTERVAL_MS", &mut config.summary_interval_ms);
         read("BATCH_WINDOW_MS", &mut config.batch_window_ms);
         read("BATCH_ABOVE", &mut config.batch_above);
-        read("BATCH_BURST_MS", &mut config.batch_burst_ms);
         read("OUTBOUND_BUDGET", &mut config.outbound_budget);
         read("STORM_RESUMES_PER_SEC", &mut config.storm_resumes_per_sec);
         let mut max_frame = config.max_frame as u64;

@@ -1,6 +1,6 @@
 //! Getting frames to connections: at once while the room is quiet; at the
 //! end of the turn, batched, once frames come faster than the runtime can
-//! send them one by one or broadcasts come in a burst; signals coalesced inside a window (the latest per
+//! send them one by one; signals coalesced inside a window (the latest per
 //! sender and topic); everything held behind a deferred replay during a
 //! reconnect storm; and signals shed first when the room's outbound work
 //! exceeds its budget. Durable frames are never dropped, reordered or
@@ -89,20 +89,9 @@ impl Room {
         self.emit(conn, frames);
     }
 
-    /// Another durable broadcast was asked for less than `batch_burst_ms`
-    /// ago: publishes that arrive together (a burst) wait for the end of
-    /// the turn and leave as one batch per connection, instead of each
-    /// paying a send to every socket while the next ones wait behind it.
-    fn in_burst(&mut self) -> bool {
-        let now = self.now;
-        let last = self.last_broadcast.replace(now);
-        last.is_some_and(|t| now < t + self.config.batch_burst_ms)
-    }
-
     /// A durable or control frame for every connection but `except`.
     pub(super) fn broadcast(&mut self, frame: Rc<str>, except: Option<&str>) {
-        let burst = self.in_burst();
-        if burst || self.batching() {
+        if self.batching() {
             let now = self.now;
             for (id, c) in &mut self.conns {
                 if Some(id.as_str()) == except {

@@ -74,8 +74,6 @@ pub struct Room {
     resumes: delivery::Meter,
     /// Connections with durable frames waiting for the end of the turn.
     turn: Vec<String>,
-    /// When the last durable broadcast was asked for, to tell a burst.
-    last_broadcast: Option<u64>,
     /// When coalescing windows and replay holds end, by connection.
     deadlines: BTreeSet<(u64, String)>,
     /// The short wake-up timer requested for the next deadline.
@@ -121,7 +119,6 @@ impl Room {
             outbound: delivery::Meter::default(),
             resumes: delivery::Meter::default(),
             turn: Vec::new(),
-            last_broadcast: None,
             deadlines: BTreeSet::new(),
             // Asking again for the in-memory timer costs the adapter nothing
             // when one is pending (it keeps the earliest).

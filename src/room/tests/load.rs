@@ -116,59 +116,6 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
 }
 
 #[test]
-fn publishes_that_arrive_together_leave_together_and_apart_each_at_once() {
-    let config = RoomConfig { rate_per_sec: 1_000, burst: 1_000, ..RoomConfig::default() };
-    let burst_ms = config.batch_burst_ms;
-    let mut s = Sim::new(config);
-    let pubs: Vec<String> =
-        (0..4).map(|i| s.connect(&format!("sess-p{i:03}"), "EU", None)).collect();
-    let watchers: Vec<String> =
-        (0..20).map(|i| s.connect(&format!("sess-w{i:03}"), "EU", None)).collect();
-    s.run_until(s.now + 5_000);
-    let everyone: Vec<String> = pubs.iter().chain(&watchers).cloned().collect();
-    for c in &everyone {
-        s.take(c);
-    }
-    let raw_before: Vec<usize> = watchers.iter().map(|w| s.sockets[w].raw).collect();
-    s.multicasts.clear();
-    // Four publishers at the same moment: far below the batching rate.
-    for (i, p) in pubs.iter().enumerate() {
-        s.publish(p, &format!("m{i}"), "1");
-    }
-    for w in &watchers {
-        assert_eq!(seqs(&s.sockets[w].inbox), [1], "the first goes out at once, alone");
-    }
-    assert_eq!(s.wake, Some(s.now), "the rest wait for the end of the turn");
-    s.end_turn();
-    // Everyone whose queue holds the same three messages shares one text:
-    // the watchers, and the first two publishers (the later two took what
-    // was queued for them along with their own acks, in order).
-    assert_eq!(s.multicasts, [22], "one text for the burst's rest");
-    for c in &everyone {
-        let got = s.take(c);
-        assert_eq!(seqs(&got), [1, 2, 3, 4], "{c}: every message once, in order");
-        let acks: Vec<u64> =
-            of_type(&got, "ack").iter().map(|f| f["seq"].as_u64().unwrap()).collect();
-        let own = pubs.iter().position(|p| p == c).map(|i| vec![i as u64 + 1]);
-        assert_eq!(acks, own.unwrap_or_default(), "{c}: its own ack, once");
-    }
-    for (w, before) in watchers.iter().zip(raw_before) {
-        assert_eq!(s.sockets[w].raw - before, 2, "{w}: one message, then one batch");
-    }
-    // Apart by the burst window: each goes out at once.
-    s.run_until(s.now + 1_000);
-    for (i, p) in pubs.iter().enumerate() {
-        s.advance(burst_ms);
-        s.publish(p, &format!("later{i}"), "1");
-        assert_eq!(s.wake, None, "nothing waits for a turn");
-        for w in &watchers {
-            let got = std::mem::take(&mut s.sockets.get_mut(w).unwrap().inbox);
-            assert_eq!(seqs(&got), [5 + i as u64], "{w}: at once");
-        }
-    }
-}
-
-#[test]
 fn a_resume_into_a_batching_room_gets_its_welcome_then_its_replay_then_live() {
     let config =
         RoomConfig { batch_above: 10, rate_per_sec: 1_000, burst: 1_000, ..RoomConfig::default() };
