@@ -501,3 +501,34 @@ fn aggregate(
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phases(sc: &Scenario) -> Vec<(Duration, Duration)> {
+        sc.specs()
+            .iter()
+            .filter_map(|s| match s.publisher {
+                Some((_, PublishMode::Every { every, phase })) => Some((every, phase)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn publishers_at_a_rate_take_turns_unless_in_phase() {
+        let mut sc = Scenario::new("t", Target::Homeroom, 0, "r");
+        sc.clients = 10;
+        sc.publishers = 4;
+        sc.publish = Publish::Rate(20.0);
+        let ms = |d: Duration| d.as_millis();
+        let turns: Vec<(u128, u128)> =
+            phases(&sc).into_iter().map(|(e, p)| (ms(e), ms(p))).collect();
+        assert_eq!(turns, [(200, 0), (200, 50), (200, 100), (200, 150)], "one every 50 ms");
+        sc.stagger = false;
+        assert!(phases(&sc).iter().all(|(e, p)| ms(*e) == 200 && p.is_zero()), "all at once");
+        sc.publish = Publish::FlatOut { window: 4 };
+        assert!(phases(&sc).is_empty(), "flat out has no schedule");
+    }
+}

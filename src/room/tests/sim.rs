@@ -287,8 +287,7 @@ impl Sim {
     /// Fires the flush timer if the engine asked for it by now (the end of
     /// the turn), and nothing else.
     pub fn end_turn(&mut self) {
-        while let Some(at) = self.wake.filter(|at| *at <= self.now) {
-            let _ = at;
+        while self.wake.is_some_and(|at| at <= self.now) {
             self.wake = None;
             self.room.handle(self.now, Input::Flush);
             self.pump();
