@@ -3,7 +3,14 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::json::deeper_than;
 use super::names;
+
+/// How deeply `data`, `value` and presence `state` may nest arrays and
+/// objects. Deeper values are refused with `invalid`: other clients (and
+/// recursive JSON parsers in every language) must be able to read what the
+/// room relays.
+pub const MAX_DEPTH: usize = 32;
 
 /// A valid frame from a client. `data`, `value` and `state` stay raw JSON:
 /// the room stores and forwards them byte for byte.
@@ -21,6 +28,9 @@ pub enum ClientFrame {
     GetState,
     /// Liveness probe (normally answered by the runtime without waking the room).
     Ping,
+    /// The echo of a server `mark`: the client has read everything sent
+    /// before that mark (flow control).
+    Mark { mark: String },
 }
 
 /// Why a text frame was refused; `id` is echoed when it could be read.
@@ -52,6 +62,8 @@ struct Loose<'a> {
     if_version: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "present")]
     state: Option<Box<RawValue>>,
+    #[serde(borrow)]
+    mark: Option<&'a RawValue>,
 }
 
 /// A field that is present, even as `null` (a plain `Option` would read
@@ -75,12 +87,14 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
             let fail = |message: String| FrameError::Invalid { id: Some(id.clone()), message };
             let topic = topic_field(loose.topic).map_err(fail)?;
             let data = loose.data.ok_or_else(|| fail("missing `data`".into()))?;
+            shallow(&data, "data").map_err(fail)?;
             Ok(ClientFrame::Publish { id, topic, data })
         }
         "signal" => {
             let fail = |message: String| FrameError::Invalid { id: None, message };
             let topic = topic_field(loose.topic).map_err(fail)?;
             let data = loose.data.ok_or_else(|| fail("missing `data`".into()))?;
+            shallow(&data, "data").map_err(fail)?;
             Ok(ClientFrame::Signal { topic, data })
         }
         "set" => {
@@ -91,6 +105,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
                 return Err(fail("`key` must be 1-64 characters".into()));
             }
             let value = loose.value.ok_or_else(|| fail("missing `value`".into()))?;
+            shallow(&value, "value").map_err(fail)?;
             let if_version = match loose.if_version {
                 None => None,
                 Some(raw) if raw.get() == "null" => None,
@@ -112,15 +127,33 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
                     message: "`state` must be an object".into(),
                 });
             }
+            shallow(&state, "state")
+                .map_err(|message| FrameError::Invalid { id: None, message })?;
             Ok(ClientFrame::Presence { state })
         }
         "get_state" => Ok(ClientFrame::GetState),
         "ping" => Ok(ClientFrame::Ping),
+        "mark" => {
+            let fail = |message: String| FrameError::Invalid { id: None, message };
+            let mark = string_field(loose.mark, "mark").map_err(fail)?;
+            if !names::bounded(&mark) {
+                return Err(fail("`mark` must be 1-64 characters".into()));
+            }
+            Ok(ClientFrame::Mark { mark })
+        }
         other => Err(FrameError::BadFrame(format!(
             "unknown frame type `{}`",
             other.chars().take(names::MAX_NAME).collect::<String>()
         ))),
     }
+}
+
+/// Refuses a value nested deeper than [`MAX_DEPTH`].
+pub fn shallow(value: &RawValue, name: &str) -> Result<(), String> {
+    if deeper_than(value.get(), MAX_DEPTH) {
+        return Err(format!("`{name}` nests deeper than {MAX_DEPTH} levels"));
+    }
+    Ok(())
 }
 
 fn string_field(raw: Option<&RawValue>, name: &str) -> Result<String, String> {
@@ -215,6 +248,30 @@ mod tests {
         assert_eq!(code(r#"{"type":"set","id":"m","key":"k"}"#), "invalid");
         assert_eq!(code(r#"{"type":"presence","state":[1]}"#), "invalid");
         assert_eq!(code(r#"{"type":"signal","topic":"c"}"#), "invalid");
+        assert_eq!(code(r#"{"type":"mark"}"#), "invalid");
+        assert_eq!(code(r#"{"type":"mark","mark":7}"#), "invalid");
+        assert_eq!(code(r#"{"type":"mark","mark":"a1"}"#), "ok");
+    }
+
+    #[test]
+    fn refuses_values_nested_past_the_limit_without_recursing() {
+        let nest = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        let at = nest(MAX_DEPTH);
+        let over = nest(MAX_DEPTH + 1);
+        let far = nest(30_000);
+        for (v, want) in [(&at, "ok"), (&over, "invalid"), (&far, "invalid")] {
+            assert_eq!(
+                code(&format!(r#"{{"type":"publish","id":"m","topic":"t","data":{v}}}"#)),
+                want
+            );
+            assert_eq!(code(&format!(r#"{{"type":"signal","topic":"t","data":{v}}}"#)), want);
+            assert_eq!(code(&format!(r#"{{"type":"set","id":"m","key":"k","value":{v}}}"#)), want);
+        }
+        let state = |d: &str| format!(r#"{{"type":"presence","state":{{"a":{d}}}}}"#);
+        assert_eq!(code(&state(&nest(MAX_DEPTH - 1))), "ok");
+        assert_eq!(code(&state(&nest(MAX_DEPTH))), "invalid");
+        let err = parse(&format!(r#"{{"type":"publish","id":"m7","topic":"t","data":{far}}}"#));
+        assert!(matches!(err, Err(FrameError::Invalid { id: Some(ref id), .. }) if id == "m7"));
     }
 
     #[test]

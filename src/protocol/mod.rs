@@ -5,6 +5,7 @@
 //! what a valid frame does.
 
 pub mod client;
+pub mod json;
 pub mod names;
 pub mod server;
 

@@ -76,6 +76,48 @@ pub struct PresenceList<'a> {
     pub large: bool,
 }
 
+/// The room's limits, as `welcome` announces them (an added field), so a
+/// client can pace itself by the deployment's settings.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Frames per second per connection, and its burst.
+    pub rate: u64,
+    pub burst: u64,
+    /// Frames per second per user over all their connections, and its burst.
+    pub user_rate: u64,
+    pub user_burst: u64,
+    /// Connections one user may hold in the room.
+    pub user_connections: usize,
+    /// Largest frame, in bytes.
+    pub max_frame: usize,
+    /// Largest presence state, in bytes of JSON.
+    pub presence_max: usize,
+    /// Deepest nesting of `data`, `value` and presence `state`.
+    pub max_depth: usize,
+    /// Bytes of `state`/`resync`/catch-up one user is sent per second.
+    pub reply_bytes_per_sec: u64,
+    /// Bytes a connection may leave unconfirmed (a `mark` comes about every
+    /// quarter of it; echo each one).
+    pub send_window: u64,
+}
+
+impl Limits {
+    pub fn of(c: &crate::room::RoomConfig) -> Limits {
+        Limits {
+            rate: c.rate_per_sec,
+            burst: c.burst,
+            user_rate: c.user_rate_per_sec,
+            user_burst: c.user_burst,
+            user_connections: c.user_connections,
+            max_frame: c.max_frame,
+            presence_max: c.presence_max,
+            max_depth: super::client::MAX_DEPTH,
+            reply_bytes_per_sec: c.reply_bytes_per_sec,
+            send_window: c.send_window,
+        }
+    }
+}
+
 /// Every frame the server sends.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -94,6 +136,12 @@ pub enum ServerFrame<'a> {
         resumed: bool,
         missed: u64,
         presence: PresenceView<'a>,
+        /// The room's limits (an added field).
+        limits: &'a Limits,
+        /// When the room will close this connection because its token
+        /// expires, ms (an added field; absent without a token).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expires: Option<u64>,
     },
     Resync {
         reason: &'static str,
@@ -154,15 +202,10 @@ impl Message<'_> {
 
 /// Whether a server text carries a frame of type `kind`, on its own or
 /// inside a `batch` (a frame queued behind others arrives packed): for the
-/// Worker's own client, the health canary.
+/// Worker's own client, the health canary. Reads only the frame types
+/// ([`super::json::frame_types`]), so no member's data can make it fail.
 pub fn carries(text: &str, kind: &str) -> bool {
-    let Ok(frame) = serde_json::from_str::<serde_json::Value>(text) else {
-        return false;
-    };
-    match frame["frames"].as_array().filter(|_| frame["type"] == "batch") {
-        Some(frames) => frames.iter().any(|f| f["type"] == kind),
-        None => frame["type"] == kind,
-    }
+    super::json::frame_types(text).is_some_and(|types| types.iter().any(|t| t == kind))
 }
 
 #[cfg(test)]
