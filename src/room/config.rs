@@ -45,6 +45,32 @@ pub struct RoomConfig {
     pub storm_resumes_per_sec: u64,
     /// The spread of a deferred replay: uniformly in [min, max] ms.
     pub storm_jitter_ms: (u64, u64),
+    /// Most connections one user may hold in the room at once.
+    pub user_connections: usize,
+    /// Frames per second one user may send, over all their connections.
+    pub user_rate_per_sec: u64,
+    /// The burst of the per-user budget.
+    pub user_burst: u64,
+    /// Bytes of `state`, `resync` and catch-up replays one user may be sent
+    /// per second (their answers cost their size, not one frame).
+    pub reply_bytes_per_sec: u64,
+    /// The burst of the reply budget; at least the largest state frame.
+    pub reply_burst_bytes: u64,
+    /// Bytes a connection may have been sent without confirming them (by
+    /// echoing a `mark`); past it, frames wait in the room.
+    pub send_window: u64,
+    /// A `mark` goes to a connection after about this many bytes.
+    pub mark_every: u64,
+    /// Bytes that may wait in the room for one connection (its window is
+    /// full, or its catch-up is held); past it the socket is closed (4013).
+    pub max_backlog: u64,
+    /// Longest token lifetime accepted (`exp` at most this far ahead), s.
+    pub token_max_ttl_secs: u64,
+    /// The retained log also stays under this many bytes of message data.
+    pub log_retain_bytes: u64,
+    /// A room with no connection and no write for this long (ms) deletes
+    /// its storage; 0 keeps rooms forever.
+    pub retention_ms: u64,
 }
 
 impl Default for RoomConfig {
@@ -69,6 +95,17 @@ impl Default for RoomConfig {
             outbound_budget: 50_000,
             storm_resumes_per_sec: 50,
             storm_jitter_ms: (200, 2000),
+            user_connections: 10,
+            user_rate_per_sec: 40,
+            user_burst: 100,
+            reply_bytes_per_sec: 256 * 1024,
+            reply_burst_bytes: 2 * 1024 * 1024,
+            send_window: 1024 * 1024,
+            mark_every: 256 * 1024,
+            max_backlog: 4 * 1024 * 1024,
+            token_max_ttl_secs: 24 * 3600,
+            log_retain_bytes: 16 * 1024 * 1024,
+            retention_ms: 90 * 24 * 3600 * 1000,
         }
     }
 }
@@ -77,8 +114,13 @@ impl RoomConfig {
     /// The defaults, overridden by deployment variables where set
     /// (`REPLAY_LIMIT`, `LOG_RETAIN`, `MAX_FRAME_BYTES`, `RATE_PER_SEC`,
     /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`,
-    /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `OUTBOUND_BUDGET`, `STORM_RESUMES_PER_SEC`). A value that is not a positive integer is reported and
-    /// the default kept, so a typo never takes a room down.
+    /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `OUTBOUND_BUDGET`,
+    /// `STORM_RESUMES_PER_SEC`, `USER_CONNECTIONS`, `USER_RATE_PER_SEC`,
+    /// `USER_RATE_BURST`, `REPLY_BYTES_PER_SEC`, `SEND_WINDOW_BYTES`,
+    /// `MAX_BACKLOG_BYTES`, `TOKEN_MAX_TTL_SECS`, `LOG_RETAIN_BYTES`,
+    /// `ROOM_RETENTION_DAYS` (0 allowed: keep forever)). A value that is not
+    /// a positive integer is reported and the default kept, so a typo never
+    /// takes a room down.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> (RoomConfig, Vec<String>) {
         let mut config = RoomConfig::default();
         let mut problems = Vec::new();
@@ -101,6 +143,23 @@ impl RoomConfig {
         read("BATCH_ABOVE", &mut config.batch_above);
         read("OUTBOUND_BUDGET", &mut config.outbound_budget);
         read("STORM_RESUMES_PER_SEC", &mut config.storm_resumes_per_sec);
+        read("USER_RATE_PER_SEC", &mut config.user_rate_per_sec);
+        read("USER_RATE_BURST", &mut config.user_burst);
+        read("REPLY_BYTES_PER_SEC", &mut config.reply_bytes_per_sec);
+        read("SEND_WINDOW_BYTES", &mut config.send_window);
+        read("MAX_BACKLOG_BYTES", &mut config.max_backlog);
+        read("TOKEN_MAX_TTL_SECS", &mut config.token_max_ttl_secs);
+        read("LOG_RETAIN_BYTES", &mut config.log_retain_bytes);
+        let mut user_connections = config.user_connections as u64;
+        read("USER_CONNECTIONS", &mut user_connections);
+        config.user_connections = user_connections as usize;
+        let mut days = config.retention_ms / (24 * 3600 * 1000);
+        match var("ROOM_RETENTION_DAYS").map(|t| t.trim().parse::<u64>()) {
+            Some(Ok(0)) => days = 0,
+            Some(_) => read("ROOM_RETENTION_DAYS", &mut days),
+            None => {}
+        }
+        config.retention_ms = days.saturating_mul(24 * 3600 * 1000);
         let mut max_frame = config.max_frame as u64;
         read("MAX_FRAME_BYTES", &mut max_frame);
         config.max_frame = max_frame as usize;
@@ -109,7 +168,23 @@ impl RoomConfig {
         config.large_room = large_room as usize;
         // The log must hold at least what a resume may replay.
         config.log_retain = config.log_retain.max(config.replay_limit);
+        config.finish();
         (config, problems)
+    }
+}
+
+impl RoomConfig {
+    /// Derives the settings that follow from others: a mark every quarter
+    /// window; a reply burst that fits the largest state frame (or no state
+    /// reply could ever be sent); a log byte bound that holds a full replay.
+    pub fn finish(&mut self) {
+        self.send_window = self.send_window.max(4096);
+        self.mark_every = (self.send_window / 4).max(1024);
+        let largest_state = self.state_max_bytes as u64 + self.state_max_keys as u64 * 32 + 1024;
+        self.reply_burst_bytes = self.reply_burst_bytes.max(largest_state);
+        let full_replay = self.replay_limit.saturating_mul(self.max_frame as u64);
+        self.log_retain_bytes = self.log_retain_bytes.max(full_replay);
+        self.user_connections = self.user_connections.max(1);
     }
 }
 

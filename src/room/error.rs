@@ -11,8 +11,14 @@ pub enum Refusal {
     Invalid(String),
     /// The payload is over a size limit (presence state, room state).
     TooLarge(String),
-    /// The connection sends faster than its token bucket allows.
+    /// The connection (or its user, over all their connections) sends
+    /// faster than its token bucket allows.
     RateLimited,
+    /// A `get_state` while the user's reply budget (bytes per second) is
+    /// spent: the answer would cost `bytes`.
+    ReplyBudget { bytes: u64, per_sec: u64 },
+    /// An echoed `mark` that the room never sent to this connection.
+    UnknownMark,
     /// A `set` whose `if_version` is not the key's current version.
     Conflict { version: u64 },
 }
@@ -24,7 +30,8 @@ impl Refusal {
             Refusal::BadFrame(_) => "bad_frame",
             Refusal::Invalid(_) => "invalid",
             Refusal::TooLarge(_) => "too_large",
-            Refusal::RateLimited => "rate_limited",
+            Refusal::RateLimited | Refusal::ReplyBudget { .. } => "rate_limited",
+            Refusal::UnknownMark => "invalid",
             Refusal::Conflict { .. } => "conflict",
         }
     }
@@ -34,6 +41,10 @@ impl Refusal {
         match self {
             Refusal::BadFrame(m) | Refusal::Invalid(m) | Refusal::TooLarge(m) => m.clone(),
             Refusal::RateLimited => "too many frames; slow down".into(),
+            Refusal::ReplyBudget { bytes, per_sec } => format!(
+                "the state is {bytes} bytes and state replies are limited to {per_sec} bytes/s per user; ask again later"
+            ),
+            Refusal::UnknownMark => "no such mark was sent to this connection".into(),
             Refusal::Conflict { version } => {
                 format!("version mismatch: the key is at version {version}")
             }
@@ -50,7 +61,8 @@ impl From<FrameError> for Refusal {
     }
 }
 
-/// Why the room closes a socket; each maps to a close code of PROTOCOL.md.
+/// Why the room closes a socket; each maps to a close code of PROTOCOL.md
+/// or one homeroom adds (README, "Protocol decisions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CloseCode {
     /// A frame over `max_frame` bytes (1009).
@@ -63,6 +75,21 @@ pub enum CloseCode {
     Timeout,
     /// The operator drains the room; reconnect promptly (1001).
     GoingAway,
+    /// The client did not confirm what it was sent and too much waits for
+    /// it (4013): reconnect and resume.
+    Backlog,
+    /// The token's `exp` passed while connected (4401): get a new token.
+    TokenExpired,
+    /// The operator kicked this user (4403): do not reconnect.
+    Kicked,
+    /// The operator blocked this user from the room for a while (4403).
+    Blocked,
+    /// The session belongs to another user (4409): use a new session.
+    SessionTaken,
+    /// The user already holds as many connections as the room allows (4429).
+    TooManyConnections,
+    /// The operator deleted the room (4404): do not reconnect.
+    Deleted,
 }
 
 impl CloseCode {
@@ -74,10 +101,17 @@ impl CloseCode {
             CloseCode::Abuse => 4029,
             CloseCode::Timeout => 4008,
             CloseCode::GoingAway => 1001,
+            CloseCode::Backlog => 4013,
+            CloseCode::TokenExpired => 4401,
+            CloseCode::Kicked | CloseCode::Blocked => 4403,
+            CloseCode::Deleted => 4404,
+            CloseCode::SessionTaken => 4409,
+            CloseCode::TooManyConnections => 4429,
         }
     }
 
-    /// The close reason text.
+    /// The close reason text: for the codes homeroom adds, a stable code a
+    /// client can act on.
     pub fn reason(self) -> &'static str {
         match self {
             CloseCode::TooLarge => "frame too large",
@@ -85,6 +119,13 @@ impl CloseCode {
             CloseCode::Abuse => "rate limit abuse",
             CloseCode::Timeout => "heartbeat timeout",
             CloseCode::GoingAway => "room drained",
+            CloseCode::Backlog => "backlog",
+            CloseCode::TokenExpired => "token_expired",
+            CloseCode::Kicked => "kicked",
+            CloseCode::Blocked => "blocked",
+            CloseCode::SessionTaken => "session_taken",
+            CloseCode::TooManyConnections => "too_many_connections",
+            CloseCode::Deleted => "room_deleted",
         }
     }
 }

@@ -23,6 +23,11 @@ pub struct Hello {
     /// A random number from the adapter, for this connection's jitter (the
     /// engine has no randomness of its own).
     pub rand: u64,
+    /// Another, kept secret: the key of this connection's flow-control marks.
+    pub secret: u64,
+    /// When the token that admitted it expires (ms); the room closes the
+    /// socket then (4401). `None` in anonymous dev mode.
+    pub expires: Option<u64>,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -69,6 +74,15 @@ pub enum Output {
     /// timer for coalescing windows (tens of milliseconds), or for the end
     /// of the turn (the time is now: after the events already waiting).
     Wake(u64),
+    /// Store that `user` may not connect until `until` (ms), or, with
+    /// `None`, that they may again.
+    Block { user: String, until: Option<u64> },
+    /// Record that the room has had no connection since this time (ms), for
+    /// its retention.
+    Idle(u64),
+    /// Delete the room's storage: the operator asked, or the room sat empty
+    /// past its retention. The engine is spent; drop it.
+    Delete,
 }
 
 /// One durable, sequenced write.
@@ -137,6 +151,12 @@ pub struct Peer {
     pub seen: u64,
     /// The session's presence state.
     pub state: Box<RawValue>,
+    /// When the connection's token expires (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp: Option<u64>,
+    /// The key of the connection's flow-control marks.
+    #[serde(default)]
+    pub key: u64,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.
@@ -152,8 +172,24 @@ pub struct Snapshot {
     /// The newest log entries (at least `replay_limit` of them when the log
     /// has that many), in `seq` order.
     pub recent: Vec<LogEntry>,
-    /// (session, id, seq) of every retained log entry, in `seq` order.
-    pub ids: Vec<(String, String, u64)>,
+    /// Every retained log entry without its data, in `seq` order.
+    pub ids: Vec<LogId>,
     /// The connections still open.
     pub peers: Vec<Peer>,
+    /// Users blocked from the room, with when the block ends (ms).
+    pub blocks: Vec<(String, u64)>,
+    /// Since when the room has had no connection (ms), if it was recorded.
+    pub idle_since: Option<u64>,
+}
+
+/// A retained log entry as the deduplication index and session ownership
+/// need it.
+#[derive(Debug, Clone)]
+pub struct LogId {
+    pub seq: u64,
+    pub session: String,
+    pub id: String,
+    pub user: String,
+    /// Bytes of the entry's data (for the log's byte bound).
+    pub bytes: u64,
 }

@@ -9,6 +9,7 @@
 mod config;
 mod engine;
 mod error;
+mod flow;
 mod history;
 mod io;
 mod outbox;
@@ -16,11 +17,12 @@ mod presence;
 mod rate;
 mod state;
 mod timer;
+mod users;
 
 pub use config::RoomConfig;
-pub use engine::{Room, SERVER_SESSION};
+pub use engine::{Block, Room, SERVER_SESSION};
 pub use error::{CloseCode, Refusal};
-pub use io::{Commit, Hello, Input, LogEntry, Output, Peer, Snapshot, StateWrite};
+pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
 
 #[cfg(test)]
 mod tests;

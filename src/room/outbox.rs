@@ -8,6 +8,8 @@ use std::rc::Rc;
 #[derive(Debug, Default)]
 pub struct Outbox {
     queue: Vec<Rc<str>>,
+    /// Bytes of the frames in `queue` (the backlog a slow reader is held to).
+    bytes: u64,
     /// Where each (sender, topic) signal sits in `queue`, to replace it.
     signals: HashMap<String, usize>,
     /// A coalescing window is open until then: new frames wait for it.
@@ -38,8 +40,14 @@ impl Outbox {
         self.queue.is_empty()
     }
 
+    /// Bytes waiting.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// Queues a frame in order.
     pub fn push(&mut self, frame: Rc<str>) {
+        self.bytes += frame.len() as u64;
         self.queue.push(frame);
     }
 
@@ -47,18 +55,47 @@ impl Outbox {
     /// sender's session and topic): a stale cursor is worth nothing.
     pub fn push_signal(&mut self, key: &str, frame: Rc<str>) -> bool {
         if let Some(&i) = self.signals.get(key) {
+            self.bytes = self.bytes - self.queue[i].len() as u64 + frame.len() as u64;
             self.queue[i] = frame;
             return true;
         }
         self.signals.insert(key.to_owned(), self.queue.len());
-        self.queue.push(frame);
+        self.push(frame);
         false
     }
 
     /// Takes everything queued, in order.
     pub fn take(&mut self) -> Vec<Rc<str>> {
         self.signals.clear();
+        self.bytes = 0;
         std::mem::take(&mut self.queue)
+    }
+
+    /// Takes the frames at the front that fit in `budget` bytes (always at
+    /// least one), in order; the rest stay queued.
+    pub fn take_upto(&mut self, budget: u64) -> Vec<Rc<str>> {
+        let mut size = 0u64;
+        let n = self
+            .queue
+            .iter()
+            .take_while(|f| {
+                let first = size == 0;
+                size += f.len() as u64;
+                first || size <= budget
+            })
+            .count();
+        if n == self.queue.len() {
+            return self.take();
+        }
+        let rest = self.queue.split_off(n);
+        let taken = std::mem::replace(&mut self.queue, rest);
+        self.bytes -= taken.iter().map(|f| f.len() as u64).sum::<u64>();
+        // Signals still queued moved up by `n`; the ones taken are gone.
+        self.signals.retain(|_, i| *i >= n);
+        for i in self.signals.values_mut() {
+            *i -= n;
+        }
+        taken
     }
 }
 
@@ -124,6 +161,26 @@ mod tests {
         assert_eq!(got, [r#"{"n":2}"#, r#"{"m":1}"#, r#"{"n":3}"#]);
         assert!(o.is_empty());
         assert!(!o.push_signal("a\0cursor", rc("{}")), "a fresh window starts clean");
+    }
+
+    #[test]
+    fn a_partial_take_keeps_the_rest_in_order_with_their_signal_slots() {
+        let mut o = Outbox::default();
+        o.push(rc("aaaa"));
+        o.push_signal("s\0c", rc("bb"));
+        o.push(rc("cccccc"));
+        o.push_signal("t\0c", rc("dd"));
+        assert_eq!(o.bytes(), 14);
+        let got: Vec<String> = o.take_upto(6).iter().map(|f| f.to_string()).collect();
+        assert_eq!(got, ["aaaa", "bb"]);
+        assert_eq!(o.bytes(), 8);
+        assert!(o.push_signal("t\0c", rc("ee")), "the queued signal is still replaced in place");
+        assert!(!o.push_signal("s\0c", rc("ff")), "the taken one is not");
+        let got: Vec<String> = o.take_upto(1).iter().map(|f| f.to_string()).collect();
+        assert_eq!(got, ["cccccc"], "at least one frame, even over the budget");
+        let got: Vec<String> = o.take().iter().map(|f| f.to_string()).collect();
+        assert_eq!(got, ["ee", "ff"]);
+        assert_eq!(o.bytes(), 0);
     }
 
     #[test]

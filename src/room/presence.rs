@@ -110,6 +110,11 @@ impl Presence {
     }
 
     /// Removes every member at once (a drain).
+    /// Every (session, user) present.
+    pub fn sessions(&self) -> Vec<(String, String)> {
+        self.members.iter().map(|(s, m)| (s.clone(), m.user.clone())).collect()
+    }
+
     pub fn clear(&mut self) {
         self.members.clear();
         self.by_region.clear();

@@ -1,5 +1,7 @@
-//! Per-connection token bucket, plus the abuse count that turns a persistent
-//! flood into a 4029 close. Integer milli-tokens keep it exact and deterministic.
+//! Token buckets: a connection's frames, a user's frames over all their
+//! connections, a user's reply bytes; plus the abuse count that turns a
+//! persistent flood into a 4029 close. Integer milli-units keep them exact
+//! and deterministic.
 
 use super::RoomConfig;
 
@@ -14,9 +16,64 @@ pub enum Verdict {
     Abuse,
 }
 
+/// A token bucket in thousandths of a unit (frames or bytes), so that
+/// refills are exact integers at any rate.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    milli: u64,
+    last_ms: u64,
+}
+
+impl Bucket {
+    /// A full bucket of `burst` units at `now`.
+    pub fn full(burst: u64, now: u64) -> Bucket {
+        Bucket { milli: burst.saturating_mul(1000), last_ms: now }
+    }
+
+    fn refill(&mut self, per_sec: u64, burst: u64, now: u64) -> u64 {
+        let elapsed = now.saturating_sub(self.last_ms);
+        self.last_ms = self.last_ms.max(now);
+        // units per second == milli-units per millisecond
+        self.milli = self
+            .milli
+            .saturating_add(elapsed.saturating_mul(per_sec))
+            .min(burst.saturating_mul(1000));
+        elapsed
+    }
+
+    /// Takes `cost` units if the bucket holds them.
+    pub fn take(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) -> bool {
+        self.refill(per_sec, burst, now);
+        let cost = cost.saturating_mul(1000);
+        if self.milli >= cost {
+            self.milli -= cost;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// How long (ms) until `cost` units are there (0: now). A cost over the
+    /// burst never fits whole; it waits for a full bucket.
+    pub fn wait_for(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) -> u64 {
+        self.refill(per_sec, burst, now);
+        let want = cost.min(burst).saturating_mul(1000);
+        want.saturating_sub(self.milli).div_ceil(per_sec.max(1))
+    }
+
+    /// Takes `cost` units, emptying the bucket if it holds fewer (a reply
+    /// the room sends anyway, after the wait it imposed).
+    pub fn charge(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) {
+        self.refill(per_sec, burst, now);
+        self.milli = self.milli.saturating_sub(cost.saturating_mul(1000));
+    }
+}
+
+/// One connection's frame budget, plus the abuse count that turns a
+/// persistent flood into a 4029 close.
 #[derive(Debug, Clone)]
 pub struct RateLimiter {
-    tokens: u64,
+    bucket: Bucket,
     abuse: u64,
     last_ms: u64,
 }
@@ -24,26 +81,34 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// A full bucket at `now`.
     pub fn new(config: &RoomConfig, now: u64) -> Self {
-        RateLimiter { tokens: config.burst * 1000, abuse: 0, last_ms: now }
+        RateLimiter { bucket: Bucket::full(config.burst, now), abuse: 0, last_ms: now }
     }
 
     /// Accounts for one frame arriving at `now`.
     pub fn check(&mut self, config: &RoomConfig, now: u64) -> Verdict {
-        let elapsed = now.saturating_sub(self.last_ms);
-        self.last_ms = self.last_ms.max(now);
-        // rate per second == milli-tokens per millisecond
-        self.tokens = (self.tokens + elapsed * config.rate_per_sec).min(config.burst * 1000);
-        self.abuse = self.abuse.saturating_sub(elapsed * config.abuse_drain_per_sec);
-        if self.tokens >= 1000 {
-            self.tokens -= 1000;
+        if self.bucket.take(config.rate_per_sec, config.burst, 1, now) {
+            self.drain(config, now);
             return Verdict::Allow;
         }
+        self.refused(config, now)
+    }
+
+    /// Counts a frame refused for another budget (the user's) against the
+    /// abuse count, as if this connection's own budget had refused it.
+    pub fn refused(&mut self, config: &RoomConfig, now: u64) -> Verdict {
+        self.drain(config, now);
         self.abuse += 1000;
         if self.abuse >= config.abuse_limit * 1000 {
             Verdict::Abuse
         } else {
             Verdict::Refuse
         }
+    }
+
+    fn drain(&mut self, config: &RoomConfig, now: u64) {
+        let elapsed = now.saturating_sub(self.last_ms);
+        self.last_ms = self.last_ms.max(now);
+        self.abuse = self.abuse.saturating_sub(elapsed * config.abuse_drain_per_sec);
     }
 }
 
@@ -90,5 +155,17 @@ mod tests {
         for _ in 0..140 {
             assert_ne!(r.check(&c, 10_000), Verdict::Abuse);
         }
+    }
+
+    #[test]
+    fn a_byte_bucket_says_how_long_a_cost_must_wait() {
+        let mut b = Bucket::full(1000, 0);
+        assert!(b.take(100, 1000, 800, 0));
+        assert!(!b.take(100, 1000, 800, 0), "200 left");
+        assert_eq!(b.wait_for(100, 1000, 800, 0), 6_000, "600 more at 100/s");
+        assert_eq!(b.wait_for(100, 1000, 800, 6_000), 0);
+        assert_eq!(b.wait_for(100, 1000, 5_000, 6_000), 2_000, "past the burst: a full bucket");
+        b.charge(100, 1000, 5_000, 6_000);
+        assert_eq!(b.wait_for(100, 1000, 1, 6_000), 10, "emptied: 1 unit takes 10 ms");
     }
 }

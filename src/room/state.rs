@@ -1,6 +1,7 @@
 //! The room's key-value state: each key's value and the `seq` that wrote it.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use serde_json::value::RawValue;
 
@@ -12,6 +13,9 @@ pub struct RoomState {
     entries: BTreeMap<String, (Box<RawValue>, u64)>,
     /// Keys plus JSON values, to bound memory and the resync snapshot.
     bytes: usize,
+    /// The snapshot as JSON, made once per change: `get_state` and resyncs
+    /// at the same `seq` share it instead of serializing up to 1 MiB each.
+    json: Option<Rc<str>>,
 }
 
 impl RoomState {
@@ -53,6 +57,18 @@ impl RoomState {
         }
         self.bytes += added;
         self.entries.insert(key, (value, version));
+        self.json = None;
+    }
+
+    /// The snapshot as JSON text (`{key: {"value","version"}}`), cached
+    /// until the next write.
+    pub fn json(&mut self) -> Rc<str> {
+        if let Some(json) = &self.json {
+            return json.clone();
+        }
+        let json: Rc<str> = serde_json::to_string(&self.snapshot()).unwrap_or_default().into();
+        self.json = Some(json.clone());
+        json
     }
 
     /// The snapshot sent in `state` and `resync` frames.

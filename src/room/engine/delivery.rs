@@ -2,16 +2,20 @@
 //! end of the turn, batched, once frames come faster than the runtime can
 //! send them one by one; signals coalesced inside a window (the latest per
 //! sender and topic); everything held behind a deferred replay during a
-//! reconnect storm; and signals shed first when the room's outbound work
-//! exceeds its budget. Durable frames are never dropped, reordered or
-//! delayed for a window.
+//! reconnect storm; held back from a connection whose flow window is full
+//! (it has not confirmed what it was sent, see [`crate::room::flow`]), and
+//! the connection closed once too much waits for it; and signals shed first
+//! when the room's outbound work exceeds its budget. Durable frames are
+//! never dropped, reordered or delayed for a window.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use super::Room;
+use crate::room::flow::mark_frame;
 use crate::room::io::Output;
 use crate::room::outbox::pack;
+use crate::room::CloseCode;
 
 /// Frames sent per second, counted in whole-second buckets.
 #[derive(Debug, Default)]
@@ -68,47 +72,85 @@ impl Room {
     pub(super) fn send(&mut self, conn: &str, frame: Rc<str>) {
         let now = self.now;
         let batching = self.batching();
+        let window = self.config.send_window;
         let Some(c) = self.conns.get_mut(conn) else {
             return; // a connection the room already let go
         };
-        if c.out.hold_until.is_some_and(|t| t > now) {
-            c.out.push(frame);
-            return;
+        // Signals waiting in a window go first: they were queued earlier.
+        c.out.push(frame);
+        if c.out.hold_until.is_some_and(|t| t > now) || !c.flow.open(window) {
+            return self.check_backlog(conn);
         }
         if batching {
-            c.out.push(frame);
             if !c.out.due {
                 c.out.due = true;
                 self.turn.push(conn.to_owned());
             }
             return;
         }
-        // Signals waiting in a window go first: they were queued earlier.
-        let mut frames = c.out.take();
-        frames.push(frame);
+        let frames = c.out.take_upto(c.flow.room_left(window));
+        let left = !c.out.is_empty();
+        self.emit(conn, frames);
+        if left {
+            self.check_backlog(conn);
+        }
+    }
+
+    /// Closes a connection that has more waiting for it than the room
+    /// keeps for one reader (4013): it resumes from its last `seq`.
+    pub(super) fn check_backlog(&mut self, conn: &str) {
+        let over = self.conns.get(conn).is_some_and(|c| c.out.bytes() > self.config.max_backlog);
+        if over {
+            self.stats.backlog_closes += 1;
+            let now = self.now;
+            self.close(now, conn, CloseCode::Backlog);
+        }
+    }
+
+    /// A mark echo opened `conn`'s window: frames that waited only for it go.
+    pub(super) fn release(&mut self, conn: &str) {
+        let now = self.now;
+        let window = self.config.send_window;
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        // A hold, a signal window or the end of the turn releases the rest.
+        if c.out.is_empty() || c.out.holding(now) || c.out.due || !c.flow.open(window) {
+            return;
+        }
+        let frames = c.out.take_upto(c.flow.room_left(window));
         self.emit(conn, frames);
     }
 
     /// A durable or control frame for every connection but `except`.
     pub(super) fn broadcast(&mut self, frame: Rc<str>, except: Option<&str>) {
+        let window = self.config.send_window;
         if self.batching() {
             let now = self.now;
+            let max_backlog = self.config.max_backlog;
+            let mut over = Vec::new();
             for (id, c) in &mut self.conns {
                 if Some(id.as_str()) == except {
                     continue;
                 }
                 c.out.push(frame.clone());
-                if !c.out.due && c.out.hold_until.is_none_or(|t| t <= now) {
+                if c.out.bytes() > max_backlog {
+                    over.push(id.clone());
+                } else if !c.out.due && c.out.hold_until.is_none_or(|t| t <= now) {
                     c.out.due = true;
                     self.turn.push(id.clone());
                 }
+            }
+            over.sort(); // deterministic order of closes
+            for conn in over {
+                self.check_backlog(&conn);
             }
             return;
         }
         let slow: Vec<String> = self
             .conns
             .iter()
-            .filter(|(id, c)| Some(id.as_str()) != except && !c.out.is_idle())
+            .filter(|(id, c)| Some(id.as_str()) != except && !c.idle(window))
             .map(|(id, _)| id.clone())
             .collect();
         let receivers =
@@ -118,10 +160,46 @@ impl Room {
             skip.extend(except.map(str::to_owned));
             let fast = (receivers - slow.len()) as u64;
             self.count(fast, fast);
+            self.sent_to_all(frame.len() as u64, &skip);
             self.push(Output::Broadcast { frame: frame.clone(), skip });
         }
         for conn in slow {
             self.send(&conn, frame.clone());
+        }
+    }
+
+    /// Counts `bytes` sent to every connection but those in `skip`, and
+    /// sends the marks that fall due (after the broadcast that made them due).
+    fn sent_to_all(&mut self, bytes: u64, skip: &[String]) {
+        let every = self.config.mark_every;
+        // Usually nobody or only the sender is skipped; held connections in
+        // a storm may be many, so look up fast then.
+        let many: Option<HashSet<&str>> =
+            (skip.len() > 8).then(|| skip.iter().map(String::as_str).collect());
+        let mut marks = Vec::new();
+        for (id, c) in &mut self.conns {
+            let skipped = match &many {
+                Some(set) => set.contains(id.as_str()),
+                None => skip.iter().any(|s| s == id),
+            };
+            if skipped {
+                continue;
+            }
+            if let Some(token) = c.flow.sent(bytes, every) {
+                marks.push((id.clone(), token));
+            }
+        }
+        self.mark(marks);
+    }
+
+    /// Queues the marks after the frame(s) that made them due; they go out
+    /// whatever the connection's window (or nothing could ever open it).
+    fn mark(&mut self, mut marks: Vec<(String, String)>) {
+        marks.sort(); // deterministic order
+        for (conn, token) in marks {
+            let frame: Rc<str> = mark_frame(&token).into();
+            self.count(1, 1);
+            self.push(Output::Send { conn, frame });
         }
     }
 
@@ -130,6 +208,7 @@ impl Room {
     /// case: every member got the same messages) share one text.
     pub(super) fn flush_turn(&mut self) {
         let now = self.now;
+        let window = self.config.send_window;
         let mut groups: Vec<(Vec<Rc<str>>, Vec<String>)> = Vec::new();
         let mut index: HashMap<Vec<*const u8>, usize> = HashMap::new();
         for conn in std::mem::take(&mut self.turn) {
@@ -140,7 +219,10 @@ impl Room {
             if c.out.hold_until.is_some_and(|t| t > now) || c.out.is_empty() {
                 continue; // its hold releases it; or a signal flushed it already
             }
-            let frames = c.out.take();
+            if !c.flow.open(window) {
+                continue; // a mark echo releases it
+            }
+            let frames = c.out.take_upto(c.flow.room_left(window));
             let key: Vec<*const u8> = frames.iter().map(|f| f.as_ptr()).collect();
             match index.get(&key) {
                 Some(&i) => groups[i].1.push(conn),
@@ -163,9 +245,12 @@ impl Room {
             return;
         }
         let now = self.now;
+        let window = self.config.send_window;
         let (mut idle, mut waiting, mut late) = (Vec::new(), Vec::new(), Vec::new());
         for (id, c) in self.conns.iter().filter(|(id, _)| id.as_str() != sender) {
-            if c.out.holding(now) {
+            // A reader that has not confirmed its window gets the latest
+            // signals when it has: they collapse while they wait.
+            if c.out.holding(now) || !c.flow.open(window) || c.out.due {
                 waiting.push(id.clone());
             } else if c.out.is_empty() {
                 idle.push(id.clone());
@@ -173,18 +258,24 @@ impl Room {
                 late.push(id.clone()); // its window ended; the flush has not run yet
             }
         }
+        let mut over = Vec::new();
         for conn in &waiting {
             let c = self.conns.get_mut(conn).expect("listed above");
             if c.out.push_signal(key, frame.clone()) {
                 self.stats.signals_coalesced += 1;
+            } else if c.out.bytes() > self.config.max_backlog {
+                over.push(conn.clone());
             }
         }
         for conn in &late {
             let c = self.conns.get_mut(conn).expect("listed above");
             c.out.push_signal(key, frame.clone());
-            let frames = c.out.take();
+            let frames = c.out.take_upto(c.flow.room_left(window));
             self.emit(conn, frames);
             self.open_window(conn);
+        }
+        for conn in over {
+            self.check_backlog(&conn);
         }
         if idle.is_empty() {
             return;
@@ -193,6 +284,7 @@ impl Room {
         skip.extend(late);
         skip.push(sender.to_owned());
         self.count(idle.len() as u64, idle.len() as u64);
+        self.sent_to_all(frame.len() as u64, &skip);
         self.push(Output::Broadcast { frame, skip });
         for conn in idle {
             self.open_window(&conn);
@@ -211,6 +303,7 @@ impl Room {
     /// released frames stays open for another round (trailing edge).
     pub(super) fn flush_due(&mut self) {
         let now = self.now;
+        let window = self.config.send_window;
         while let Some((at, conn)) = self.deadlines.first().cloned() {
             if at > now {
                 break;
@@ -225,10 +318,10 @@ impl Room {
             if c.out.window_until.is_some_and(|t| t <= now) {
                 c.out.window_until = None;
             }
-            if c.out.holding(now) || c.out.is_empty() {
-                continue;
+            if c.out.holding(now) || c.out.is_empty() || !c.flow.open(window) {
+                continue; // a later deadline, or a mark echo, releases it
             }
-            let frames = c.out.take();
+            let frames = c.out.take_upto(c.flow.room_left(window));
             self.emit(&conn, frames);
             self.open_window(&conn);
         }
@@ -262,19 +355,32 @@ impl Room {
         if frames.len() > 1 {
             self.stats.batches += conns.len() as u64;
         }
+        if frames.is_empty() {
+            return;
+        }
         let asked = frames.len() * conns.len();
         let packed = pack(frames, self.config.batch_max_bytes);
         self.count(asked as u64, (packed.len() * conns.len()) as u64);
+        let bytes: u64 = packed.iter().map(|f| f.len() as u64).sum();
+        let every = self.config.mark_every;
+        let marks: Vec<(String, String)> = conns
+            .iter()
+            .filter_map(|id| {
+                let token = self.conns.get_mut(id)?.flow.sent(bytes, every)?;
+                Some((id.clone(), token))
+            })
+            .collect();
         let mut packed = packed.into_iter().peekable();
         while let Some(frame) = packed.next() {
             if conns.len() == 1 {
                 self.push(Output::Send { conn: conns[0].clone(), frame });
             } else if packed.peek().is_none() {
                 self.push(Output::Multicast { conns, frame });
-                return;
+                break;
             } else {
                 self.push(Output::Multicast { conns: conns.clone(), frame });
             }
         }
+        self.mark(marks);
     }
 }

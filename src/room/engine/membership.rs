@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use super::{empty_object, Conn, Room};
 use crate::protocol::server::{PresenceList, ServerFrame};
+use crate::room::flow::Flow;
 use crate::room::io::{Output, Peer};
 use crate::room::presence::Member;
 use crate::room::rate::RateLimiter;
@@ -28,18 +29,23 @@ impl Room {
         peers.sort_by_key(|p| p.opened);
         for p in peers {
             if let Some(old) = self.presence.get(&p.session).map(|m| m.conn.clone()) {
-                self.conns.remove(&old);
+                self.drop_conn(&old);
                 self.push(Output::Close { conn: old, code: CloseCode::Superseded });
             }
             let seen = p.seen.max(p.opened);
             let conn = Conn {
                 session: p.session.clone(),
+                user: p.user.clone(),
                 limiter: RateLimiter::new(&self.config, now),
                 last_seen: seen,
                 seen_saved: seen,
                 out: Default::default(),
+                // What was outstanding before the eviction is forgotten: the
+                // window starts empty, which bounds the runtime's buffer the same.
+                flow: Flow::new(p.key),
+                expires: p.exp,
             };
-            self.conns.insert(p.conn.clone(), conn);
+            self.add_conn(&p.conn, conn, now);
             let member = Member {
                 conn: p.conn,
                 user: p.user,
@@ -54,7 +60,9 @@ impl Room {
         self.sweep_at = self.next_sweep();
     }
 
-    /// Makes `conn` the connection of `session`, superseding an older one.
+    /// Makes `conn` the connection of `session`, superseding an older one
+    /// (of the same user: [`Room::refuse_open`] turned any other away).
+    #[allow(clippy::too_many_arguments)] // what one accepted connection brings
     pub(super) fn join(
         &mut self,
         now: u64,
@@ -62,12 +70,15 @@ impl Room {
         session: &str,
         user: String,
         region: String,
+        key: u64,
+        expires: Option<u64>,
     ) {
+        self.retain_at = None;
         let previous = self.presence.remove(session);
         let change = match &previous {
             Some(old) => {
                 // Newest wins: the old socket goes, the member stays.
-                self.conns.remove(&old.conn);
+                self.drop_conn(&old.conn);
                 self.push(Output::Close { conn: old.conn.clone(), code: CloseCode::Superseded });
                 if old.region != region || old.user != user {
                     Change::Joined(session)
@@ -77,6 +88,16 @@ impl Room {
             }
             None => Change::Joined(session),
         };
+        let record = Conn {
+            session: session.to_owned(),
+            user: user.clone(),
+            limiter: RateLimiter::new(&self.config, now),
+            last_seen: now,
+            seen_saved: now,
+            out: Default::default(),
+            flow: Flow::new(key),
+            expires,
+        };
         let member = Member {
             conn: conn.to_owned(),
             user,
@@ -85,14 +106,7 @@ impl Room {
             since: previous.as_ref().map_or(now, |m| m.since),
             opened: now,
         };
-        let record = Conn {
-            session: session.to_owned(),
-            limiter: RateLimiter::new(&self.config, now),
-            last_seen: now,
-            seen_saved: now,
-            out: Default::default(),
-        };
-        self.conns.insert(conn.to_owned(), record);
+        self.add_conn(conn, record, now);
         self.remember(session, &member, now);
         self.presence.insert(session.to_owned(), member);
         self.sweep_at.get_or_insert(now + self.config.presence_ttl_ms);
@@ -120,15 +134,31 @@ impl Room {
     /// The runtime reports a socket gone. Only the member's current
     /// connection takes the member with it; a superseded one is long forgotten.
     pub(super) fn closed(&mut self, now: u64, conn: &str) {
-        let Some(c) = self.conns.remove(conn) else {
+        let Some(c) = self.drop_conn(conn) else {
             return;
         };
         if self.presence.get(&c.session).is_some_and(|m| m.conn == conn) {
             self.presence.remove(&c.session);
+            self.departed(&c.session, &c.user, now);
             self.members_changed(now, Change::Left(&c.session), None);
         }
         if self.conns.is_empty() {
             self.sweep_at = None;
+            self.emptied(now);
+        }
+    }
+
+    /// The last connection went: the room's retention starts counting.
+    pub(super) fn emptied(&mut self, now: u64) {
+        self.push(Output::Idle(now));
+        self.retain_from(now);
+    }
+
+    /// An empty room, idle since `since`, deletes its storage after the
+    /// retention (if the deployment sets one).
+    pub(super) fn retain_from(&mut self, since: u64) {
+        if self.config.retention_ms > 0 {
+            self.retain_at = Some(since.saturating_add(self.config.retention_ms));
         }
     }
 
@@ -146,12 +176,20 @@ impl Room {
             }
             self.push(Output::Close { conn: conn.clone(), code: CloseCode::GoingAway });
         }
-        self.conns.clear();
+        for conn in &conns {
+            self.drop_conn(conn);
+        }
+        for (session, user) in self.presence.sessions() {
+            self.departed(&session, &user, now);
+        }
         self.turn.clear();
         self.deadlines.clear();
         self.presence.clear();
         self.large = false;
         self.sweep_at = None;
+        if !conns.is_empty() {
+            self.emptied(now);
+        }
         self.arm();
         conns.len()
     }
@@ -185,6 +223,13 @@ impl Room {
     /// The alarm fired (possibly early: then nothing is due and it re-arms).
     pub(super) fn timer(&mut self, now: u64) {
         self.alarm.fired();
+        self.expire(now);
+        if self.retain_at.is_some_and(|at| at <= now) && self.conns.is_empty() {
+            // Nobody came back within the retention: the room goes.
+            self.retain_at = None;
+            self.push(Output::Delete);
+            return;
+        }
         if self.summary.due.is_some_and(|due| due <= now) {
             self.flush_summary(now, None);
         }
@@ -207,10 +252,10 @@ impl Room {
     /// Asks the adapter for an alarm at the earliest deadline, if the one
     /// already requested is not early enough.
     pub(super) fn arm(&mut self) {
-        let want = match (self.sweep_at, self.summary.due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let want = [self.sweep_at, self.summary.due, self.next_expiry(), self.retain_at]
+            .into_iter()
+            .flatten()
+            .min();
         if let Some(at) = self.wake.want(self.next_flush(), self.now) {
             self.push(Output::Wake(at));
         }
@@ -335,6 +380,7 @@ impl Room {
     }
 
     fn remember(&mut self, session: &str, m: &Member, now: u64) {
+        let (exp, key) = self.conns.get(&m.conn).map_or((None, 0), |c| (c.expires, c.flow.key()));
         self.push(Output::Remember(Peer {
             conn: m.conn.clone(),
             session: session.to_owned(),
@@ -344,6 +390,8 @@ impl Room {
             since: m.since,
             seen: now,
             state: m.state.clone(),
+            exp,
+            key,
         }));
     }
 }

@@ -2,42 +2,65 @@
 //!
 //! This file holds the room's fields, restore, the input dispatch and the
 //! welcome; [`writes`] sequences publishes and sets; [`membership`] keeps
-//! presence, summaries, the heartbeat sweep and the alarm.
+//! presence, summaries, the heartbeat sweep and the alarm; [`admission`]
+//! decides who may connect and what each frame costs; [`operator`] is what
+//! the admin routes do.
 
+mod admission;
 mod delivery;
 mod membership;
+mod operator;
 mod stats;
 mod writes;
+
+pub use operator::Block;
 
 pub use writes::SERVER_SESSION;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
 
 use serde_json::value::RawValue;
 
+use super::flow::Flow;
 use super::history::History;
 use super::io::{Hello, Input, Output, Snapshot};
 use super::outbox::Outbox;
 use super::presence::{Presence, SummaryThrottle};
-use super::rate::{RateLimiter, Verdict};
+use super::rate::RateLimiter;
 use super::state::RoomState;
 use super::timer::Alarm;
+use super::users::Users;
 use super::{CloseCode, Refusal, RoomConfig};
-use crate::protocol::server::{PresenceView, ServerFrame};
+use crate::protocol::server::{Limits, PresenceView, ServerFrame};
 use crate::protocol::{self, ClientFrame, FrameError};
 
-/// A connection the engine knows: which session it carries, its rate budget
-/// and when it last showed signs of life.
+/// A connection the engine knows: which session and user it carries, its
+/// rate budget, what it was sent and confirmed, and when it last showed
+/// signs of life.
 #[derive(Debug)]
 struct Conn {
     session: String,
+    user: String,
     limiter: RateLimiter,
     /// Last frame or answered heartbeat (ms).
     last_seen: u64,
     /// The `seen` last written to the socket attachment (ms).
     seen_saved: u64,
-    /// Frames waiting for its coalescing window or replay hold.
+    /// Frames waiting for its coalescing window, replay hold or flow window.
     out: Outbox,
+    /// Bytes handed to the runtime and confirmed by the client.
+    flow: Flow,
+    /// When its token expires (ms).
+    expires: Option<u64>,
+}
+
+impl Conn {
+    /// Nothing waits for it and its flow window is open: a frame may go
+    /// out at once (and with a broadcast shared by every such connection).
+    fn idle(&self, window: u64) -> bool {
+        self.out.is_idle() && self.flow.open(window)
+    }
 }
 
 /// One room: its log position, state, connections and presence.
@@ -78,6 +101,20 @@ pub struct Room {
     deadlines: BTreeSet<(u64, String)>,
     /// The short wake-up timer requested for the next deadline.
     wake: Alarm,
+    /// Connections per user, the users' budgets, and blocks.
+    users: Users,
+    /// Sessions whose member left lately: session -> (user, when), so a
+    /// member that drops for a moment finds its session still its own.
+    departed: HashMap<String, (String, u64)>,
+    /// When each connection's token expires, earliest first.
+    expiries: BTreeSet<(u64, String)>,
+    /// An empty room deletes its storage then (retention).
+    retain_at: Option<u64>,
+    /// The `state` / `resync` frames of the current `seq`, made once.
+    replies: Vec<(&'static str, Rc<str>)>,
+    replies_seq: u64,
+    /// The limits every welcome announces.
+    limits: Limits,
     outputs: VecDeque<Output>,
 }
 
@@ -85,14 +122,21 @@ impl Room {
     /// Rebuilds a room from storage and the sockets still open. A new room is
     /// a snapshot with `seq` 0 and a fresh epoch.
     pub fn restore(config: RoomConfig, snap: Snapshot, now: u64) -> Room {
-        let mut history = History::new(config.replay_limit, config.log_retain);
+        let mut history =
+            History::new(config.replay_limit, config.log_retain, config.log_retain_bytes);
         let first_framed = snap.recent.first().map_or(u64::MAX, |e| e.seq);
-        for (session, id, seq) in snap.ids.iter().filter(|(_, _, seq)| *seq < first_framed) {
-            history.remember_id(*seq, session, id);
+        for e in snap.ids.iter().filter(|e| e.seq < first_framed) {
+            history.remember_id(e.seq, &e.session, &e.id, &e.user, e.bytes);
         }
         for e in &snap.recent {
-            history.push(e.seq, &e.session, &e.id, e.frame());
+            let bytes = e.data.get().len() as u64;
+            history.push(e.seq, &e.session, &e.id, &e.user, bytes, e.frame());
         }
+        let mut users = Users::default();
+        for (user, until) in &snap.blocks {
+            users.block(user, Some(*until));
+        }
+        users.prune_blocks(now);
         let mut state = RoomState::default();
         for (key, value, version) in snap.state {
             state.set(key, value, version);
@@ -123,10 +167,20 @@ impl Room {
             // Asking again for the in-memory timer costs the adapter nothing
             // when one is pending (it keeps the earliest).
             wake: Alarm::new(0),
+            users,
+            departed: HashMap::new(),
+            expiries: BTreeSet::new(),
+            retain_at: None,
+            replies: Vec::new(),
+            replies_seq: 0,
+            limits: Limits::of(&config),
             outputs: VecDeque::new(),
             config,
         };
         room.restore_peers(snap.peers, now);
+        if room.conns.is_empty() {
+            room.retain_from(snap.idle_since.unwrap_or(now));
+        }
         room.arm();
         room
     }
@@ -190,8 +244,13 @@ impl Room {
     }
 
     fn open(&mut self, now: u64, hello: Hello) {
-        let Hello { conn, session, user, region, since, epoch, rand } = hello;
-        self.join(now, &conn, &session, user, region);
+        let Hello { conn, session, user, region, since, epoch, rand, secret, expires } = hello;
+        if let Some(code) = self.refuse_open(now, &session, &user, expires) {
+            self.stats.refused_opens += 1;
+            self.push(Output::Close { conn, code });
+            return;
+        }
+        self.join(now, &conn, &session, user.clone(), region, secret, expires);
 
         let replay = match (since, epoch.as_deref()) {
             (None, _) => Ok(None),
@@ -221,39 +280,72 @@ impl Room {
                 summary: &summary,
                 large: self.large,
             },
+            limits: &self.limits,
+            expires,
         }
         .to_text();
         // The welcome is the connection's first frame and leaves at once,
         // even when the room batches or a storm defers the replay.
         self.emit(&conn, vec![welcome.into()]);
-        match replay {
+        let catch_up = match replay {
             Ok(Some(frames)) => {
-                // In a reconnect storm, spread the catch-up: the replay and
-                // everything after it wait a jittered while, in order.
                 self.resumes.add(now, 1);
-                if !frames.is_empty() && self.resumes.rate(now) > self.config.storm_resumes_per_sec
-                {
-                    let (lo, hi) = self.config.storm_jitter_ms;
-                    self.hold(&conn, now + lo + rand % (hi.saturating_sub(lo) + 1));
-                    self.stats.deferred_replays += 1;
-                    for frame in frames {
-                        self.send(&conn, frame);
-                    }
-                } else if !frames.is_empty() {
-                    // The whole catch-up travels as one batch, right after
-                    // the welcome: nothing can be queued for a new connection
-                    // (its own join is broadcast to everyone else).
-                    self.emit(&conn, frames);
-                }
+                frames
             }
-            Ok(None) => {}
-            Err(reason) => {
-                let resync =
-                    ServerFrame::Resync { reason, seq: self.seq, state: self.state.snapshot() }
-                        .to_text();
-                self.send(&conn, resync.into());
-            }
+            Ok(None) => Vec::new(),
+            Err(reason) => vec![self.state_reply(reason)],
+        };
+        if catch_up.is_empty() {
+            return;
         }
+        // A catch-up costs its bytes from the user's reply budget; one that
+        // does not fit waits (held, like a storm's replay) until it does.
+        let bytes = catch_up.iter().map(|f| f.len() as u64).sum();
+        let mut wait = self.users.reply_after(&self.config, &user, bytes, now);
+        if wait > 0 {
+            self.stats.held_replies += 1;
+        }
+        // In a reconnect storm, spread the resumes' catch-up too.
+        if since.is_some() && self.resumes.rate(now) > self.config.storm_resumes_per_sec {
+            let (lo, hi) = self.config.storm_jitter_ms;
+            wait = wait.max(lo + rand % (hi.saturating_sub(lo) + 1));
+            self.stats.deferred_replays += 1;
+        }
+        if wait > 0 {
+            // The catch-up and everything after it wait, in order.
+            self.hold(&conn, now + wait);
+            for frame in catch_up {
+                self.send(&conn, frame);
+            }
+        } else {
+            // The whole catch-up travels as one batch, right after the
+            // welcome: nothing can be queued for a new connection (its own
+            // join is broadcast to everyone else).
+            self.emit(&conn, catch_up);
+        }
+    }
+
+    /// The `state` frame (`reason` "state") or a `resync` frame with the
+    /// whole state at the current `seq`, made once per `seq` and kind.
+    fn state_reply(&mut self, reason: &'static str) -> Rc<str> {
+        if self.replies_seq != self.seq {
+            self.replies.clear();
+            self.replies_seq = self.seq;
+        }
+        if let Some((_, frame)) = self.replies.iter().find(|(r, _)| *r == reason) {
+            return frame.clone();
+        }
+        let state = self.state.json();
+        let frame: Rc<str> = match reason {
+            "state" => format!(r#"{{"type":"state","seq":{},"state":{state}}}"#, self.seq),
+            _ => format!(
+                r#"{{"type":"resync","reason":"{reason}","seq":{},"state":{state}}}"#,
+                self.seq
+            ),
+        }
+        .into();
+        self.replies.push((reason, frame.clone()));
+        frame
     }
 
     fn text(&mut self, now: u64, conn: &str, text: &str) {
@@ -263,10 +355,20 @@ impl Room {
         if text.len() > self.config.max_frame {
             return self.close(now, conn, CloseCode::TooLarge);
         }
+        // A mark echo that confirms a mark costs nothing: it is how a client
+        // keeps reading, however fast the room sends. Short frames are parsed
+        // before the rate check to find one; long ones are not.
+        let parsed = (text.len() <= 256).then(|| protocol::parse(text));
+        if let Some(Ok(ClientFrame::Mark { mark })) = &parsed {
+            self.seen(now, conn);
+            if self.confirm(conn, mark) {
+                return;
+            }
+        }
         if !self.admit(now, conn) {
             return;
         }
-        let frame = match protocol::parse(text) {
+        let frame = match parsed.unwrap_or_else(|| protocol::parse(text)) {
             Ok(frame) => frame,
             Err(e) => {
                 let id = match &e {
@@ -288,32 +390,27 @@ impl Room {
                 self.broadcast_signal(conn, &key, frame.into());
             }
             ClientFrame::Presence { state } => self.set_presence(now, conn, state),
-            ClientFrame::GetState => {
-                let frame =
-                    ServerFrame::State { seq: self.seq, state: self.state.snapshot() }.to_text();
-                self.send(conn, frame.into());
-            }
+            ClientFrame::GetState => self.get_state(now, conn),
             ClientFrame::Ping => self.send(conn, ServerFrame::Pong.to_text().into()),
+            ClientFrame::Mark { mark } => {
+                if !self.confirm(conn, &mark) {
+                    self.refuse(conn, None, Refusal::UnknownMark);
+                }
+            }
         }
     }
 
-    /// Rate-limits one frame (any frame is also a sign of life); false when
-    /// it must not be applied.
-    fn admit(&mut self, now: u64, conn: &str) -> bool {
-        self.seen(now, conn);
-        let Some(c) = self.conns.get_mut(conn) else {
-            return false;
-        };
-        match c.limiter.check(&self.config, now) {
-            Verdict::Allow => true,
-            Verdict::Refuse => {
-                self.refuse(conn, None, Refusal::RateLimited);
-                false
-            }
-            Verdict::Abuse => {
-                self.close(now, conn, CloseCode::Abuse);
-                false
-            }
+    /// `get_state`: the state frame, if the user's reply budget holds its bytes.
+    fn get_state(&mut self, now: u64, conn: &str) {
+        let frame = self.state_reply("state");
+        let bytes = frame.len() as u64;
+        let user = &self.conns[conn].user;
+        if self.users.reply(&self.config, user, bytes, now) {
+            self.send(conn, frame);
+        } else {
+            self.stats.rate_limited += 1;
+            let per_sec = self.config.reply_bytes_per_sec;
+            self.refuse(conn, None, Refusal::ReplyBudget { bytes, per_sec });
         }
     }
 

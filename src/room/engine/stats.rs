@@ -24,6 +24,17 @@ pub struct Counters {
     pub batches: u64,
     /// Catch-up replays spread out because resumes came in a storm.
     pub deferred_replays: u64,
+    /// Catch-ups held until the user's reply budget had their bytes.
+    pub held_replies: u64,
+    /// Frames refused for a connection's or a user's budget.
+    pub rate_limited: u64,
+    /// Connects refused (session of another user, blocked, too many
+    /// connections, expired token).
+    pub refused_opens: u64,
+    /// Connections closed because their token expired.
+    pub expired: u64,
+    /// Connections closed because too much waited for them (4013).
+    pub backlog_closes: u64,
 }
 
 impl Counters {
@@ -61,6 +72,17 @@ impl Room {
             "signals_coalesced": c.signals_coalesced,
             "batches": c.batches,
             "deferred_replays": c.deferred_replays,
+            "held_replies": c.held_replies,
+            "rate_limited": c.rate_limited,
+            "refused_opens": c.refused_opens,
+            "expired": c.expired,
+            "backlog_closes": c.backlog_closes,
+            "users": self.users.len(),
+            "most_connections_of_a_user": self.users.most_conns(),
+            "blocked_users": self.users.blocked_count(self.now),
+            "waiting_bytes": self.conns.values().map(|c| c.out.bytes()).sum::<u64>(),
+            "unconfirmed_bytes": self.conns.values().map(|c| c.flow.unconfirmed()).sum::<u64>(),
+            "limits": &self.limits,
         })
         .to_string()
     }

@@ -86,9 +86,14 @@ impl Room {
         if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
             return Ok(seq);
         }
+        crate::protocol::client::shallow(&data, "data").map_err(Refusal::Invalid)?;
         self.now = self.now.max(now);
         let author = Author { session: SERVER_SESSION.into(), user: SERVER_SESSION.into(), region };
         let seq = self.commit(now, &author, None, id, topic, data, None);
+        if self.conns.is_empty() {
+            // A write is activity: an empty room's retention starts again.
+            self.emptied(now);
+        }
         self.arm();
         Ok(seq)
     }
@@ -123,11 +128,19 @@ impl Room {
             ts: now,
         };
         let frame = entry.frame();
-        self.history.push(entry.seq, &author.session, &entry.id, frame.clone());
+        let bytes = entry.data.get().len() as u64;
+        self.history.push(
+            entry.seq,
+            &author.session,
+            &entry.id,
+            &author.user,
+            bytes,
+            frame.clone(),
+        );
         if let Some(w) = &state {
             self.state.set(w.key.clone(), w.value.clone(), entry.seq);
         }
-        let trim_through = self.seq.checked_sub(self.config.log_retain).filter(|s| *s > 0);
+        let trim_through = self.history.take_trim();
         let ack_frame = ack(&entry.id, entry.seq);
         let seq = entry.seq;
         self.push(Output::Persist(Box::new(Commit { entry, state, trim_through })));

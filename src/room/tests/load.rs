@@ -70,8 +70,14 @@ fn a_durable_message_is_not_held_by_a_signal_window() {
 
 #[test]
 fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
-    let config =
-        RoomConfig { batch_above: 60, rate_per_sec: 1_000, burst: 1_000, ..RoomConfig::default() };
+    let config = RoomConfig {
+        batch_above: 60,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
+        ..RoomConfig::default()
+    };
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
     let watchers: Vec<String> =
@@ -117,8 +123,14 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
 
 #[test]
 fn a_resume_into_a_batching_room_gets_its_welcome_then_its_replay_then_live() {
-    let config =
-        RoomConfig { batch_above: 10, rate_per_sec: 1_000, burst: 1_000, ..RoomConfig::default() };
+    let config = RoomConfig {
+        batch_above: 10,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
+        ..RoomConfig::default()
+    };
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
     let r = s.connect("sess-back", "EU", None);
@@ -153,6 +165,8 @@ fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
         storm_resumes_per_sec: 1,
         rate_per_sec: 1_000,
         burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
         ..RoomConfig::default()
     };
     let mut s = Sim::new(config);
@@ -194,6 +208,8 @@ fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
         outbound_budget: 100,
         rate_per_sec: 1_000,
         burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
         ..RoomConfig::default()
     };
     let mut s = Sim::new(config);

@@ -1,6 +1,7 @@
 //! Engine tests on virtual time: a simulated adapter ([`sim::Sim`]), scenario
 //! tests for each protocol behaviour, and property tests over interleavings.
 
+mod attacks;
 mod load;
 mod operator;
 mod presence;

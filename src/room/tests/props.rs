@@ -108,7 +108,13 @@ impl Client {
 }
 
 fn run(ops: Vec<Op>, loaded: bool) {
-    let mut config = RoomConfig { rate_per_sec: 100_000, burst: 100_000, ..RoomConfig::default() };
+    let mut config = RoomConfig {
+        rate_per_sec: 100_000,
+        burst: 100_000,
+        user_rate_per_sec: 100_000,
+        user_burst: 100_000,
+        ..RoomConfig::default()
+    };
     if loaded {
         config.batch_above = 1;
         config.outbound_budget = 1;

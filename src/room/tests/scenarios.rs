@@ -159,6 +159,7 @@ fn resume_with_nothing_missed_and_connect_without_since() {
 fn a_gap_over_the_replay_limit_or_another_epoch_gets_resync() {
     let mut s = sim();
     s.config.rate_per_sec = 1000;
+    s.config.user_rate_per_sec = 1000;
     s.evict(); // take the relaxed rate
     let p = s.connect("sess-pubr", "EU", None);
     s.send(&p, r#"{"type":"set","id":"k","key":"bid","value":5}"#);
@@ -306,6 +307,8 @@ fn the_log_is_trimmed_and_ids_expire_with_it() {
     let mut s = sim();
     s.config.rate_per_sec = 100_000;
     s.config.burst = 100_000;
+    s.config.user_rate_per_sec = 100_000;
+    s.config.user_burst = 100_000;
     s.evict();
     let a = s.connect("sess-aaaa", "EU", None);
     for i in 1..=1100 {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::room::{Hello, Input, LogEntry, Output, Peer, Room, RoomConfig, Snapshot};
+use crate::room::{Hello, Input, LogEntry, LogId, Output, Peer, Room, RoomConfig, Snapshot};
 
 /// What SQLite would hold.
 #[derive(Default)]
@@ -15,6 +15,12 @@ pub struct Disk {
     pub seq: u64,
     pub log: BTreeMap<u64, LogEntry>,
     pub state: BTreeMap<String, (Box<RawValue>, u64)>,
+    pub blocks: BTreeMap<String, u64>,
+    pub idle_since: Option<u64>,
+    /// The room's storage was deleted this many times.
+    pub deleted: usize,
+    /// The epoch a reload gets (a deleted room starts a new log).
+    pub epoch: Option<String>,
 }
 
 /// One client socket as the simulated runtime sees it.
@@ -29,6 +35,10 @@ pub struct Socket {
     pub raw: usize,
     /// When the runtime last auto-answered a ping on this socket.
     pub pinged: Option<u64>,
+    /// Bytes of text the room handed the runtime for this socket.
+    pub bytes: u64,
+    /// The client reads but never echoes a `mark` (a hostile or broken reader).
+    pub silent: bool,
 }
 
 pub struct Sim {
@@ -77,6 +87,18 @@ impl Sim {
         region: &str,
         since: Option<(u64, &str)>,
     ) -> String {
+        self.connect_until(session, user, region, since, None)
+    }
+
+    /// Connects with a token that expires at `expires` (ms).
+    pub fn connect_until(
+        &mut self,
+        session: &str,
+        user: &str,
+        region: &str,
+        since: Option<(u64, &str)>,
+        expires: Option<u64>,
+    ) -> String {
         self.next_conn += 1;
         let conn = format!("c-{}", self.next_conn);
         self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
@@ -89,6 +111,8 @@ impl Sim {
             epoch: since.map(|s| s.1.to_owned()),
             // deterministic "randomness": spread over the jitter range
             rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
+            secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            expires,
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();
@@ -131,18 +155,31 @@ impl Sim {
         let recent_from = self.disk.seq.saturating_sub(self.config.replay_limit);
         let snap = Snapshot {
             room: self.room.name().into(),
-            epoch: self.room.epoch().into(),
+            epoch: self.disk.epoch.clone().unwrap_or_else(|| self.room.epoch().into()),
             home: None,
             seq: self.disk.seq,
             state: self.disk.state.iter().map(|(k, (v, n))| (k.clone(), v.clone(), *n)).collect(),
             recent: self.disk.log.range(recent_from + 1..).map(|(_, e)| e.clone()).collect(),
-            ids: self.disk.log.values().map(|e| (e.session.clone(), e.id.clone(), e.seq)).collect(),
+            ids: self
+                .disk
+                .log
+                .values()
+                .map(|e| LogId {
+                    seq: e.seq,
+                    session: e.session.clone(),
+                    id: e.id.clone(),
+                    user: e.user.clone(),
+                    bytes: e.data.get().len() as u64,
+                })
+                .collect(),
             peers: self
                 .sockets
                 .values()
                 .filter(|s| s.open)
                 .filter_map(|s| s.peer.clone())
                 .collect(),
+            blocks: self.disk.blocks.iter().map(|(u, t)| (u.clone(), *t)).collect(),
+            idle_since: self.disk.idle_since,
         };
         self.room = Room::restore(self.config.clone(), snap, self.now);
         self.pump();
@@ -200,6 +237,21 @@ impl Sim {
                     let conn = peer.conn.clone();
                     self.sockets.get_mut(&conn).expect("known socket").peer = Some(peer);
                 }
+                Output::Block { user, until } => match until {
+                    Some(t) => {
+                        self.disk.blocks.insert(user, t);
+                    }
+                    None => {
+                        self.disk.blocks.remove(&user);
+                    }
+                },
+                Output::Idle(at) => self.disk.idle_since = Some(at),
+                Output::Delete => {
+                    let deleted = self.disk.deleted + 1;
+                    let epoch = Some(format!("e-deleted-{deleted}"));
+                    self.disk = Disk { deleted, epoch, ..Disk::default() };
+                    self.alarm = None;
+                }
             }
         }
     }
@@ -213,6 +265,7 @@ impl Sim {
         let s = self.sockets.get_mut(conn).expect("known socket");
         assert!(s.open, "frame sent to closed socket {conn}: {frame}");
         s.raw += 1;
+        s.bytes += frame.len() as u64;
         for v in frames {
             if matches!(v["type"].as_str(), Some("ack" | "message")) {
                 let seq = v["seq"].as_u64().expect("seq");
@@ -225,9 +278,21 @@ impl Sim {
     /// Takes the frames a socket received so far. A client reads after the
     /// runtime ran out of inputs, so a turn's end that is due has run (read
     /// `sockets[conn].inbox` to see a turn before it ends).
+    /// A client echoes every `mark` it reads (unless it is `silent`); marks
+    /// are not returned.
     pub fn take(&mut self, conn: &str) -> Vec<Value> {
         self.end_turn();
-        std::mem::take(&mut self.sockets.get_mut(conn).expect("known socket").inbox)
+        let s = self.sockets.get_mut(conn).expect("known socket");
+        let frames = std::mem::take(&mut s.inbox);
+        let (open, silent) = (s.open, s.silent);
+        let (marks, frames): (Vec<Value>, Vec<Value>) =
+            frames.into_iter().partition(|f| f["type"] == "mark");
+        if open && !silent {
+            for m in marks {
+                self.send(conn, &format!(r#"{{"type":"mark","mark":{}}}"#, m["mark"]));
+            }
+        }
+        frames
     }
 
     /// Takes the frames of one type.

@@ -1,0 +1,159 @@
+//! Who may connect and what each frame costs: a session belongs to the user
+//! who opened it, a user holds a bounded number of connections and shares
+//! one budget over them, a blocked user stays out, a token's `exp` ends its
+//! connection, and a mark echo opens a connection's flow window again.
+
+use super::{Conn, Room};
+use crate::room::flow::Echo;
+use crate::room::rate::Verdict;
+use crate::room::{CloseCode, Refusal};
+
+/// How long a departed member's session stays its user's (ms): long enough
+/// for a dropped tab to come back.
+const DEPARTED_MS: u64 = 10 * 60 * 1000;
+/// Most departed sessions remembered; the oldest go first.
+const DEPARTED_MAX: usize = 4096;
+
+impl Room {
+    /// Why a new connection of (`session`, `user`) must be turned away, if
+    /// it must.
+    pub(super) fn refuse_open(
+        &self,
+        now: u64,
+        session: &str,
+        user: &str,
+        expires: Option<u64>,
+    ) -> Option<CloseCode> {
+        if expires.is_some_and(|at| at <= now) {
+            return Some(CloseCode::TokenExpired);
+        }
+        if self.users.blocked(user, now) {
+            return Some(CloseCode::Blocked);
+        }
+        if self.owner_of(session, now).is_some_and(|owner| owner != user) {
+            return Some(CloseCode::SessionTaken);
+        }
+        // A reconnect of a present session replaces its connection.
+        let replaces = usize::from(self.presence.get(session).is_some());
+        if self.users.conns(user) - replaces >= self.config.user_connections {
+            return Some(CloseCode::TooManyConnections);
+        }
+        None
+    }
+
+    /// The user a session belongs to: its present member's, else the one
+    /// whose writes under it are in the retained log (its ids must not
+    /// collide with anyone else's), else the one whose member left lately.
+    pub(super) fn owner_of(&self, session: &str, now: u64) -> Option<&str> {
+        if let Some(m) = self.presence.get(session) {
+            return Some(&m.user);
+        }
+        if let Some(user) = self.history.owner(session) {
+            return Some(user);
+        }
+        self.departed
+            .get(session)
+            .filter(|(_, at)| now.saturating_sub(*at) < DEPARTED_MS)
+            .map(|(user, _)| user.as_str())
+    }
+
+    /// Remembers that `session` of `user` left at `now`.
+    pub(super) fn departed(&mut self, session: &str, user: &str, now: u64) {
+        if self.departed.len() >= DEPARTED_MAX {
+            self.departed.retain(|_, (_, at)| now.saturating_sub(*at) < DEPARTED_MS);
+            if self.departed.len() >= DEPARTED_MAX {
+                let oldest = self.departed.iter().min_by_key(|(_, (_, at))| *at);
+                if let Some(key) = oldest.map(|(k, _)| k.clone()) {
+                    self.departed.remove(&key);
+                }
+            }
+        }
+        self.departed.insert(session.to_owned(), (user.to_owned(), now));
+    }
+
+    /// Tracks a new connection: its user's count and its token's expiry.
+    pub(super) fn add_conn(&mut self, id: &str, conn: Conn, now: u64) {
+        self.users.add(&self.config, &conn.user, now);
+        if let Some(at) = conn.expires {
+            self.expiries.insert((at, id.to_owned()));
+        }
+        self.conns.insert(id.to_owned(), conn);
+    }
+
+    /// Stops tracking a connection.
+    pub(super) fn drop_conn(&mut self, id: &str) -> Option<Conn> {
+        let conn = self.conns.remove(id)?;
+        self.users.remove(&conn.user);
+        if let Some(at) = conn.expires {
+            self.expiries.remove(&(at, id.to_owned()));
+        }
+        Some(conn)
+    }
+
+    /// Rate-limits one frame (any frame is also a sign of life): the
+    /// connection's budget, then its user's over all their connections.
+    /// False when it must not be applied. A connection whose token expired
+    /// is closed here, whether or not the alarm has fired yet.
+    pub(super) fn admit(&mut self, now: u64, conn: &str) -> bool {
+        self.seen(now, conn);
+        let Some(c) = self.conns.get_mut(conn) else {
+            return false;
+        };
+        if c.expires.is_some_and(|at| at <= now) {
+            self.stats.expired += 1;
+            self.close(now, conn, CloseCode::TokenExpired);
+            return false;
+        }
+        let mut verdict = c.limiter.check(&self.config, now);
+        if verdict == Verdict::Allow && !self.users.frame(&self.config, &c.user, now) {
+            verdict = c.limiter.refused(&self.config, now);
+        }
+        match verdict {
+            Verdict::Allow => true,
+            Verdict::Refuse => {
+                self.stats.rate_limited += 1;
+                self.refuse(conn, None, Refusal::RateLimited);
+                false
+            }
+            Verdict::Abuse => {
+                self.close(now, conn, CloseCode::Abuse);
+                false
+            }
+        }
+    }
+
+    /// An echoed mark: true when it is one the room sent this connection
+    /// (its window opens as far as the mark; frames waiting for it go).
+    pub(super) fn confirm(&mut self, conn: &str, mark: &str) -> bool {
+        let Some(c) = self.conns.get_mut(conn) else {
+            return true; // a closed connection's late echo: harmless
+        };
+        match c.flow.echo(mark) {
+            Echo::Advanced => {
+                self.release(conn);
+                true
+            }
+            Echo::Stale => true,
+            Echo::Unknown => false,
+        }
+    }
+
+    /// Closes the connections whose token expired by `now`.
+    pub(super) fn expire(&mut self, now: u64) {
+        while let Some((at, conn)) = self.expiries.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.expiries.pop_first();
+            if self.conns.contains_key(&conn) {
+                self.stats.expired += 1;
+                self.close(now, &conn, CloseCode::TokenExpired);
+            }
+        }
+    }
+
+    /// The earliest token expiry, for the alarm.
+    pub(super) fn next_expiry(&self) -> Option<u64> {
+        self.expiries.first().map(|(at, _)| *at)
+    }
+}

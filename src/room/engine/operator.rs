@@ -1,0 +1,69 @@
+//! What the operator does to a room through the Worker's admin routes,
+//! besides publishing and draining: kick a user (and block them for a
+//! while) and delete the room.
+
+use super::Room;
+use crate::room::io::Output;
+use crate::room::CloseCode;
+
+/// What a kick does to the user's block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// Leave it as it is.
+    Keep,
+    /// Refuse the user's connects until this time (ms).
+    Until(u64),
+    /// Lift it: the user may connect again.
+    Lift,
+}
+
+impl Room {
+    /// Closes every connection of `user` with 4403 `kicked` (a client does
+    /// not reconnect after it) and sets or lifts their block. Returns how
+    /// many connections were closed.
+    ///
+    /// ```
+    /// use homeroom::room::{Block, Room, RoomConfig, Snapshot};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    /// assert_eq!(room.kick(1_000, "mallory", Block::Until(61_000)), 0);
+    /// ```
+    pub fn kick(&mut self, now: u64, user: &str, block: Block) -> usize {
+        self.now = self.now.max(now);
+        let until = match block {
+            Block::Keep => None,
+            Block::Until(t) => Some(Some(t)),
+            Block::Lift => Some(None),
+        };
+        if let Some(until) = until {
+            self.users.block(user, until);
+            self.push(Output::Block { user: user.to_owned(), until });
+        }
+        let mut conns: Vec<String> =
+            self.conns.iter().filter(|(_, c)| c.user == user).map(|(id, _)| id.clone()).collect();
+        conns.sort();
+        for conn in &conns {
+            self.close(now, conn, CloseCode::Kicked);
+        }
+        self.arm();
+        conns.len()
+    }
+
+    /// Closes every connection with 4404 `room_deleted` and asks the
+    /// adapter to delete the room's storage. The engine is spent after it.
+    /// Returns how many connections were closed.
+    pub fn delete(&mut self, now: u64) -> usize {
+        self.now = self.now.max(now);
+        let mut conns: Vec<String> = self.conns.keys().cloned().collect();
+        conns.sort();
+        for conn in &conns {
+            self.drop_conn(conn);
+            self.push(Output::Close { conn: conn.clone(), code: CloseCode::Deleted });
+        }
+        self.presence.clear();
+        self.turn.clear();
+        self.deadlines.clear();
+        self.retain_at = None;
+        self.push(Output::Delete);
+        conns.len()
+    }
+}
