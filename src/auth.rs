@@ -32,6 +32,10 @@ pub const MAX_TOKEN_LEN: usize = 2048;
 /// Longest `sub`, in characters.
 pub const MAX_USER: usize = 64;
 
+/// The shortest `AUTH_SECRET` the Worker accepts, in bytes: a short secret
+/// falls to an offline brute force from a single token anyone holds.
+pub const MIN_SECRET_BYTES: usize = 32;
+
 /// What a valid token says. Serialized in this field order by [`mint`].
 /// Unknown payload fields are ignored, so issuers may add their own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +63,9 @@ pub enum AuthError {
     Expired,
     /// A valid token for another room.
     WrongRoom,
+    /// The token's `exp` is further ahead than the deployment's longest
+    /// token lifetime (`TOKEN_MAX_TTL_SECS`).
+    TooLongLived,
 }
 
 impl AuthError {
@@ -78,6 +85,7 @@ impl AuthError {
             AuthError::BadSignature => "token_bad_signature",
             AuthError::Expired => "token_expired",
             AuthError::WrongRoom => "token_wrong_room",
+            AuthError::TooLongLived => "token_lifetime",
         }
     }
 
@@ -99,6 +107,11 @@ impl AuthError {
             }
             AuthError::Expired => "the token has expired; get a new one".into(),
             AuthError::WrongRoom => "the token is for another room".into(),
+            AuthError::TooLongLived => {
+                "the token's exp is further ahead than this deployment accepts \
+                 (TOKEN_MAX_TTL_SECS, default 24 h): mint shorter-lived tokens"
+                    .into()
+            }
         }
     }
 }

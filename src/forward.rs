@@ -1,6 +1,6 @@
 //! The contract between the Worker and the room object: which request it is
 //! (the path) and what the Worker has checked about it (headers). Both sides
-//! use these functions, so they cannot disagree.
+//! use these functions, so they cannot disagree; it belongs to neither.
 
 use worker::{Headers, Method, Request, RequestInit};
 
@@ -11,6 +11,7 @@ const USER: &str = "x-homeroom-user";
 const REGION: &str = "x-homeroom-region";
 const SINCE: &str = "x-homeroom-since";
 const EPOCH: &str = "x-homeroom-epoch";
+const EXPIRES: &str = "x-homeroom-expires";
 
 /// A connection the Worker has validated and is handing to the room.
 #[derive(Debug, Clone)]
@@ -20,6 +21,8 @@ pub struct Forwarded {
     pub region: String,
     pub since: Option<u64>,
     pub epoch: Option<String>,
+    /// When the token that admitted it expires (ms); `None` without a token.
+    pub expires: Option<u64>,
 }
 
 /// What the room object is asked to do.
@@ -36,6 +39,11 @@ pub enum Inbound {
     /// Sequence the JSON body `{"id","topic","data"}` as a server message
     /// from `region` (admin).
     Publish { region: String },
+    /// Close a user's connections and set or lift their block: the JSON
+    /// body `{"user","block_secs"?}` (admin).
+    Kick,
+    /// Close every connection and delete the room's storage (admin).
+    Delete,
 }
 
 /// A request for a room, as the object reads it.
@@ -70,11 +78,15 @@ pub fn connect_request(
     if let Some(epoch) = &fwd.epoch {
         headers.set(EPOCH, epoch)?;
     }
+    if let Some(expires) = fwd.expires {
+        headers.set(EXPIRES, &expires.to_string())?;
+    }
     inner(room, home, "connect", Method::Get, headers, None)
 }
 
 /// A request without a client socket: `what` is `presence`, `stats`,
-/// `drain` or `publish` (with `body` and the caller's region).
+/// `drain`, `delete`, `kick` (with `body`) or `publish` (with `body` and the
+/// caller's region).
 pub fn room_request(
     room: &str,
     home: Option<&str>,
@@ -86,7 +98,12 @@ pub fn room_request(
     if let Some(region) = region {
         headers.set(REGION, region)?;
     }
-    let method = if body.is_some() || what == "drain" { Method::Post } else { Method::Get };
+    let method = match what {
+        "delete" => Method::Delete,
+        "drain" => Method::Post,
+        _ if body.is_some() => Method::Post,
+        _ => Method::Get,
+    };
     inner(room, home, what, method, headers, body)
 }
 
@@ -122,6 +139,8 @@ pub fn read(req: &Request) -> Option<Routed> {
         "presence" => Inbound::Presence,
         "stats" => Inbound::Stats,
         "drain" => Inbound::Drain,
+        "kick" => Inbound::Kick,
+        "delete" => Inbound::Delete,
         "publish" => Inbound::Publish { region: get(REGION)? },
         "connect" => Inbound::Connect(Forwarded {
             session: get(SESSION)?,
@@ -129,6 +148,7 @@ pub fn read(req: &Request) -> Option<Routed> {
             region: get(REGION)?,
             since: get(SINCE).and_then(|s| s.parse().ok()),
             epoch: get(EPOCH),
+            expires: get(EXPIRES).and_then(|s| s.parse().ok()),
         }),
         _ => return None,
     };

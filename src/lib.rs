@@ -16,4 +16,6 @@ pub mod room;
 mod durable;
 #[cfg(target_arch = "wasm32")]
 mod edge;
+#[cfg(target_arch = "wasm32")]
+mod forward;
 mod logline;

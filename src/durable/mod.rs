@@ -18,9 +18,9 @@ use worker::{
     Response, Result, ScheduledTime, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
-use crate::edge::forward::{self, Forwarded, Inbound};
+use crate::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
-use crate::room::{Hello, Input, Room as Engine, RoomConfig};
+use crate::room::{Block, Hello, Input, Room as Engine, RoomConfig};
 use sockets::{Effects, Sockets};
 
 /// The engine and the sockets it talks to, present while the object is in memory.
@@ -81,6 +81,12 @@ impl DurableObject for Room {
         let origin = Origin { room: &routed.room, home: routed.home.as_deref() };
         // The engine has run once `run` returns: its timers are started even
         // when building the response fails after it.
+        // Reading or administering a room that does not exist must not
+        // create it: only a connect or a server write does.
+        let reads_only = !matches!(routed.what, Inbound::Connect(_) | Inbound::Publish { .. });
+        if reads_only && !inner.exists()? {
+            return error_response(404, "room_not_found", "no such room");
+        }
         let (response, effects) = match routed.what {
             Inbound::Connect(fwd) => inner.accept(origin, fwd)?,
             Inbound::Presence => {
@@ -99,6 +105,15 @@ impl DurableObject for Room {
             Inbound::Publish { region } => {
                 let body = req.text().await?;
                 inner.server_publish(origin, &body, region)?
+            }
+            Inbound::Kick => {
+                let body = req.text().await?;
+                inner.kick(origin, &body)?
+            }
+            Inbound::Delete => {
+                let (closed, fx) = inner.run(Some(origin), |live, now| live.engine.delete(now))?;
+                let body = serde_json::json!({ "closed": closed, "deleted": true }).to_string();
+                (json_response(200, body), fx)
             }
         };
         inner.after(effects).await;
@@ -141,6 +156,9 @@ impl DurableObject for Room {
 
     async fn alarm(&self) -> Result<Response> {
         let inner = &self.inner;
+        if !inner.exists()? {
+            return Response::ok(""); // a deleted room's leftover alarm
+        }
         // Pings answered by the runtime never woke us: collect them now, so a
         // client that only pings is not mistaken for a dead one.
         let beats: Vec<(String, u64)> = inner
@@ -181,6 +199,18 @@ struct PublishBody {
     data: Box<serde_json::value::RawValue>,
 }
 
+/// The body of `POST /rooms/{room}/kick`.
+#[derive(serde::Deserialize)]
+struct KickBody {
+    user: String,
+    /// Refuse the user's connects for this long; 0 lifts a block; absent
+    /// leaves it as it is.
+    block_secs: Option<u64>,
+}
+
+/// The longest block a kick may set: 30 days.
+const MAX_BLOCK_SECS: u64 = 30 * 24 * 3600;
+
 impl Inner {
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
     fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Result<Response>, Effects)> {
@@ -201,6 +231,8 @@ impl Inner {
             since: fwd.since,
             epoch: fwd.epoch,
             rand: random_u64(),
+            secret: random_u64(),
+            expires: fwd.expires,
         };
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {
@@ -239,6 +271,53 @@ impl Inner {
         Ok((response, effects))
     }
 
+    /// A kick: 200 `{"closed","blocked_until"}`, or 400 for a bad body.
+    fn kick(&self, origin: Origin<'_>, body: &str) -> Result<(Result<Response>, Effects)> {
+        let parsed = match serde_json::from_str::<KickBody>(body) {
+            Ok(k)
+                if crate::auth::valid_user(&k.user)
+                    || crate::protocol::names::valid_session(&k.user) =>
+            {
+                k
+            }
+            Ok(_) => {
+                let message = "`user` must be a user id as a token's `sub` carries it";
+                return Ok((error_response(400, "invalid", message), Effects::default()));
+            }
+            Err(e) => {
+                let message = format!("body must be {{\"user\", \"block_secs\"?}}: {e}");
+                return Ok((error_response(400, "invalid", &message), Effects::default()));
+            }
+        };
+        let now = now_ms();
+        let block = match parsed.block_secs {
+            None => Block::Keep,
+            Some(0) => Block::Lift,
+            Some(secs) => Block::Until(now + secs.min(MAX_BLOCK_SECS) * 1000),
+        };
+        let until = match block {
+            Block::Until(t) => Some(t),
+            _ => None,
+        };
+        let (closed, effects) =
+            self.run(Some(origin), |live, now| live.engine.kick(now, &parsed.user, block))?;
+        log(
+            "kick",
+            serde_json::json!({"room": origin.room, "user": parsed.user, "closed": closed, "blocked_until": until}),
+        );
+        let body = serde_json::json!({ "closed": closed, "blocked_until": until }).to_string();
+        Ok((json_response(200, body), effects))
+    }
+
+    /// Whether the room exists: in memory, or in storage (read without
+    /// creating anything).
+    fn exists(&self) -> Result<bool> {
+        if self.live.borrow().is_some() {
+            return Ok(true);
+        }
+        storage::exists(&self.state.storage().sql())
+    }
+
     /// A socket closed (`code` and whether it was clean) or errored.
     async fn gone(self: &Rc<Self>, ws: &WebSocket, close: Option<(usize, bool)>) -> Result<()> {
         // Complete the closing handshake; the socket may already be closed.
@@ -274,10 +353,18 @@ impl Inner {
             *slot = Some(self.load(origin)?);
         }
         let live = slot.as_mut().expect("loaded above");
-        let out = f(live, now_ms());
+        let now = now_ms();
+        let out = f(live, now);
         let sql = self.state.storage().sql();
-        match live.sockets.apply(&mut live.engine, &sql) {
-            Ok(effects) => Ok((out, effects)),
+        match live.sockets.apply(&mut live.engine, &sql, now) {
+            Ok(effects) => {
+                if effects.delete {
+                    // The engine is spent; the next event finds no room.
+                    log("room_deleted", serde_json::json!({"room": live.engine.name()}));
+                    *slot = None;
+                }
+                Ok((out, effects))
+            }
             Err(e) => {
                 let fields =
                     serde_json::json!({"room": live.engine.name(), "error": e.to_string()});
@@ -297,6 +384,20 @@ impl Inner {
     /// Starts the timers the engine asked for, once the engine is no longer
     /// borrowed: the storage alarm (awaited) and the short flush timer.
     async fn after(self: &Rc<Self>, effects: Effects) {
+        if effects.delete {
+            let storage = self.state.storage();
+            let deleted = async {
+                storage.delete_alarm().await?;
+                storage.delete_all().await
+            };
+            if let Err(e) = deleted.await {
+                log(
+                    "storage_error",
+                    serde_json::json!({ "error": e.to_string(), "during": "delete" }),
+                );
+            }
+            return;
+        }
         if let Some(at) = effects.wake {
             self.schedule_flush(at);
         }
@@ -323,6 +424,11 @@ impl Inner {
             if this.wake_at.get() == Some(at) {
                 this.wake_at.set(None);
             }
+            // What the timer was for went with the engine (deleted, or
+            // dropped after a storage error): nothing to flush or reload.
+            if this.live.borrow().is_none() {
+                return;
+            }
             match this.run(None, |live, now| live.engine.handle(now, Input::Flush)) {
                 Ok(((), effects)) => this.after(effects).await,
                 Err(e) => log("flush_error", serde_json::json!({ "error": e.to_string() })),
@@ -337,7 +443,7 @@ impl Inner {
         let room = origin.map(|o| o.room);
         let home = origin.and_then(|o| o.home);
         let new_epoch = || format!("e-{:016x}", random_u64());
-        let mut snap = storage::load(&sql, room, home, new_epoch, recent)?;
+        let mut snap = storage::load(&sql, room, home, new_epoch, recent, now_ms())?;
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let engine = Engine::restore(self.config.clone(), snap, now_ms());
         let fields = serde_json::json!({

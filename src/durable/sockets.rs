@@ -16,6 +16,8 @@ pub struct Effects {
     pub alarm: Option<u64>,
     /// The in-memory flush timer (coalescing windows, replay holds).
     pub wake: Option<u64>,
+    /// The room's storage is to be deleted; the engine is spent.
+    pub delete: bool,
 }
 
 /// Open sockets by connection id.
@@ -71,7 +73,12 @@ impl Sockets {
     /// Applies the engine's outputs in order and returns the alarm it asked
     /// for. A failed write stops here, so nothing after it (the ack, the
     /// broadcast) is sent.
-    pub fn apply(&mut self, engine: &mut Engine, sql: &SqlStorage) -> worker::Result<Effects> {
+    pub fn apply(
+        &mut self,
+        engine: &mut Engine,
+        sql: &SqlStorage,
+        now: u64,
+    ) -> worker::Result<Effects> {
         let mut effects = Effects::default();
         while let Some(out) = engine.poll_output() {
             match out {
@@ -118,6 +125,9 @@ impl Sockets {
                         let _ = ws.serialize_attachment(text);
                     }
                 }
+                Output::Block { user, until } => storage::block(sql, &user, until, now)?,
+                Output::Idle(since) => storage::idle(sql, since)?,
+                Output::Delete => effects.delete = true,
                 Output::SetAlarm(at) => effects.alarm = Some(at),
                 Output::Wake(at) => {
                     effects.wake = Some(effects.wake.map_or(at, |w: u64| w.min(at)))

@@ -5,11 +5,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use worker::{SqlStorage, SqlStorageValue as V};
 
-use crate::room::{Commit, LogEntry, Snapshot};
+use crate::room::{Commit, LogEntry, LogId, Snapshot};
 
 /// The migrations in `migrations/`, applied in order and recorded by version.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "0001_room.sql", include_str!("../../migrations/0001_room.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "0001_room.sql", include_str!("../../migrations/0001_room.sql")),
+    (2, "0002_blocks.sql", include_str!("../../migrations/0002_blocks.sql")),
+];
 
 /// Applies every migration not yet recorded. Safe to run on every start.
 pub fn migrate(sql: &SqlStorage) -> worker::Result<()> {
@@ -66,6 +68,35 @@ struct IdRow {
     session: String,
     id: String,
     seq: u64,
+    user: String,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct BlockRow {
+    user: String,
+    until: u64,
+}
+
+/// Whether the room was ever created (it has an epoch), without creating
+/// anything: a read of a room that does not exist must not make one.
+pub fn exists(sql: &SqlStorage) -> worker::Result<bool> {
+    #[derive(Deserialize)]
+    struct Count {
+        n: u64,
+    }
+    let tables: Vec<Count> = sql
+        .exec(
+            "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            None,
+        )?
+        .to_array()?;
+    if tables.first().is_none_or(|c| c.n == 0) {
+        return Ok(false);
+    }
+    let epochs: Vec<Count> =
+        sql.exec("SELECT count(*) AS n FROM meta WHERE k = 'epoch'", None)?.to_array()?;
+    Ok(epochs.first().is_some_and(|c| c.n > 0))
 }
 
 /// Reads the room from storage. A room never stored before gets `new_epoch`
@@ -76,6 +107,7 @@ pub fn load(
     home: Option<&str>,
     new_epoch: impl FnOnce() -> String,
     recent: u64,
+    now: u64,
 ) -> worker::Result<Snapshot> {
     let meta: Vec<MetaRow> = sql.exec("SELECT k, v FROM meta", None)?.to_array()?;
     let get = |k: &str| meta.iter().find(|m| m.k == k).map(|m| m.v.clone());
@@ -133,10 +165,16 @@ pub fn load(
         .collect();
     recent.reverse();
     let ids = sql
-        .exec("SELECT session, id, seq FROM log ORDER BY seq", None)?
+        .exec("SELECT session, id, seq, user, length(CAST(data AS BLOB)) AS bytes FROM log ORDER BY seq", None)?
         .to_array::<IdRow>()?
         .into_iter()
-        .map(|r| (r.session, r.id, r.seq))
+        .map(|r| LogId { seq: r.seq, session: r.session, id: r.id, user: r.user, bytes: r.bytes })
+        .collect();
+    let blocks = sql
+        .exec("SELECT user, until FROM blocks WHERE until > ?", vec![V::Integer(now as i64)])?
+        .to_array::<BlockRow>()?
+        .into_iter()
+        .map(|b| (b.user, b.until))
         .collect();
     Ok(Snapshot {
         room: name,
@@ -147,6 +185,8 @@ pub fn load(
         recent,
         ids,
         peers: Vec::new(),
+        blocks,
+        idle_since: get("idle_since").and_then(|v| v.parse().ok()),
     })
 }
 
@@ -180,5 +220,29 @@ pub fn commit(sql: &SqlStorage, c: &Commit) -> worker::Result<()> {
     if let Some(through) = c.trim_through {
         sql.exec("DELETE FROM log WHERE seq <= ?", vec![V::Integer(through as i64)])?;
     }
+    Ok(())
+}
+
+/// Stores or lifts a user's block (ended blocks are dropped on the way).
+pub fn block(sql: &SqlStorage, user: &str, until: Option<u64>, now: u64) -> worker::Result<()> {
+    sql.exec(
+        "DELETE FROM blocks WHERE user = ? OR until <= ?",
+        vec![V::String(user.into()), V::Integer(now as i64)],
+    )?;
+    if let Some(until) = until {
+        sql.exec(
+            "INSERT INTO blocks (user, until) VALUES (?, ?)",
+            vec![V::String(user.into()), V::Integer(until as i64)],
+        )?;
+    }
+    Ok(())
+}
+
+/// Records since when the room has had no connection.
+pub fn idle(sql: &SqlStorage, since: u64) -> worker::Result<()> {
+    sql.exec(
+        "INSERT OR REPLACE INTO meta (k, v) VALUES ('idle_since', ?)",
+        vec![V::String(since.to_string())],
+    )?;
     Ok(())
 }

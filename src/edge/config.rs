@@ -6,17 +6,23 @@ use std::rc::Rc;
 
 use worker::Env;
 
+use crate::auth;
+
 /// How connections are authorized.
 #[derive(Clone)]
 pub enum AuthMode {
     /// Tokens signed with `AUTH_SECRET` are required.
     Tokens(String),
-    /// `ANONYMOUS_DEV=true` and no secret: the user is the session. Local
-    /// development only; announced loudly.
-    Anonymous,
+    /// `ANONYMOUS_DEV=true` and no secret: the user is the session. Served
+    /// to local requests only (the Worker's own URL is a loopback address),
+    /// unless `ANONYMOUS_DEV_ALLOW_REMOTE=true` says the risk is known.
+    Anonymous { remote: bool },
     /// Neither: room routes refuse with 503 so that a deployment never runs
     /// open by accident.
     Unconfigured,
+    /// `AUTH_SECRET` is shorter than [`auth::MIN_SECRET_BYTES`]: room routes
+    /// refuse with 503 rather than accept tokens anyone could forge.
+    WeakSecret,
 }
 
 /// The deployment's settings, the same for every request an isolate serves.
@@ -28,6 +34,8 @@ pub struct Deployment {
     pub canary_room: String,
     /// `LOG_CONNECTIONS`: a `connect` line per accepted upgrade.
     pub log_connections: bool,
+    /// `TOKEN_MAX_TTL_SECS`: the furthest ahead a token's `exp` may be.
+    pub token_max_ttl_secs: u64,
 }
 
 thread_local! {
@@ -60,10 +68,12 @@ impl Deployment {
 
     fn read(env: &Env) -> Deployment {
         let text = |name: &str| setting(env, name);
+        let yes = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         let auth = match text("AUTH_SECRET") {
-            Some(secret) => AuthMode::Tokens(secret),
-            None if text("ANONYMOUS_DEV").is_some_and(|v| v.eq_ignore_ascii_case("true")) => {
-                AuthMode::Anonymous
+            Some(secret) if secret.len() >= auth::MIN_SECRET_BYTES => AuthMode::Tokens(secret),
+            Some(_) => AuthMode::WeakSecret,
+            None if yes("ANONYMOUS_DEV") => {
+                AuthMode::Anonymous { remote: yes("ANONYMOUS_DEV_ALLOW_REMOTE") }
             }
             None => AuthMode::Unconfigured,
         };
@@ -71,10 +81,21 @@ impl Deployment {
         // that is open, or refusing everyone, must be impossible to miss.
         match &auth {
             AuthMode::Tokens(_) => super::log("auth_mode", serde_json::json!({"mode": "tokens"})),
-            AuthMode::Anonymous => worker::console_warn!(
+            AuthMode::Anonymous { remote } => worker::console_warn!(
                 "{}",
-                serde_json::json!({"event": "auth_mode", "mode": "anonymous",
-                    "warning": "ANONYMOUS DEV MODE: no AUTH_SECRET; anyone can join any room as any session. Never deploy this."})
+                serde_json::json!({"event": "auth_mode", "mode": "anonymous", "remote": remote,
+                "warning": if *remote {
+                    "ANONYMOUS DEV MODE OPEN TO REMOTE CALLERS (ANONYMOUS_DEV_ALLOW_REMOTE=true): anyone can join any room as any session. Never deploy this."
+                } else {
+                    "ANONYMOUS DEV MODE: no AUTH_SECRET; rooms are open to local requests (127.0.0.1, localhost) only."
+                }})
+            ),
+            AuthMode::WeakSecret => super::log(
+                "config_error",
+                serde_json::json!({"problem": format!(
+                    "AUTH_SECRET is shorter than {} bytes: refusing room routes (set a long random secret with `wrangler secret put AUTH_SECRET`)",
+                    auth::MIN_SECRET_BYTES
+                )}),
             ),
             AuthMode::Unconfigured => worker::console_error!(
                 "{}",
@@ -87,6 +108,10 @@ impl Deployment {
             admin_key: text("ADMIN_KEY"),
             canary_room: text("CANARY_ROOM").unwrap_or_else(|| "homeroom-canary".into()),
             log_connections: crate::logline::connections_logged(text("LOG_CONNECTIONS")),
+            token_max_ttl_secs: text("TOKEN_MAX_TTL_SECS")
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|n: &u64| *n > 0)
+                .unwrap_or(24 * 3600),
         }
     }
 }

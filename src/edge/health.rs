@@ -6,8 +6,11 @@
 
 use std::time::Duration;
 
-use futures::future::{select, Either};
-use futures::StreamExt;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::future::{select, Either, LocalBoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
 use serde::Serialize;
 use worker::{Delay, Env, Headers, Method, Request, RequestInit, WebsocketEvent};
 
@@ -21,7 +24,7 @@ const STEP_MS: u64 = 5_000;
 const CANARY_PING: &str = r#"{"type":"ping","canary":true}"#;
 
 /// What one canary run found.
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 pub struct Report {
     pub ok: bool,
     pub ms: u64,
@@ -34,6 +37,45 @@ pub struct Report {
 }
 
 type StepError = (&'static str, String);
+
+/// How long a `/health` answer is reused: `/health` needs no credentials,
+/// so each call must not open a socket into the canary room.
+const REUSE_MS: u64 = 5_000;
+
+type Pending = Shared<LocalBoxFuture<'static, Report>>;
+
+thread_local! {
+    /// The last report of this isolate and when it was made, and the run in
+    /// flight that concurrent callers wait for together.
+    static LAST: RefCell<Option<(u64, Report)>> = const { RefCell::new(None) };
+    static RUNNING: RefCell<Option<Pending>> = const { RefCell::new(None) };
+}
+
+/// The canary for `/health`: at most one run per isolate at a time, and
+/// its report reused for [`REUSE_MS`].
+pub async fn checked(env: &Env, dep: &Rc<Deployment>) -> Report {
+    let now = now_ms();
+    if let Some(report) = LAST.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(at, _)| now.saturating_sub(*at) < REUSE_MS)
+            .map(|(_, r)| r.clone())
+    }) {
+        return report;
+    }
+    let pending = RUNNING.with(|r| {
+        r.borrow_mut()
+            .get_or_insert_with(|| {
+                let (env, dep) = (env.clone(), Rc::clone(dep));
+                async move { canary(&env, &dep).await }.boxed_local().shared()
+            })
+            .clone()
+    });
+    let report = pending.await;
+    RUNNING.with(|r| *r.borrow_mut() = None);
+    LAST.with(|l| *l.borrow_mut() = Some((now_ms(), report.clone())));
+    report
+}
 
 pub async fn canary(env: &Env, dep: &Deployment) -> Report {
     let started = now_ms();
@@ -66,7 +108,7 @@ async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     init.with_method(Method::Get).with_headers(headers);
     let url = format!("https://canary.invalid/rooms/{room}/ws?{query}");
     let req = Request::new_with_init(&url, &init).map_err(connect)?;
-    let response = rooms::connect(&req, env, dep, room)
+    let response = rooms::connect(&req, env, dep, room, rooms::Caller::Canary)
         .await
         .map_err(|r| ("connect", format!("{} {}: {}", r.status(), r.code(), r.message())))?;
     let status = response.status_code();

@@ -4,7 +4,6 @@
 //! room state.
 
 pub(crate) mod config;
-pub mod forward;
 mod health;
 mod home;
 mod probe;
@@ -25,7 +24,11 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let path = req.path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let outcome = match segments.as_slice() {
-        ["rooms", room, "ws"] => rooms::connect(&req, &env, &dep, room).await,
+        ["rooms", room, "ws"] => {
+            rooms::connect(&req, &env, &dep, room, rooms::Caller::Client).await
+        }
+        ["rooms", room, "kick"] => rooms::kick(&mut req, &env, &dep, room).await,
+        ["rooms", room] => rooms::delete(&req, &env, &dep, room).await,
         ["rooms", room, "presence"] => rooms::presence(&req, &env, &dep, room).await,
         ["rooms", room, "messages"] => rooms::publish(&mut req, &env, &dep, room).await,
         ["rooms", room, "drain"] => rooms::drain(&req, &env, &dep, room).await,
@@ -33,7 +36,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
         ["probe"] => probe::probe(&req),
         ["region"] => probe::whereabouts(&req, &env),
         ["health"] => {
-            let report = health::canary(&env, &dep).await;
+            let report = health::checked(&env, &dep).await;
             log_canary("health", &report);
             let status = if report.ok { 200 } else { 503 };
             return Ok(Response::from_json(&report)?.with_status(status));

@@ -19,6 +19,12 @@ pub enum HttpRefusal {
     Auth(AuthError),
     /// No `AUTH_SECRET` and no `ANONYMOUS_DEV`: rooms are closed.
     AuthNotConfigured,
+    /// `AUTH_SECRET` is too short to trust: rooms are closed.
+    WeakSecret,
+    /// Anonymous dev mode serves local requests only.
+    AnonymousNotLocal,
+    /// The health canary's room: no client may join or read it.
+    ReservedRoom,
     /// An admin route without `Authorization: Bearer <ADMIN_KEY>`.
     BadAdminKey,
     /// The deployment has no `ADMIN_KEY`: admin routes are off.
@@ -41,12 +47,16 @@ impl HttpRefusal {
             HttpRefusal::BadRoom | HttpRefusal::BadSession | HttpRefusal::BadParam(_) => 400,
             HttpRefusal::Auth(e) => e.status(),
             HttpRefusal::BadAdminKey => 401,
-            HttpRefusal::AdminDisabled => 403,
+            HttpRefusal::AdminDisabled
+            | HttpRefusal::AnonymousNotLocal
+            | HttpRefusal::ReservedRoom => 403,
             HttpRefusal::NotFound => 404,
             HttpRefusal::MethodNotAllowed => 405,
             HttpRefusal::TooLarge => 413,
             HttpRefusal::UpgradeRequired => 426,
-            HttpRefusal::AuthNotConfigured | HttpRefusal::Unavailable => 503,
+            HttpRefusal::AuthNotConfigured | HttpRefusal::WeakSecret | HttpRefusal::Unavailable => {
+                503
+            }
         }
     }
 
@@ -57,6 +67,9 @@ impl HttpRefusal {
             HttpRefusal::BadParam(_) => "bad_param",
             HttpRefusal::Auth(e) => e.code(),
             HttpRefusal::AuthNotConfigured => "auth_not_configured",
+            HttpRefusal::WeakSecret => "auth_secret_weak",
+            HttpRefusal::AnonymousNotLocal => "anonymous_dev_local_only",
+            HttpRefusal::ReservedRoom => "reserved_room",
             HttpRefusal::BadAdminKey => "bad_admin_key",
             HttpRefusal::AdminDisabled => "admin_disabled",
             HttpRefusal::TooLarge => "too_large",
@@ -77,6 +90,15 @@ impl HttpRefusal {
                 "this deployment has no AUTH_SECRET; set one with `wrangler secret put AUTH_SECRET`"
                     .into()
             }
+            HttpRefusal::WeakSecret => format!(
+                "this deployment's AUTH_SECRET is shorter than {} bytes; set a long random one \
+                 with `wrangler secret put AUTH_SECRET`",
+                crate::auth::MIN_SECRET_BYTES
+            ),
+            HttpRefusal::AnonymousNotLocal => "anonymous dev mode (ANONYMOUS_DEV) serves local \
+                 requests only; set AUTH_SECRET, or ANONYMOUS_DEV_ALLOW_REMOTE=true to accept the risk"
+                .into(),
+            HttpRefusal::ReservedRoom => "this room is the health canary's".into(),
             HttpRefusal::BadAdminKey => {
                 "admin routes need `Authorization: Bearer <ADMIN_KEY>`".into()
             }

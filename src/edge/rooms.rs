@@ -1,14 +1,15 @@
 //! The room routes: `GET /rooms/{room}/ws` and `/presence` for clients,
-//! `POST /messages`, `POST /drain` and `GET /stats` for the operator. Each
-//! is checked here and then handed to the room's Durable Object.
+//! `POST /messages`, `POST /drain`, `POST /kick`, `GET /stats` and
+//! `DELETE /rooms/{room}` for the operator. Each is checked here and then
+//! handed to the room's Durable Object.
 
 use worker::{Env, Method, Request, Response, Stub};
 
 use super::config::{AuthMode, Deployment};
-use super::forward::{self, Forwarded};
 use super::refusal::HttpRefusal;
 use super::{home, log, region};
 use crate::auth;
+use crate::forward::{self, Forwarded};
 use crate::protocol::names;
 
 /// The Durable Object namespace binding of the rooms (wrangler.toml).
@@ -19,6 +20,14 @@ const MAX_QUERY: usize = 4096;
 const MAX_BODY: usize = 64 * 1024;
 
 type Outcome = std::result::Result<Response, HttpRefusal>;
+
+/// Who is asking: a client over HTTP, or the Worker's own health canary
+/// (the only one let into the canary room).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Client,
+    Canary,
+}
 
 /// The query parameters of a connect.
 #[derive(Default)]
@@ -31,18 +40,27 @@ struct ConnectQuery {
 
 /// `GET /rooms/{room}/ws`: check everything PROTOCOL.md refuses before the
 /// upgrade, then hand the request to the room.
-pub async fn connect(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
+pub async fn connect(
+    req: &Request,
+    env: &Env,
+    dep: &Deployment,
+    room: &str,
+    caller: Caller,
+) -> Outcome {
     expect_method(req, Method::Get)?;
     expect_room(room)?;
+    if room == dep.canary_room && caller != Caller::Canary {
+        return Err(HttpRefusal::ReservedRoom);
+    }
     let q = connect_query(req)?;
     let session = q.session.filter(|s| names::valid_session(s)).ok_or(HttpRefusal::BadSession)?;
     let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(HttpRefusal::UpgradeRequired);
     }
-    let user = match authorize(dep, q.token.as_deref(), room)? {
-        Some(sub) => sub,
-        None => session.clone(), // anonymous dev mode: the user is the session
+    let (user, expires) = match authorize(req, dep, q.token.as_deref(), room, caller)? {
+        Some((sub, exp)) => (sub, Some(exp.saturating_mul(1000))),
+        None => (session.clone(), None), // anonymous dev mode: the user is the session
     };
     let place = region::locate(req, env);
     let hint = home::hint_for(env, room, place.continent.as_deref());
@@ -53,7 +71,8 @@ pub async fn connect(req: &Request, env: &Env, dep: &Deployment, room: &str) -> 
                 "user": user, "resume": q.since.is_some()}),
         );
     }
-    let fwd = Forwarded { session, user, region: place.region, since: q.since, epoch: q.epoch };
+    let fwd =
+        Forwarded { session, user, region: place.region, since: q.since, epoch: q.epoch, expires };
     let ask = async {
         let inner = forward::connect_request(req, room, hint.as_deref(), &fwd)?;
         stub(env, room, hint.as_deref())?.fetch_with_request(inner).await
@@ -66,13 +85,16 @@ pub async fn connect(req: &Request, env: &Env, dep: &Deployment, room: &str) -> 
 pub async fn presence(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
     expect_method(req, Method::Get)?;
     expect_room(room)?;
+    if room == dep.canary_room {
+        return Err(HttpRefusal::ReservedRoom);
+    }
     let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
     let token = url
         .query_pairs()
         .find(|(k, _)| k == "token")
         .map(|(_, v)| v.into_owned())
         .or_else(|| bearer(req));
-    authorize(dep, token.as_deref(), room)?;
+    authorize(req, dep, token.as_deref(), room, Caller::Client)?;
     ask_room(req, env, room, "presence", None).await
 }
 
@@ -97,6 +119,29 @@ pub async fn drain(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Ou
     ask_room(req, env, room, "drain", None).await
 }
 
+/// `POST /rooms/{room}/kick` (admin): closes every connection of the body's
+/// `user` with 4403 and, with `block_secs`, refuses them that long (0 lifts
+/// a block). Body `{"user","block_secs"?}`; answers `{"closed","blocked_until"}`.
+pub async fn kick(req: &mut Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
+    expect_method(req, Method::Post)?;
+    expect_admin(req, dep)?;
+    expect_room(room)?;
+    let body = req.text().await.map_err(|_| HttpRefusal::BadParam("body"))?;
+    if body.len() > 4096 {
+        return Err(HttpRefusal::TooLarge);
+    }
+    ask_room(req, env, room, "kick", Some(body)).await
+}
+
+/// `DELETE /rooms/{room}` (admin): closes every connection with 4404 and
+/// deletes the room's storage; the next connect starts a new room.
+pub async fn delete(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
+    expect_method(req, Method::Delete)?;
+    expect_admin(req, dep)?;
+    expect_room(room)?;
+    ask_room(req, env, room, "delete", None).await
+}
+
 /// `GET /rooms/{room}/stats` (admin): connections by region, message and
 /// delivery counts, the cross-region ratio.
 pub async fn stats(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
@@ -106,21 +151,47 @@ pub async fn stats(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Ou
     ask_room(req, env, room, "stats", None).await
 }
 
-/// The user a token names (`Some(sub)`), or `None` in anonymous dev mode.
+/// The user a token names and its `exp` (`Some((sub, exp))`), or `None`
+/// in anonymous dev mode.
 fn authorize(
+    req: &Request,
     dep: &Deployment,
     token: Option<&str>,
     room: &str,
-) -> Result<Option<String>, HttpRefusal> {
+    caller: Caller,
+) -> Result<Option<(String, u64)>, HttpRefusal> {
     match &dep.auth {
         AuthMode::Tokens(secret) => {
             let now = worker::Date::now().as_millis() / 1000;
             let claims =
                 auth::verify(secret.as_bytes(), token, room, now).map_err(HttpRefusal::Auth)?;
-            Ok(Some(claims.sub))
+            if claims.exp > now.saturating_add(dep.token_max_ttl_secs) {
+                return Err(HttpRefusal::Auth(auth::AuthError::TooLongLived));
+            }
+            Ok(Some((claims.sub, claims.exp)))
         }
-        AuthMode::Anonymous => Ok(None),
+        AuthMode::Anonymous { remote } => {
+            if *remote || caller == Caller::Canary || local(req) {
+                Ok(None)
+            } else {
+                Err(HttpRefusal::AnonymousNotLocal)
+            }
+        }
         AuthMode::Unconfigured => Err(HttpRefusal::AuthNotConfigured),
+        AuthMode::WeakSecret => Err(HttpRefusal::WeakSecret),
+    }
+}
+
+/// Whether the request was made to the Worker on a loopback address:
+/// `wrangler dev` on this machine. A deployed Worker is reached by its
+/// routes' host names, never by these.
+fn local(req: &Request) -> bool {
+    let Ok(url) = req.url() else { return false };
+    match url.host() {
+        Some(worker::url::Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),
+        Some(worker::url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(worker::url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
     }
 }
 
