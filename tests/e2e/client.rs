@@ -145,6 +145,7 @@ impl Dial {
             history: Vec::new(),
             welcome: Value::Null,
             closed: None,
+            echo_marks: true,
         })
     }
 }
@@ -167,6 +168,9 @@ pub struct Client {
     pub welcome: Value,
     /// Set once the connection has ended.
     pub closed: Option<Option<u16>>,
+    /// Echo `mark` frames (what a reading client does); off to play a client that never
+    /// confirms what it read.
+    pub echo_marks: bool,
 }
 
 impl Client {
@@ -189,8 +193,24 @@ impl Client {
         format!("[{}] last frames of {}: {}", self.session, self.room, frames.join(" | "))
     }
 
-    /// Next event (frame or close) within `timeout`.
+    /// Next event (frame or close) within `timeout`. A `mark` frame (flow control) is
+    /// echoed at once, as every client must, and is not returned.
     pub async fn next_event_within(&mut self, timeout: Duration) -> R<Event> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_raw_event(left).await? {
+                Event::Frame(f) if f["type"] == "mark" && self.echo_marks => {
+                    let echo = json!({"type": "mark", "mark": f["mark"]});
+                    // A socket closing under us reports its close next.
+                    let _ = self.ws.send(Message::text(echo.to_string())).await;
+                }
+                e => return Ok(e),
+            }
+        }
+    }
+
+    async fn next_raw_event(&mut self, timeout: Duration) -> R<Event> {
         if let Some(f) = self.queue.pop_front() {
             self.history.push(f.clone());
             return Ok(Event::Frame(f));

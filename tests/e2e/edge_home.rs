@@ -68,13 +68,19 @@ async fn creating_request_decides(ctx: Ctx) -> R {
         "after everyone left, a connection from EU should still see home oc, got {got}"
     );
 
-    // Any request can be the creating one: a presence read from OC creates the room there.
+    // A read creates nothing: a presence read from OC of a room nobody created is a 404, and
+    // the connect from EU that comes next is the one that creates it, in EU.
     let room = support::room("home-presence");
     let blob = es::cf_blob(SYD);
     let resp = es::get(port, &format!("/rooms/{room}/presence"), &[("MF-CF-Blob", &blob)]).await?;
-    es::json_200("GET /presence from OC", &resp)?;
+    check!(
+        resp.status == 404 && resp.body.contains("room_not_found"),
+        "GET /presence of a room nobody created: {} {}",
+        resp.status,
+        resp.body
+    );
     let got = home_from(port, &room, FRA).await?;
-    check!(got == "oc", "a room first read (presence) from OC should have home oc, got {got}");
+    check!(got == "weur", "a room first read from OC, then created from EU: home {got}");
     Ok(())
 }
 

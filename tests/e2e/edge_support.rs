@@ -26,7 +26,7 @@ use crate::runtime::{LazyRuntime, Log};
 use crate::support::{Ctx, R};
 
 /// The token runtime's signing secret and admin key.
-pub const SECRET: &str = "e2e-edge-secret-4f1c9a";
+pub const SECRET: &str = "e2e-edge-secret-4f1c9a-0123456789abcdef";
 pub const ADMIN_KEY: &str = "e2e-admin-key-77d2b0";
 
 /// How long one HTTP exchange may take.
