@@ -8,11 +8,18 @@ export interface BackoffOptions {
   baseMs: number;
   /** Largest backoff window, ms. */
   capMs: number;
-  /** Window for a prompt reconnect (after 1001, or after a seq gap), ms. */
+  /** Window for a prompt reconnect (after 1001, 4013, 4401, 4409, or a seq gap), ms. */
   promptMs: number;
-  /** After 4029: delay = abuseMinMs + random(0, abuseWindowMs). */
+  /** After 4029 or 4429: delay = abuseMinMs + random(0, abuseWindowMs). */
   abuseMinMs: number;
   abuseWindowMs: number;
+  /**
+   * 4401 closes (token refused) in a row, with no welcome in between, that
+   * stop the client for good (`why: "auth"`). `connect({ maxAuthRefusals })`.
+   */
+  maxAuthRefusals: number;
+  /** 4409 closes (session taken) in a row, with no welcome in between, that stop the client. */
+  maxSessionTaken: number;
   /**
    * A connection that stayed up this long resets the attempt count, ms. A
    * shorter one does not: a room that drops every client right after its
@@ -27,6 +34,8 @@ export const DEFAULT_BACKOFF: BackoffOptions = {
   promptMs: 1000,
   abuseMinMs: 30000,
   abuseWindowMs: 30000,
+  maxAuthRefusals: 3,
+  maxSessionTaken: 3,
   stableMs: 10000,
 };
 
@@ -43,8 +52,39 @@ export type Cause =
   /** The connect itself failed (getToken threw, the URL was refused, ...). */
   | { kind: "error"; error: unknown };
 
+/**
+ * What the client knows besides the cause: whether it can replace a refused
+ * token, and how many refusals of a kind came in a row.
+ */
+export interface PlanContext {
+  /** `getToken` was given: a refused token can be replaced. */
+  canRefreshToken: boolean;
+  /** 4401 closes since the last welcome, this one included. */
+  authRefusals: number;
+  /** 4409 closes since the last welcome, this one included. */
+  sessionTaken: number;
+}
+
+const DEFAULT_CONTEXT: PlanContext = { canRefreshToken: false, authRefusals: 1, sessionTaken: 1 };
+
+/**
+ * Why the client stopped for good: `closed` (1000), `superseded` (4001),
+ * `auth` (4401 and no way to a good token), `session_taken` (4409 loop),
+ * `room_deleted` (4404), or the reason of a 4403 (`kicked`, `blocked`, ...;
+ * `forbidden` when empty).
+ */
+export type StopWhy =
+  | "closed"
+  | "superseded"
+  | "auth"
+  | "session_taken"
+  | "room_deleted"
+  | "kicked"
+  | "blocked"
+  | (string & {});
+
 export type Plan =
-  | { reconnect: false; why: "closed" | "superseded" }
+  | { reconnect: false; why: StopWhy }
   | {
       reconnect: true;
       /** Milliseconds to wait before the next connect. */
@@ -53,6 +93,8 @@ export type Plan =
       attempt: number;
       /** Ask `getToken` for a fresh token before connecting. */
       refreshToken: boolean;
+      /** Connect with a fresh random session id (the old one belongs to another user). */
+      newSession: boolean;
     };
 
 /** Full jitter: uniform in [0, min(cap, base × 2^attempt)). */
@@ -63,21 +105,37 @@ export function fullJitter(attempt: number, random: () => number, o: BackoffOpti
 
 /**
  * What to do after `cause`, given how many failures in a row came before it
- * (`attempt`, reset to 0 by a connection that stayed up `stableMs`). Every path that reconnects draws
- * its delay from `random`, so no two clients share a timer.
+ * (`attempt`, reset to 0 by a connection that stayed up `stableMs`) and the
+ * refusal streaks in `ctx`. Every path that reconnects draws its delay from
+ * `random`, so no two clients share a timer.
  */
-export function plan(cause: Cause, attempt: number, random: () => number, o: BackoffOptions = DEFAULT_BACKOFF): Plan {
+export function plan(
+  cause: Cause,
+  attempt: number,
+  random: () => number,
+  o: BackoffOptions = DEFAULT_BACKOFF,
+  ctx: Partial<PlanContext> = {},
+): Plan {
+  const c: PlanContext = { ...DEFAULT_CONTEXT, ...ctx };
   const next = attempt + 1;
-  const backoff = (refreshToken = false): Plan => ({
+  const again = (delay: number, refreshToken = false, newSession = false): Plan => ({
     reconnect: true,
-    delay: fullJitter(attempt, random, o),
+    delay,
     attempt: next,
     refreshToken,
+    newSession,
   });
+  const backoff = (refreshToken = false, newSession = false): Plan =>
+    again(fullJitter(attempt, random, o), refreshToken, newSession);
   // A prompt reconnect only when the last connection was healthy: a room that
   // drains or gaps again and again falls back to backoff.
-  const prompt = (): Plan =>
-    attempt === 0 ? { reconnect: true, delay: random() * o.promptMs, attempt: next, refreshToken: false } : backoff();
+  const prompt = (): Plan => (attempt === 0 ? again(random() * o.promptMs) : backoff());
+  // After a refusal the client fixes (a new token, a new session): prompt
+  // while every failure since the last healthy connection was one of this
+  // streak (at most `max` of them), backoff when other trouble came first.
+  const promptFixed = (streak: number, refreshToken: boolean, newSession: boolean): Plan =>
+    attempt < streak ? again(random() * o.promptMs, refreshToken, newSession) : backoff(refreshToken, newSession);
+  const long = (): Plan => again(o.abuseMinMs + random() * o.abuseWindowMs);
 
   switch (cause.kind) {
     case "gap":
@@ -94,15 +152,24 @@ export function plan(cause: Cause, attempt: number, random: () => number, o: Bac
           return { reconnect: false, why: "superseded" };
         case CLOSE.GOING_AWAY:
           return cause.welcomed ? prompt() : backoff();
+        case CLOSE.BACKLOG:
+          // Fell behind: resume from what was applied, at once unless it repeats.
+          return prompt();
         case CLOSE.POLICY:
           return backoff(true);
+        case CLOSE.UNAUTHORIZED:
+          if (!c.canRefreshToken || c.authRefusals >= o.maxAuthRefusals) return { reconnect: false, why: "auth" };
+          return promptFixed(c.authRefusals, true, false);
+        case CLOSE.FORBIDDEN:
+          return { reconnect: false, why: cause.reason ? cause.reason : "forbidden" };
+        case CLOSE.ROOM_DELETED:
+          return { reconnect: false, why: "room_deleted" };
+        case CLOSE.SESSION_TAKEN:
+          if (c.sessionTaken >= o.maxSessionTaken) return { reconnect: false, why: "session_taken" };
+          return promptFixed(c.sessionTaken, false, true);
         case CLOSE.RATE_ABUSE:
-          return {
-            reconnect: true,
-            delay: o.abuseMinMs + random() * o.abuseWindowMs,
-            attempt: next,
-            refreshToken: false,
-          };
+        case CLOSE.TOO_MANY_CONNECTIONS:
+          return long();
         default:
           // 1006 and every other code (1009, 1011, 4008, ...).
           return backoff();

@@ -24,7 +24,7 @@ export type {
 } from "./room.js";
 export { HomeroomError } from "./errors.js";
 export { DEFAULT_BACKOFF, fullJitter, plan } from "./backoff.js";
-export type { BackoffOptions, Cause, Plan } from "./backoff.js";
+export type { BackoffOptions, Cause, Plan, PlanContext, StopWhy } from "./backoff.js";
 export { DEFAULT_HEARTBEAT } from "./heartbeat.js";
 export type { HeartbeatOptions } from "./heartbeat.js";
 export { DEFAULT_REGIONS, EndpointChooser, PIN_KEY } from "./regions.js";
@@ -34,5 +34,5 @@ export type { RateOptions } from "./outbox.js";
 export { SESSION_KEY, validSession } from "./session.js";
 export type { Presence } from "./presence.js";
 export type { Env, SocketFactory, SocketLike, StorageLike } from "./env.js";
-export { CLOSE, PING } from "./protocol.js";
+export { CLOSE, PING, markEcho } from "./protocol.js";
 export type * from "./protocol.js";

@@ -1,5 +1,6 @@
-//! The wire frames of PROTOCOL.md (v1) as TypeScript types, plus the few
-//! homeroom additions the server sends (`reset`, `large`, `home`).
+//! The wire frames of PROTOCOL.md (v1) as TypeScript types, plus the
+//! homeroom additions the server sends (`reset`, `large`, `home`, `mark`,
+//! and the close codes 4008, 4013, 4401, 4403, 4409, 4429).
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -120,6 +121,18 @@ export interface PongFrame {
   type: "pong";
 }
 
+/**
+ * Flow control: the server sends one after roughly every 256 KiB it sends to
+ * a connection (top level or inside a `batch`). The client echoes it at once,
+ * verbatim (`markEcho`), outside its rate pacing; a server that stops getting
+ * echoes stops sending to the connection and at last closes it with 4013.
+ */
+export interface MarkFrame {
+  type: "mark";
+  /** Opaque: echoed back unchanged. */
+  mark: string;
+}
+
 export type ServerFrame =
   | WelcomeFrame
   | MessageFrame
@@ -131,10 +144,16 @@ export type ServerFrame =
   | AckFrame
   | ErrorFrame
   | BatchFrame
-  | PongFrame;
+  | PongFrame
+  | MarkFrame;
 
 /** The exact ping text: the runtime answers it without waking the room. */
 export const PING = '{"type":"ping"}';
+
+/** The echo of a `mark` frame: the same string, sent back as it came. */
+export function markEcho(mark: string): string {
+  return JSON.stringify({ type: "mark", mark });
+}
 
 /** The topic of state-change messages. */
 export const STATE_TOPIC = "$state";
@@ -142,13 +161,49 @@ export const STATE_TOPIC = "$state";
 /** Frames over this many bytes make the server close the socket (1009). */
 export const MAX_FRAME_BYTES = 65536;
 
+/**
+ * Close codes the server uses (the reason string, where noted, is a stable
+ * code). What the client does after each one is `plan` in backoff.ts.
+ */
 export const CLOSE = {
+  /** Normal: do not reconnect. */
   NORMAL: 1000,
+  /** Going away: the room or region is drained on purpose. Reconnect promptly. */
   GOING_AWAY: 1001,
+  /** Abnormal, no close frame (also what a refused upgrade looks like). Back off. */
   ABNORMAL: 1006,
+  /** Policy: auth expired or abuse. Get a new token, back off. */
   POLICY: 1008,
+  /** A frame over 64 KiB. */
   TOO_LARGE: 1009,
+  /** Superseded by a newer connection of the same session (another tab). Stop. */
   SUPERSEDED: 4001,
+  /** No frame and no answered ping for the presence TTL. Back off. */
   HEARTBEAT_TIMEOUT: 4008,
+  /**
+   * Reason `backlog`: the connection fell too far behind (more than the
+   * server's window unconfirmed by `mark` echoes, and a backlog waiting).
+   * Reconnect promptly and resume.
+   */
+  BACKLOG: 4013,
+  /** Sustained rate-limit abuse. Back off long. */
   RATE_ABUSE: 4029,
+  /**
+   * Reason: an auth code (`token_expired`, `token_bad_signature`,
+   * `token_malformed`, `token_missing`, `token_wrong_room`, ...): the token is
+   * no longer good. With `getToken`: a new token, then reconnect promptly;
+   * stop after `maxAuthRefusals` in a row. Without: stop.
+   */
+  UNAUTHORIZED: 4401,
+  /** Reason `kicked`, `blocked`, ...: the operator or the room's rules refused this user. Stop. */
+  FORBIDDEN: 4403,
+  /** Reason `room_deleted`: the operator deleted the room. Stop. */
+  ROOM_DELETED: 4404,
+  /**
+   * Reason `session_taken`: the session id belongs to another user. Pick a
+   * fresh session and reconnect promptly; stop after 3 in a row.
+   */
+  SESSION_TAKEN: 4409,
+  /** Reason `too_many_connections`: this user has too many sockets in the room. Back off long. */
+  TOO_MANY_CONNECTIONS: 4429,
 } as const;

@@ -3,7 +3,7 @@
 //! resync, gap detection), the room state and presence views, and the
 //! mapping of acks and errors to the promises of durable sends.
 
-import { DEFAULT_BACKOFF, plan, type BackoffOptions, type Cause } from "./backoff.js";
+import { DEFAULT_BACKOFF, plan, type BackoffOptions, type Cause, type StopWhy } from "./backoff.js";
 import { Emitter } from "./emitter.js";
 import { OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle } from "./env.js";
 import { HomeroomError } from "./errors.js";
@@ -11,6 +11,8 @@ import { DEFAULT_HEARTBEAT, Heartbeat, type HeartbeatOptions } from "./heartbeat
 import { DEFAULT_RATE, Outbox, type RateOptions } from "./outbox.js";
 import { PresenceStore, type Presence } from "./presence.js";
 import {
+  CLOSE,
+  markEcho,
   MAX_FRAME_BYTES,
   PING,
   STATE_TOPIC,
@@ -23,7 +25,7 @@ import {
   type WelcomeFrame,
 } from "./protocol.js";
 import { DEFAULT_REGIONS, EndpointChooser, wsBase, type ChoiceWhy, type RegionOptions } from "./regions.js";
-import { IdMaker, tabSession } from "./session.js";
+import { freshSession, IdMaker, tabSession } from "./session.js";
 
 export interface ConnectOptions {
   /** The room name: 1-64 chars of A-Z a-z 0-9 . _ : - */
@@ -32,12 +34,24 @@ export interface ConnectOptions {
   url?: string;
   /** Several endpoints of the deployment: probed, the fastest kept for a day. */
   regions?: readonly string[];
-  /** This tab's session; default: kept in sessionStorage. */
+  /**
+   * This tab's session; default: kept in sessionStorage. Replaced by a fresh
+   * random one if the room says it belongs to another user (4409).
+   */
   session?: string;
   /** A room token (PROTOCOL.md "Auth"). */
   token?: string;
-  /** Called for a token before the first connect, after a 1008 close and when the token expired. */
+  /**
+   * Called for a token before the first connect, after a 1008 or 4401 close
+   * and when the token expired. Without it, a 4401 (token refused) stops the
+   * client with `why: "auth"`.
+   */
   getToken?: () => string | Promise<string>;
+  /**
+   * Token refusals (4401 closes) in a row, with no welcome in between, after
+   * which the client stops for good with `why: "auth"`. Default 3.
+   */
+  maxAuthRefusals?: number;
   /** This session's presence state, sent on every connect. */
   presence?: Record<string, Json>;
   /** Replace parts of the environment (tests: fake clock, sockets, storage). */
@@ -74,8 +88,14 @@ export interface Status {
   retryAt: number | null;
   /** The last close code and reason the client saw. */
   lastClose: { code: number; reason: string } | null;
-  /** Why the connection is down or closed, in a word. */
+  /**
+   * Why the connection is down or closed, in a word. Once closed: `closed`,
+   * `superseded` (4001), `auth` (4401: no good token), `session_taken`
+   * (4409 again and again), or a 4403 reason (`kicked`, `blocked`, ...).
+   */
   why: string | null;
+  /** The session this client connects with (changes after a 4409). */
+  session: string;
   /** Unacknowledged publishes and sets. */
   pending: number;
 }
@@ -126,7 +146,6 @@ const CLIENT_CLOSE = { GAP: 4000, HEARTBEAT: 4002, TIMEOUT: 4003 } as const;
 
 export class Room {
   readonly room: string;
-  readonly session: string;
 
   private readonly env: Env;
   private readonly events = new Emitter<RoomEvents>();
@@ -150,6 +169,13 @@ export class Room {
   private rewriteTimer: TimerHandle | null = null;
   private attempt = 0;
   private welcomedAt: number | null = null;
+  /** 4401 and 4409 closes since the last welcome. */
+  private authRefusals = 0;
+  private sessionTaken = 0;
+
+  private sessionId: string;
+  /** The session came from sessionStorage (a fresh one replaces it there). */
+  private readonly sessionStored: boolean;
 
   private token: string | undefined;
   private readonly getToken: (() => string | Promise<string>) | undefined;
@@ -162,7 +188,7 @@ export class Room {
   private replayUntil = 0;
   private myPresence: Record<string, Json> | null;
 
-  private info: Omit<Status, "state" | "seq" | "epoch" | "attempt" | "pending" | "endpoint" | "endpointChoice"> = {
+  private info: Omit<Status, "state" | "seq" | "epoch" | "attempt" | "pending" | "endpoint" | "endpointChoice" | "session"> = {
     region: null,
     home: null,
     user: null,
@@ -180,9 +206,16 @@ export class Room {
     }
     this.room = opts.room;
     this.env = resolveEnv(opts.env);
-    this.session = tabSession(this.env, opts.session);
+    this.sessionId = tabSession(this.env, opts.session);
+    this.sessionStored = opts.session === undefined;
     this.ids = new IdMaker(this.env);
     this.backoffOpts = { ...DEFAULT_BACKOFF, ...opts.backoff };
+    if (opts.maxAuthRefusals !== undefined) {
+      if (!Number.isInteger(opts.maxAuthRefusals) || opts.maxAuthRefusals < 1) {
+        throw new TypeError("homeroom: maxAuthRefusals must be a positive integer");
+      }
+      this.backoffOpts.maxAuthRefusals = opts.maxAuthRefusals;
+    }
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
     this.token = opts.token;
     this.getToken = opts.getToken;
@@ -211,6 +244,14 @@ export class Room {
     this.events.off(event, fn);
   }
 
+  /**
+   * This tab's session. Fixed for the handle's life, except after a 4409
+   * (the id belongs to another user): then a fresh one.
+   */
+  get session(): string {
+    return this.sessionId;
+  }
+
   /** The room state: key to value and version. */
   get state(): ReadonlyMap<string, StateEntry> {
     return this.stateMap;
@@ -237,6 +278,7 @@ export class Room {
       epoch: this.epoch,
       attempt: this.attempt,
       pending: this.outbox.size,
+      session: this.sessionId,
     };
   }
 
@@ -289,14 +331,15 @@ export class Room {
     this.myPresence = state;
     if (!this.welcomed) return;
     this.outbox.control(JSON.stringify({ type: "presence", state }));
-    if (this.presenceStore.updateSelf(this.session, state)) {
-      this.events.emit("presence", { joins: [this.session], leaves: [], reset: false, presence: this.presenceStore });
+    if (this.presenceStore.updateSelf(this.sessionId, state)) {
+      this.events.emit("presence", { joins: [this.sessionId], leaves: [], reset: false, presence: this.presenceStore });
     }
   }
 
-  /** Resolves at the next welcome (at once if connected). */
+  /** Resolves at the next welcome (at once if connected); rejects once the handle is closed for good. */
   whenOpen(): Promise<Status> {
     if (this.welcomed) return Promise.resolve(this.status);
+    if (this.closedForGood) return Promise.reject(new HomeroomError(this.info.why ?? "closed", "the room closed"));
     return new Promise((resolve, reject) => {
       const offStatus = this.on("status", (s) => {
         if (s.state === "open") {
@@ -403,7 +446,7 @@ export class Room {
   }
 
   private roomUrl(endpoint: string): string {
-    const q = new URLSearchParams({ session: this.session });
+    const q = new URLSearchParams({ session: this.sessionId });
     if (this.baseline && this.epoch !== null) {
       q.set("since", String(this.seqApplied));
       q.set("epoch", this.epoch);
@@ -437,18 +480,34 @@ export class Room {
     this.chooser.disconnected();
     if (this.welcomedAt !== null && this.env.now() - this.welcomedAt >= this.backoffOpts.stableMs) this.attempt = 0;
     this.welcomedAt = null;
-    const next = plan(cause, this.attempt, this.env.random, this.backoffOpts);
+    if (cause.kind === "close" && cause.code === CLOSE.UNAUTHORIZED) this.authRefusals += 1;
+    if (cause.kind === "close" && cause.code === CLOSE.SESSION_TAKEN) this.sessionTaken += 1;
+    const next = plan(cause, this.attempt, this.env.random, this.backoffOpts, {
+      canRefreshToken: this.getToken !== undefined,
+      authRefusals: this.authRefusals,
+      sessionTaken: this.sessionTaken,
+    });
     if (!next.reconnect) {
-      const msg = next.why === "superseded" ? "this session connected elsewhere (4001)" : "the server closed the room";
-      this.finish(next.why, new HomeroomError(next.why, msg));
+      this.finish(next.why, new HomeroomError(next.why, stopMessage(next.why, cause)));
       return;
     }
     this.attempt = next.attempt;
     if (next.refreshToken && this.getToken) this.needToken = true;
+    if (next.newSession) this.renewSession();
     this.info.why = cause.kind === "close" ? `close ${cause.code}` : cause.kind;
     this.info.retryAt = this.env.now() + next.delay;
     this.retryTimer = this.env.setTimeout(() => this.open(), next.delay);
     this.emitStatus();
+  }
+
+  /**
+   * The session id belongs to another user (4409): switch to a fresh one.
+   * The resume cursor (room-wide), the outbox (its ids are random-prefixed)
+   * and this tab's presence state are kept.
+   */
+  private renewSession(): void {
+    const old = this.sessionId;
+    this.sessionId = freshSession(this.env, this.sessionStored, old);
   }
 
   private finish(why: string, err: HomeroomError): void {
@@ -520,6 +579,12 @@ export class Room {
       case "pong":
         this.heartbeat.pong();
         return;
+      case "mark":
+        // Flow control: echo at once, verbatim, straight to the socket (not
+        // paced by the outbox: the room does not count echoes against the
+        // rate), welcomed or not. Never an event.
+        if (typeof f.mark === "string") this.write(markEcho(f.mark));
+        return;
       default:
         return; // unknown frame types are ignored (protocol: additive changes)
     }
@@ -532,6 +597,8 @@ export class Room {
     this.welcomed = true;
     this.everOpen = true;
     this.welcomedAt = this.env.now();
+    this.authRefusals = 0;
+    this.sessionTaken = 0;
     this.chooser.connected();
     Object.assign(this.info, {
       region: f.region ?? null,
@@ -561,10 +628,10 @@ export class Room {
     this.heartbeat.start();
     this.outbox.resume();
     if (!askedResume) this.outbox.control('{"type":"get_state"}');
-    const mine = f.presence?.members?.[this.session];
+    const mine = f.presence?.members?.[this.sessionId];
     if (this.myPresence && (!mine || JSON.stringify(mine.state) !== JSON.stringify(this.myPresence))) {
       this.outbox.control(JSON.stringify({ type: "presence", state: this.myPresence }));
-      this.presenceStore.updateSelf(this.session, this.myPresence);
+      this.presenceStore.updateSelf(this.sessionId, this.myPresence);
     }
     this.events.emit("presence", { joins: [...this.presenceStore.members.keys()], leaves: [], reset: true, presence: this.presenceStore });
     this.emitStatus();
@@ -633,6 +700,23 @@ export class Room {
 
 function isStateData(d: Json): d is { key: string; value: Json; version: number } {
   return typeof d === "object" && d !== null && !Array.isArray(d) && typeof d.key === "string" && typeof d.version === "number";
+}
+
+/** The message of the error that pending sends reject with when the client stops. */
+function stopMessage(why: StopWhy, cause: Cause): string {
+  const reason = cause.kind === "close" && cause.reason ? ` (${cause.reason})` : "";
+  switch (why) {
+    case "closed":
+      return "the server closed the room";
+    case "superseded":
+      return "this session connected elsewhere (4001)";
+    case "auth":
+      return `the room refused the token${reason}`;
+    case "session_taken":
+      return "the room kept refusing this tab's session as another user's (4409)";
+    default:
+      return `the room refused this user${reason}`;
+  }
 }
 
 function safeClose(s: SocketLike, code: number, reason: string): void {

@@ -31,11 +31,25 @@ export function tabSession(env: Env, given?: string): string {
   }
   const stored = safeGet(env, SESSION_KEY);
   if (validSession(stored)) return stored;
-  const fresh = "s-" + randomText(env, 20);
-  try {
-    env.sessionStorage?.setItem(SESSION_KEY, fresh);
-  } catch {
-    // storage full or blocked: the session lasts as long as the page
+  return freshSession(env, true);
+}
+
+/**
+ * A new random session, never `old`: for a new tab, or for a tab whose
+ * session turned out to belong to another user (4409). Stored in
+ * sessionStorage when `stored` (the tab's session lives there), so a reload
+ * keeps it.
+ */
+export function freshSession(env: Env, stored: boolean, old?: string): string {
+  let fresh: string;
+  do fresh = "s-" + randomText(env, 20);
+  while (fresh === old);
+  if (stored) {
+    try {
+      env.sessionStorage?.setItem(SESSION_KEY, fresh);
+    } catch {
+      // storage full or blocked: the session lasts as long as the page
+    }
   }
   return fresh;
 }

@@ -82,11 +82,87 @@ describe("close-code policy", () => {
     assert.ok(hi.reconnect && hi.delay > 59_000 && hi.delay < 60_000);
   });
 
+  it("reconnects promptly after 4013 (backlog), and backs off when it repeats", () => {
+    const p = plan(close(4013), 0, r);
+    assert.ok(p.reconnect && p.delay > 990 && p.delay < 1_000);
+    assert.ok(p.reconnect && !p.refreshToken && !p.newSession);
+    const zero = plan(close(4013), 0, () => 0);
+    assert.ok(zero.reconnect && zero.delay === 0);
+    const again = plan(close(4013), 3, r);
+    assert.ok(again.reconnect && again.delay > 15_000 && again.delay < 16_000);
+  });
+
+  it("4401 with getToken: a new token, then promptly; prompt through the refusal streak", () => {
+    const ctx = { canRefreshToken: true, authRefusals: 1 };
+    const p = plan(close(4401), 0, r, DEFAULT_BACKOFF, ctx);
+    assert.ok(p.reconnect && p.refreshToken && !p.newSession);
+    assert.ok(p.reconnect && p.delay > 990 && p.delay < 1_000);
+    // The second refusal in a row (its first one was attempt 0): still prompt.
+    const second = plan(close(4401, false), 1, r, DEFAULT_BACKOFF, { canRefreshToken: true, authRefusals: 2 });
+    assert.ok(second.reconnect && second.refreshToken && second.delay < 1_000 && second.attempt === 2);
+    // A refusal after other failures (two 1006s): backoff, still with a new token.
+    const late = plan(close(4401), 2, r, DEFAULT_BACKOFF, ctx);
+    assert.ok(late.reconnect && late.refreshToken && late.delay > 7_900 && late.delay < 8_000);
+  });
+
+  it("4401: stops with why auth without getToken, or after maxAuthRefusals in a row", () => {
+    assert.deepEqual(plan(close(4401), 0, r), { reconnect: false, why: "auth" });
+    assert.deepEqual(plan(close(4401), 0, r, DEFAULT_BACKOFF, { canRefreshToken: false }), { reconnect: false, why: "auth" });
+    assert.deepEqual(plan(close(4401, false), 2, r, DEFAULT_BACKOFF, { canRefreshToken: true, authRefusals: 3 }), {
+      reconnect: false,
+      why: "auth",
+    });
+    const five = { ...DEFAULT_BACKOFF, maxAuthRefusals: 5 };
+    assert.ok(plan(close(4401, false), 3, r, five, { canRefreshToken: true, authRefusals: 4 }).reconnect);
+    assert.deepEqual(plan(close(4401, false), 4, r, five, { canRefreshToken: true, authRefusals: 5 }), { reconnect: false, why: "auth" });
+  });
+
+  it("4404: the room was deleted; never reconnects", () => {
+    assert.deepEqual(plan(close(4404), 0, r), { reconnect: false, why: "room_deleted" });
+    assert.deepEqual(plan(close(4404), 4, r), { reconnect: false, why: "room_deleted" });
+  });
+
+  it("4403: never reconnects; why is the reason", () => {
+    for (const reason of ["kicked", "blocked", "banned_words"]) {
+      assert.deepEqual(plan({ ...close(4403), reason }, 0, r, DEFAULT_BACKOFF, { canRefreshToken: true }), { reconnect: false, why: reason });
+    }
+    assert.deepEqual(plan(close(4403), 0, r), { reconnect: false, why: "forbidden" });
+    assert.deepEqual(plan({ ...close(4403), reason: "" }, 7, r), { reconnect: false, why: "forbidden" });
+  });
+
+  it("4409: a new session, promptly; stops with why session_taken after 3 in a row", () => {
+    const p = plan(close(4409, false), 0, r, DEFAULT_BACKOFF, { sessionTaken: 1 });
+    assert.ok(p.reconnect && p.newSession && !p.refreshToken && p.delay > 990 && p.delay < 1_000);
+    const second = plan(close(4409, false), 1, r, DEFAULT_BACKOFF, { sessionTaken: 2 });
+    assert.ok(second.reconnect && second.newSession && second.delay < 1_000);
+    const late = plan(close(4409, false), 3, r, DEFAULT_BACKOFF, { sessionTaken: 1 });
+    assert.ok(late.reconnect && late.newSession && late.delay > 15_000);
+    assert.deepEqual(plan(close(4409, false), 2, r, DEFAULT_BACKOFF, { sessionTaken: 3 }), { reconnect: false, why: "session_taken" });
+  });
+
+  it("backs off long after 4429, exactly like 4029", () => {
+    for (const random of [() => 0, r, () => 0.5]) {
+      for (const attempt of [0, 4]) {
+        const a = plan(close(4429), attempt, random);
+        assert.deepEqual(a, plan(close(4029), attempt, random));
+        assert.ok(a.reconnect && a.delay >= 30_000 && a.delay < 60_000 && a.attempt === attempt + 1);
+      }
+    }
+  });
+
+  it("keeps every other code as it was", () => {
+    for (const code of [1002, 1009, 1011, 4000, 4400, 4999]) {
+      const p = plan(close(code), 1, r);
+      assert.deepEqual(p, { reconnect: true, delay: 4_000 * 0.999, attempt: 2, refreshToken: false, newSession: false });
+    }
+  });
+
   it("jitters every path: no two random draws give the same delay", () => {
     const random = seeded(3);
-    for (const cause of [close(1001), close(1006), close(1008), close(4029), { kind: "gap" as const }, { kind: "heartbeat" as const }]) {
-      const a = plan(cause, 0, random);
-      const b = plan(cause, 0, random);
+    const causes = [1001, 1006, 1008, 4013, 4029, 4401, 4409, 4429].map((code) => close(code));
+    for (const cause of [...causes, { kind: "gap" as const }, { kind: "heartbeat" as const }]) {
+      const a = plan(cause, 0, random, DEFAULT_BACKOFF, { canRefreshToken: true });
+      const b = plan(cause, 0, random, DEFAULT_BACKOFF, { canRefreshToken: true });
       assert.ok(a.reconnect && b.reconnect && a.delay !== b.delay, JSON.stringify(cause));
     }
   });
