@@ -495,6 +495,10 @@ impl Client<'_> {
                 }
             }
             Event::Error { code } => *self.result.errors.entry(code).or_default() += 1,
+            Event::Mark { mark } => {
+                // What every reader does: else the room holds its frames back.
+                let _ = live.ws.send(Message::text(wire::mark_text(&mark))).await;
+            }
             Event::Other => {}
         }
     }

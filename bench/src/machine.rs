@@ -218,6 +218,9 @@ pub fn attachment() -> Attachment {
         since: ms,
         seen: ms,
         state: RawValue::from_string(state.into()).expect("valid JSON"),
+        // A token's expiry and the connection's mark key, as a deployment has them.
+        exp: Some(ms + 3_600_000),
+        key: 0xfedc_ba98_7654_3210,
     };
     let session = "s-Xq3v9TzK0bLm2Wc8RyJd";
     let size = |p: &Peer| serde_json::to_string(p).expect("serializes").len();

@@ -16,14 +16,17 @@ use tokio::net::TcpStream;
 use crate::target::Target;
 
 /// The variables every benchmark run gets: anonymous dev mode (homeroom
-/// refuses rooms without auth otherwise), a per-connection rate limit out of
-/// the way of a load test (default 20 frames/s, burst 50), and no
-/// per-connection log lines (the baselines write none; locally each line
-/// also crosses into wrangler's node process, which a deployment does not).
-pub const BENCH_VARS: [(&str, &str); 4] = [
+/// refuses rooms without auth otherwise), per-connection and per-user rate
+/// limits out of the way of a load test (default 20 frames/s, burst 50; 40
+/// and 100 per user), and no per-connection log lines (the baselines write
+/// none; locally each line also crosses into wrangler's node process, which
+/// a deployment does not).
+pub const BENCH_VARS: [(&str, &str); 6] = [
     ("ANONYMOUS_DEV", "true"),
     ("RATE_PER_SEC", "100000"),
     ("RATE_BURST", "100000"),
+    ("USER_RATE_PER_SEC", "100000"),
+    ("USER_RATE_BURST", "100000"),
     ("LOG_CONNECTIONS", "off"),
 ];
 

@@ -57,6 +57,12 @@ pub fn publish_text(protocol: Protocol, payload: &Payload, pad: usize) -> String
 }
 
 /// A homeroom `signal` (a cursor position, say).
+/// The echo of a homeroom `mark` (the mark is 16 hex digits from the room).
+pub fn mark_text(mark: &str) -> String {
+    let mark = serde_json::to_string(mark).unwrap_or_default();
+    format!(r#"{{"type":"mark","mark":{mark}}}"#)
+}
+
 pub fn signal_text(topic: &str, x: u64) -> String {
     format!(r#"{{"type":"signal","topic":"{topic}","data":{{"x":{x}}}}}"#)
 }
@@ -88,6 +94,10 @@ pub enum Event {
     Error {
         code: String,
     },
+    /// A flow-control mark: echo it (`mark_text`) or the room stops sending.
+    Mark {
+        mark: String,
+    },
     /// presence, summary, pong, state, anything else.
     Other,
 }
@@ -108,6 +118,8 @@ struct Frame<'a> {
     missed: Option<u64>,
     #[serde(borrow, default)]
     code: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    mark: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     data: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -171,6 +183,7 @@ pub fn parse(protocol: Protocol, text: &str, out: &mut Vec<Event>) {
         Some("signal") => Event::Signal,
         Some("resync") => Event::Resync { seq: frame.seq.unwrap_or(0) },
         Some("error") => Event::Error { code: frame.code.map(Cow::into_owned).unwrap_or_default() },
+        Some("mark") => Event::Mark { mark: frame.mark.map(Cow::into_owned).unwrap_or_default() },
         _ => Event::Other,
     };
     out.push(event);
@@ -241,6 +254,9 @@ mod tests {
             [Event::Error { code: "rate_limited".into() }]
         );
         assert_eq!(events(Protocol::Raw, "nope"), [Event::Error { code: "unparsable".into() }]);
+        let mark = r#"{"type":"batch","frames":[{"type":"mark","mark":"00ff"}]}"#;
+        assert_eq!(events(Protocol::Homeroom, mark), [Event::Mark { mark: "00ff".into() }]);
+        assert_eq!(mark_text("00ff"), r#"{"type":"mark","mark":"00ff"}"#);
         assert_eq!(id_counter("p12-345"), Some(345));
     }
 }
