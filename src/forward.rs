@@ -44,6 +44,9 @@ pub enum Inbound {
     Kick,
     /// Close every connection and delete the room's storage (admin).
     Delete,
+    /// Panic inside the object: a forced Wasm reset (test builds only).
+    #[cfg(feature = "fault-injection")]
+    Fault,
 }
 
 /// A request for a room, as the object reads it.
@@ -100,7 +103,7 @@ pub fn room_request(
     }
     let method = match what {
         "delete" => Method::Delete,
-        "drain" => Method::Post,
+        "drain" | "fault" => Method::Post,
         _ if body.is_some() => Method::Post,
         _ => Method::Get,
     };
@@ -141,6 +144,8 @@ pub fn read(req: &Request) -> Option<Routed> {
         "drain" => Inbound::Drain,
         "kick" => Inbound::Kick,
         "delete" => Inbound::Delete,
+        #[cfg(feature = "fault-injection")]
+        "fault" => Inbound::Fault,
         "publish" => Inbound::Publish { region: get(REGION)? },
         "connect" => Inbound::Connect(Forwarded {
             session: get(SESSION)?,

@@ -106,6 +106,14 @@ impl DurableObject for Room {
                 let body = req.text().await?;
                 inner.server_publish(origin, &body, region)?
             }
+            #[cfg(feature = "fault-injection")]
+            Inbound::Fault => {
+                // What a bug would do: abort mid-event. The runtime resets the
+                // Wasm instance; the next event rebuilds the room from storage
+                // and the sockets' attachments.
+                log("fault_injected", serde_json::json!({"room": routed.room}));
+                panic!("fault injection: a forced Wasm reset in room {}", routed.room);
+            }
             Inbound::Kick => {
                 let body = req.text().await?;
                 inner.kick(origin, &body)?

@@ -28,6 +28,8 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
             rooms::connect(&req, &env, &dep, room, rooms::Caller::Client).await
         }
         ["rooms", room, "kick"] => rooms::kick(&mut req, &env, &dep, room).await,
+        #[cfg(feature = "fault-injection")]
+        ["rooms", room, "fault"] => rooms::fault(&req, &env, &dep, room).await,
         ["rooms", room] => rooms::delete(&req, &env, &dep, room).await,
         ["rooms", room, "presence"] => rooms::presence(&req, &env, &dep, room).await,
         ["rooms", room, "messages"] => rooms::publish(&mut req, &env, &dep, room).await,

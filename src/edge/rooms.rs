@@ -133,6 +133,16 @@ pub async fn kick(req: &mut Request, env: &Env, dep: &Deployment, room: &str) ->
     ask_room(req, env, room, "kick", Some(body)).await
 }
 
+/// `POST /rooms/{room}/fault` (admin, test builds only): the room's object
+/// panics, which resets the Wasm instance (the fault suite).
+#[cfg(feature = "fault-injection")]
+pub async fn fault(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
+    expect_method(req, Method::Post)?;
+    expect_admin(req, dep)?;
+    expect_room(room)?;
+    ask_room(req, env, room, "fault", None).await
+}
+
 /// `DELETE /rooms/{room}` (admin): closes every connection with 4404 and
 /// deletes the room's storage; the next connect starts a new room.
 pub async fn delete(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {

@@ -1,0 +1,139 @@
+//! A forced Wasm reset inside a room (the test-only `fault-injection` build: `POST
+//! /rooms/{room}/fault` panics in the room's object). Rust on wasm32 cannot unwind: a panic
+//! resets the whole instance, every room it holds included. Nothing acked may be lost and no
+//! member may be dropped: the next event rebuilds each room from SQLite and the attachments of
+//! the sockets that stayed connected.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::check;
+use crate::client::{Client, Dial};
+use crate::edge_support::{self as es, TOKENS};
+use crate::harness::Spec;
+use crate::support::{self, check_contiguous, id, seq, session_of, Ctx, R};
+
+pub fn trials() -> Vec<Spec> {
+    vec![es::on(
+        "wasm_reset::a_panic_in_a_room_loses_no_acked_write_and_no_member",
+        &TOKENS,
+        panic_in_a_room,
+    )]
+}
+
+const MEMBERS: usize = 4;
+const PER_MEMBER: usize = 8;
+
+async fn dial(ctx: &Ctx, room: &str, sub: &str) -> R<Client> {
+    let token = es::token(room, sub);
+    Dial::new(ctx.port, room, &support::session(sub)).token(&token).connect().await
+}
+
+async fn panic_in_a_room(ctx: Ctx) -> R {
+    let room = support::room("reset");
+    let other_room = support::room("reset-bystander");
+    let mut members = Vec::new();
+    for m in 0..MEMBERS {
+        let mut c = dial(&ctx, &room, &format!("user{m}")).await?;
+        c.send(json!({"type":"presence","state":{"name": format!("member {m}")}})).await?;
+        members.push(c);
+    }
+    // A room that shares the instance and did nothing wrong.
+    let mut bystander = dial(&ctx, &other_room, "bystander").await?;
+    let before = bystander.publish_acked("b-1", "chat", json!("before")).await?;
+
+    let mut acked: BTreeMap<(String, String), (u64, Value)> = BTreeMap::new();
+    for n in 0..PER_MEMBER {
+        for (m, c) in members.iter_mut().enumerate() {
+            let id = format!("m{m}-{n}");
+            let data = json!({"m": m, "n": n});
+            let s = c.publish_acked(&id, "chat", data.clone()).await?;
+            acked.insert((c.session.clone(), id), (s, data));
+        }
+    }
+    let epoch = members[0].epoch();
+    let loaded_before = ctx.log.room_loaded(&room).len();
+
+    // The fault: the object panics mid-request. The request itself never gets an answer
+    // (the aborted promise is never settled), so it runs on its own while the test goes on.
+    let (port, faulty) = (ctx.port, room.clone());
+    let fault = tokio::spawn(async move {
+        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
+    });
+    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
+        .await?;
+
+    // Every member is still connected: each publishes again, and everyone gets every message.
+    for (m, c) in members.iter_mut().enumerate() {
+        let id = format!("after-{m}");
+        let s = c.publish_acked(&id, "chat", json!({"after": m})).await?;
+        acked.insert((c.session.clone(), id), (s, json!({"after": m})));
+    }
+    for c in members.iter_mut() {
+        for m in 0..MEMBERS {
+            c.message(&format!("after-{m}")).await?;
+        }
+        check!(c.closed.is_none(), "[{}] was disconnected by the reset", c.session);
+    }
+    let loaded = ctx.log.wait_room_loaded(&room, loaded_before + 1, Duration::from_secs(5)).await?;
+    let last = loaded.last().unwrap();
+    check!(last["sockets"] == MEMBERS, "the room came back with its sockets: {last}");
+    check!(last["epoch"] == epoch.as_str(), "same epoch after the reset: {last}");
+
+    // Presence: every member, with its state, exactly once.
+    let resp = es::get(
+        ctx.port,
+        &format!("/rooms/{room}/presence?token={}", es::token(&room, "observer")),
+        &[],
+    )
+    .await?;
+    let presence = es::json_200("presence after the reset", &resp)?;
+    let listed = presence["members"].as_object().cloned().unwrap_or_default();
+    check!(listed.len() == MEMBERS, "{} members listed after the reset: {presence}", listed.len());
+    for (m, c) in members.iter().enumerate() {
+        let member = &listed.get(&c.session).cloned().unwrap_or(Value::Null);
+        check!(
+            member["state"]["name"] == format!("member {m}")
+                && member["user"] == format!("user{m}"),
+            "member {m} lost its presence record: {member}"
+        );
+    }
+    check!(presence["summary"]["members"] == MEMBERS, "summary: {presence}");
+
+    // The log: every acked write once, at its seq, in order, from a resume at 0.
+    let mut reader =
+        Dial::new(ctx.port, &room, &support::session("reader")).token(&es::token(&room, "reader"));
+    reader = reader.since(0, &epoch);
+    let mut reader = reader.connect().await?;
+    check!(reader.welcome["resumed"] == true, "a resume from 0 replays: {}", reader.welcome);
+    let total = reader.welcome_seq();
+    let mut log = Vec::new();
+    for _ in 0..total {
+        log.push(reader.expect_type("message").await?);
+    }
+    check_contiguous("the log after the reset", &log, 1)?;
+    check!(log.len() == acked.len(), "{} messages in the log, {} acked", log.len(), acked.len());
+    for m in &log {
+        let key = (session_of(m).to_string(), id(m).to_string());
+        let Some((s, data)) = acked.get(&key) else {
+            return Err(format!("a message nobody was acked for: {m}"));
+        };
+        check!(seq(m) == *s && m["data"] == *data, "{key:?} acked at {s} with {data}, stored {m}");
+    }
+
+    // The bystander's room lost nothing either.
+    let next = bystander.publish_acked("b-2", "chat", json!("after")).await?;
+    check!(next == before + 1, "the bystander's room continues at {}, got {next}", before + 1);
+    // Whatever became of the fault request, it was not a success.
+    if let Ok(Ok(Ok(resp))) = tokio::time::timeout(Duration::from_millis(100), fault).await {
+        check!(resp.status != 200, "the fault request succeeded: {}", resp.body);
+    }
+    for c in members {
+        c.close().await;
+    }
+    reader.close().await;
+    bystander.close().await;
+    Ok(())
+}
