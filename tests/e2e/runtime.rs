@@ -316,6 +316,11 @@ impl Runtime {
             c
         };
         let path = std::env::var("PATH").unwrap_or_default();
+        // The fault suite needs the test-only fault injection in the Wasm; `wrangler dev`
+        // runs scripts/build-worker, which builds (once) with the features asked for.
+        if std::env::var_os("HOMEROOM_FEATURES").is_none() {
+            cmd.env("HOMEROOM_FEATURES", "fault-injection");
+        }
         cmd.current_dir(root)
             .env("PATH", format!("{}:{path}", root.join("node_modules/.bin").display()))
             .env("NO_COLOR", "1")
