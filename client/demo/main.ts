@@ -372,9 +372,7 @@ function renderStatus(s: Status): void {
           ? secs !== null
             ? `Reconnecting in ${secs} s`
             : "Reconnecting…"
-          : s.why === "superseded"
-            ? "Open in another tab"
-            : "Disconnected";
+          : (STOPPED[s.why ?? ""] ?? "Disconnected");
   pill.textContent = text;
 
   const extra = $("status-extra");
@@ -426,7 +424,21 @@ const CLOSES: Record<string, string> = {
   "1009": "message too large",
   "1011": "server error",
   "4008": "heartbeat timeout",
+  "4013": "fell behind",
   "4029": "rate limited",
+  "4401": "token expired",
+  "4409": "session taken",
+  "4429": "too many tabs",
+};
+
+/** Why a closed connection stays closed, for the status pill. */
+const STOPPED: Record<string, string> = {
+  superseded: "Open in another tab",
+  auth: "Sign-in refused",
+  kicked: "Removed from the room",
+  blocked: "Blocked from the room",
+  room_deleted: "Room deleted",
+  session_taken: "Session in use",
 };
 
 function describeWhy(why: string): string {
