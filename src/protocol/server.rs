@@ -37,6 +37,9 @@ pub struct Member<'a> {
     pub region: &'a str,
     pub state: &'a RawValue,
     pub since: u64,
+    /// Verified information the room's rules attached (an added field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<&'a RawValue>,
 }
 
 /// Counts for one region in a summary.
@@ -173,7 +176,7 @@ pub enum ServerFrame<'a> {
         state: StateMap<'a>,
     },
     Error {
-        code: &'static str,
+        code: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<&'a str>,
         message: &'a str,

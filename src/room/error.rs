@@ -21,17 +21,20 @@ pub enum Refusal {
     UnknownMark,
     /// A `set` whose `if_version` is not the key's current version.
     Conflict { version: u64 },
+    /// The room's rules refused the write, with their own code and message.
+    Rule(super::rules::Refusal),
 }
 
 impl Refusal {
     /// The stable `code` of the `error` frame.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             Refusal::BadFrame(_) => "bad_frame",
             Refusal::Invalid(_) => "invalid",
             Refusal::TooLarge(_) => "too_large",
             Refusal::RateLimited | Refusal::ReplyBudget { .. } => "rate_limited",
             Refusal::UnknownMark => "invalid",
+            Refusal::Rule(r) => r.code(),
             Refusal::Conflict { .. } => "conflict",
         }
     }
@@ -45,6 +48,7 @@ impl Refusal {
                 "the state is {bytes} bytes and state replies are limited to {per_sec} bytes/s per user; ask again later"
             ),
             Refusal::UnknownMark => "no such mark was sent to this connection".into(),
+            Refusal::Rule(r) => r.message().to_owned(),
             Refusal::Conflict { version } => {
                 format!("version mismatch: the key is at version {version}")
             }
@@ -63,7 +67,7 @@ impl From<FrameError> for Refusal {
 
 /// Why the room closes a socket; each maps to a close code of PROTOCOL.md
 /// or one homeroom adds (README, "Protocol decisions").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloseCode {
     /// A frame over `max_frame` bytes (1009).
     TooLarge,
@@ -90,11 +94,14 @@ pub enum CloseCode {
     TooManyConnections,
     /// The operator deleted the room (4404): do not reconnect.
     Deleted,
+    /// The room's rules refused the member (4403), with the rule's code as
+    /// the reason: do not reconnect.
+    Rule(String),
 }
 
 impl CloseCode {
     /// The WebSocket close code.
-    pub fn code(self) -> u16 {
+    pub fn code(&self) -> u16 {
         match self {
             CloseCode::TooLarge => 1009,
             CloseCode::Superseded => 4001,
@@ -103,7 +110,7 @@ impl CloseCode {
             CloseCode::GoingAway => 1001,
             CloseCode::Backlog => 4013,
             CloseCode::TokenExpired => 4401,
-            CloseCode::Kicked | CloseCode::Blocked => 4403,
+            CloseCode::Kicked | CloseCode::Blocked | CloseCode::Rule(_) => 4403,
             CloseCode::Deleted => 4404,
             CloseCode::SessionTaken => 4409,
             CloseCode::TooManyConnections => 4429,
@@ -112,7 +119,7 @@ impl CloseCode {
 
     /// The close reason text: for the codes homeroom adds, a stable code a
     /// client can act on.
-    pub fn reason(self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             CloseCode::TooLarge => "frame too large",
             CloseCode::Superseded => "superseded",
@@ -126,6 +133,7 @@ impl CloseCode {
             CloseCode::SessionTaken => "session_taken",
             CloseCode::TooManyConnections => "too_many_connections",
             CloseCode::Deleted => "room_deleted",
+            CloseCode::Rule(code) => code,
         }
     }
 }

@@ -28,6 +28,9 @@ pub struct Hello {
     /// When the token that admitted it expires (ms); the room closes the
     /// socket then (4401). `None` in anonymous dev mode.
     pub expires: Option<u64>,
+    /// Verified information about the user that came with the token, if any
+    /// (the room's rules see it, and may replace it, when the member joins).
+    pub info: Option<Box<RawValue>>,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -83,6 +86,8 @@ pub enum Output {
     /// Delete the room's storage: the operator asked, or the room sat empty
     /// past its retention. The engine is spent; drop it.
     Delete,
+    /// Store the rules' timers (all of them: name, when due in ms).
+    Timers(Vec<(String, u64)>),
 }
 
 /// One durable, sequenced write.
@@ -157,6 +162,9 @@ pub struct Peer {
     /// The key of the connection's flow-control marks.
     #[serde(default)]
     pub key: u64,
+    /// What the room's rules attached when the member joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<Box<RawValue>>,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.
@@ -180,6 +188,8 @@ pub struct Snapshot {
     pub blocks: Vec<(String, u64)>,
     /// Since when the room has had no connection (ms), if it was recorded.
     pub idle_since: Option<u64>,
+    /// The rules' timers: name and when due (ms).
+    pub timers: Vec<(String, u64)>,
 }
 
 /// A retained log entry as the deduplication index and session ownership

@@ -15,12 +15,13 @@ mod io;
 mod outbox;
 mod presence;
 mod rate;
+pub mod rules;
 mod state;
 mod timer;
 mod users;
 
 pub use config::RoomConfig;
-pub use engine::{Block, Room, SERVER_SESSION};
+pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
 pub use error::{CloseCode, Refusal};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
 

@@ -18,6 +18,8 @@ pub struct Member {
     pub since: u64,
     /// When its current connection opened (ms).
     pub opened: u64,
+    /// Verified information the room's rules attached when it joined.
+    pub info: Option<Box<RawValue>>,
 }
 
 impl Member {
@@ -27,6 +29,7 @@ impl Member {
             region: &self.region,
             state: &self.state,
             since: self.since,
+            info: self.info.as_deref(),
         }
     }
 }
@@ -210,6 +213,7 @@ mod tests {
             state: RawValue::from_string("{}".into()).unwrap(),
             since: 0,
             opened: 0,
+            info: None,
         }
     }
 

@@ -60,6 +60,11 @@ impl RoomState {
         self.json = None;
     }
 
+    /// The value and version of `key`.
+    pub fn get(&self, key: &str) -> Option<(&RawValue, u64)> {
+        self.entries.get(key).map(|(v, n)| (&**v, *n))
+    }
+
     /// The snapshot as JSON text (`{key: {"value","version"}}`), cached
     /// until the next write.
     pub fn json(&mut self) -> Rc<str> {

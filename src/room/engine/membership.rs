@@ -53,6 +53,7 @@ impl Room {
                 state: p.state,
                 since: p.since,
                 opened: p.opened,
+                info: p.info,
             };
             self.presence.insert(p.session, member);
         }
@@ -72,6 +73,7 @@ impl Room {
         region: String,
         key: u64,
         expires: Option<u64>,
+        info: Option<Box<RawValue>>,
     ) {
         self.retain_at = None;
         let previous = self.presence.remove(session);
@@ -105,6 +107,7 @@ impl Room {
             state: previous.as_ref().map_or_else(empty_object, |m| m.state.clone()),
             since: previous.as_ref().map_or(now, |m| m.since),
             opened: now,
+            info,
         };
         self.add_conn(conn, record, now);
         self.remember(session, &member, now);
@@ -138,9 +141,12 @@ impl Room {
             return;
         };
         if self.presence.get(&c.session).is_some_and(|m| m.conn == conn) {
-            self.presence.remove(&c.session);
+            let gone = self.presence.remove(&c.session);
             self.departed(&c.session, &c.user, now);
             self.members_changed(now, Change::Left(&c.session), None);
+            if let Some(m) = gone {
+                self.rules_leave(now, &c.session, &m);
+            }
         }
         if self.conns.is_empty() {
             self.sweep_at = None;
@@ -224,6 +230,7 @@ impl Room {
     pub(super) fn timer(&mut self, now: u64) {
         self.alarm.fired();
         self.expire(now);
+        self.fire_rule_timers(now);
         if self.retain_at.is_some_and(|at| at <= now) && self.conns.is_empty() {
             // Nobody came back within the retention: the room goes.
             self.retain_at = None;
@@ -252,10 +259,12 @@ impl Room {
     /// Asks the adapter for an alarm at the earliest deadline, if the one
     /// already requested is not early enough.
     pub(super) fn arm(&mut self) {
-        let want = [self.sweep_at, self.summary.due, self.next_expiry(), self.retain_at]
-            .into_iter()
-            .flatten()
-            .min();
+        let rule_timer = self.timers.values().min().copied();
+        let want =
+            [self.sweep_at, self.summary.due, self.next_expiry(), self.retain_at, rule_timer]
+                .into_iter()
+                .flatten()
+                .min();
         if let Some(at) = self.wake.want(self.next_flush(), self.now) {
             self.push(Output::Wake(at));
         }
@@ -392,6 +401,7 @@ impl Room {
             state: m.state.clone(),
             exp,
             key,
+            info: m.info.clone(),
         }));
     }
 }

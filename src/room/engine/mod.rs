@@ -8,6 +8,7 @@
 
 mod admission;
 mod delivery;
+mod hosting;
 mod membership;
 mod operator;
 mod stats;
@@ -15,9 +16,9 @@ mod writes;
 
 pub use operator::Block;
 
-pub use writes::SERVER_SESSION;
+pub use writes::{RULES_SESSION, SERVER_SESSION};
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 use serde_json::value::RawValue;
@@ -28,6 +29,7 @@ use super::io::{Hello, Input, Output, Snapshot};
 use super::outbox::Outbox;
 use super::presence::{Presence, SummaryThrottle};
 use super::rate::RateLimiter;
+use super::rules::{Open, Rules};
 use super::state::RoomState;
 use super::timer::Alarm;
 use super::users::Users;
@@ -64,7 +66,6 @@ impl Conn {
 }
 
 /// One room: its log position, state, connections and presence.
-#[derive(Debug)]
 pub struct Room {
     config: RoomConfig,
     name: String,
@@ -115,13 +116,42 @@ pub struct Room {
     replies_seq: u64,
     /// The limits every welcome announces.
     limits: Limits,
+    /// The application's rules, and their timers (name -> due, ms).
+    rules: Box<dyn Rules>,
+    timers: BTreeMap<String, u64>,
+    /// Requests under the room's path the rules answered (unique ids for
+    /// the writes they make).
+    requests: u64,
     outputs: VecDeque<Output>,
 }
 
+impl std::fmt::Debug for Room {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Room")
+            .field("name", &self.name)
+            .field("epoch", &self.epoch)
+            .field("seq", &self.seq)
+            .field("connections", &self.conns.len())
+            .field("members", &self.presence.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Room {
-    /// Rebuilds a room from storage and the sockets still open. A new room is
-    /// a snapshot with `seq` 0 and a fresh epoch.
+    /// Rebuilds a room with the open rules (everything accepted) from
+    /// storage and the sockets still open. A new room is a snapshot with
+    /// `seq` 0 and a fresh epoch.
     pub fn restore(config: RoomConfig, snap: Snapshot, now: u64) -> Room {
+        Room::restore_with(config, Box::new(Open), snap, now)
+    }
+
+    /// Rebuilds a room that runs `rules` (see [`crate::room::rules`]).
+    pub fn restore_with(
+        config: RoomConfig,
+        rules: Box<dyn Rules>,
+        snap: Snapshot,
+        now: u64,
+    ) -> Room {
         let mut history =
             History::new(config.replay_limit, config.log_retain, config.log_retain_bytes);
         let first_framed = snap.recent.first().map_or(u64::MAX, |e| e.seq);
@@ -174,6 +204,9 @@ impl Room {
             replies: Vec::new(),
             replies_seq: 0,
             limits: Limits::of(&config),
+            rules,
+            timers: snap.timers.into_iter().collect(),
+            requests: 0,
             outputs: VecDeque::new(),
             config,
         };
@@ -181,11 +214,20 @@ impl Room {
         if room.conns.is_empty() {
             room.retain_from(snap.idle_since.unwrap_or(now));
         }
+        room.rules_loaded(now, &snap.recent);
         room.arm();
         room
     }
 
     /// The next effect to apply, in order.
+    ///
+    /// ```
+    /// use homeroom::room::{Room, RoomConfig, Snapshot};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    /// while let Some(output) = room.poll_output() {
+    ///     println!("{output:?}"); // applied in order by the adapter
+    /// }
+    /// ```
     pub fn poll_output(&mut self) -> Option<Output> {
         self.outputs.pop_front()
     }
@@ -244,13 +286,23 @@ impl Room {
     }
 
     fn open(&mut self, now: u64, hello: Hello) {
-        let Hello { conn, session, user, region, since, epoch, rand, secret, expires } = hello;
+        let Hello { conn, session, user, region, since, epoch, rand, secret, expires, info } =
+            hello;
         if let Some(code) = self.refuse_open(now, &session, &user, expires) {
             self.stats.refused_opens += 1;
             self.push(Output::Close { conn, code });
             return;
         }
-        self.join(now, &conn, &session, user.clone(), region, secret, expires);
+        // The rules decide last, about someone the room would let in.
+        let (info, effects) = match self.rules_join(now, &conn, &session, &user, &region, info) {
+            Ok(admitted) => admitted,
+            Err(code) => {
+                self.stats.refused_opens += 1;
+                self.push(Output::Close { conn, code });
+                return;
+            }
+        };
+        self.join(now, &conn, &session, user.clone(), region, secret, expires, info);
 
         let replay = match (since, epoch.as_deref()) {
             (None, _) => Ok(None),
@@ -295,7 +347,11 @@ impl Room {
             Ok(None) => Vec::new(),
             Err(reason) => vec![self.state_reply(reason)],
         };
+        // What the rules asked for when the member joined comes after its
+        // welcome (a `send` to the newcomer, writes of their own).
+        let trigger = format!("join:{conn}");
         if catch_up.is_empty() {
+            self.apply_effects(now, &trigger, effects);
             return;
         }
         // A catch-up costs its bytes from the user's reply budget; one that
@@ -323,6 +379,7 @@ impl Room {
             // join is broadcast to everyone else).
             self.emit(&conn, catch_up);
         }
+        self.apply_effects(now, &trigger, effects);
     }
 
     /// The `state` frame (`reason` "state") or a `resync` frame with the

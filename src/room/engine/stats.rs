@@ -35,6 +35,9 @@ pub struct Counters {
     pub expired: u64,
     /// Connections closed because too much waited for them (4013).
     pub backlog_closes: u64,
+    /// Things the rules asked for that the room could not do, and the last.
+    pub rule_problems: u64,
+    pub last_rule_problem: Option<String>,
 }
 
 impl Counters {
@@ -77,6 +80,9 @@ impl Room {
             "refused_opens": c.refused_opens,
             "expired": c.expired,
             "backlog_closes": c.backlog_closes,
+            "rule_problems": c.rule_problems,
+            "last_rule_problem": c.last_rule_problem,
+            "rule_timers": self.timers.len(),
             "users": self.users.len(),
             "most_connections_of_a_user": self.users.most_conns(),
             "blocked_users": self.users.blocked_count(self.now),

@@ -1,5 +1,7 @@
-//! Sequenced writes: `publish` and compare-and-set `set`, each persisted
-//! before its ack and broadcast, and deduplicated by (session, id).
+//! Sequenced writes: `publish` and compare-and-set `set`, each decided by the
+//! room's rules, persisted before its ack and broadcast, and deduplicated by
+//! (session, id); the same for the operator's backend and for the rules'
+//! own writes.
 
 use std::rc::Rc;
 
@@ -15,11 +17,18 @@ use crate::room::Refusal;
 /// are deduplicated under; no client session can take it (`$` is not allowed).
 pub const SERVER_SESSION: &str = "$server";
 
+/// The session (and user) the rules' own writes come from.
+pub const RULES_SESSION: &str = "$rules";
+
 /// Who a write comes from, as its `message` frame shows.
-struct Author {
-    session: String,
-    user: String,
-    region: String,
+pub(super) struct Author {
+    pub session: String,
+    pub user: String,
+    pub region: String,
+    /// What the rules attached to the member when it joined.
+    pub info: Option<Box<RawValue>>,
+    /// The operator's backend, not a member.
+    pub server: bool,
 }
 
 impl Room {
@@ -35,7 +44,15 @@ impl Room {
         if let Some(seq) = self.history.seq_of(&author.session, &id) {
             return self.send(conn, ack(&id, seq));
         }
-        self.commit(now, &author, Some(conn), id, topic, data, None);
+        let trigger = write_trigger(&author.session, &id);
+        let (verdict, effects) = self.rules_publish(now, &author, &topic, &data);
+        match self.decided(verdict, data) {
+            Ok(data) => {
+                self.commit(now, &author, Some(conn), id, topic, data, None);
+            }
+            Err(refusal) => self.refuse(conn, Some(&id), refusal),
+        }
+        self.apply_effects(now, &trigger, effects);
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `set` frame
@@ -56,12 +73,74 @@ impl Room {
         if if_version.is_some_and(|v| v != current) {
             return self.refuse(conn, Some(&id), Refusal::Conflict { version: current });
         }
-        if let Err(refusal) = self.state.check_fits(&self.config, &key, &value) {
-            return self.refuse(conn, Some(&id), refusal);
+        let trigger = write_trigger(&author.session, &id);
+        let (verdict, effects) = self.rules_set(now, &author, &key, &value);
+        let decided = self.decided(verdict, value).and_then(|value| {
+            self.state.check_fits(&self.config, &key, &value)?;
+            Ok(value)
+        });
+        match decided {
+            Ok(value) => {
+                let data = state_data(&key, &value, self.seq + 1);
+                let write = StateWrite { key, value };
+                self.commit(now, &author, Some(conn), id, "$state".into(), data, Some(write));
+            }
+            Err(refusal) => self.refuse(conn, Some(&id), refusal),
         }
-        let data = state_data(&key, &value, self.seq + 1);
-        let write = StateWrite { key, value };
-        self.commit(now, &author, Some(conn), id, "$state".into(), data, Some(write));
+        self.apply_effects(now, &trigger, effects);
+    }
+
+    /// A state write from the operator's backend (`PUT /rooms/{room}/state/{key}`):
+    /// decided by the rules like a member's, compare-and-set with
+    /// `if_version`, idempotent by `id` (one is made up when none is given).
+    /// Returns the key's new version (the original one for a retry).
+    pub fn server_set(
+        &mut self,
+        now: u64,
+        id: Option<String>,
+        key: String,
+        value: Box<RawValue>,
+        if_version: Option<u64>,
+        region: String,
+    ) -> Result<u64, Refusal> {
+        if !names::bounded(&key) || key.starts_with('$') {
+            return Err(Refusal::Invalid(
+                "`key` must be 1-64 characters, not starting with `$`".into(),
+            ));
+        }
+        crate::protocol::client::shallow(&value, "value").map_err(Refusal::Invalid)?;
+        let id = match id {
+            Some(id) if names::bounded(&id) => id,
+            Some(_) => return Err(Refusal::Invalid("`id` must be 1-64 characters".into())),
+            None => {
+                self.requests += 1;
+                format!("set-{now}-{}", self.requests)
+            }
+        };
+        if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
+            return Ok(seq);
+        }
+        self.now = self.now.max(now);
+        let current = self.state.version(&key);
+        if if_version.is_some_and(|v| v != current) {
+            return Err(Refusal::Conflict { version: current });
+        }
+        let author = Author::server(region);
+        let trigger = write_trigger(SERVER_SESSION, &id);
+        let (verdict, effects) = self.rules_set(now, &author, &key, &value);
+        let decided = self.decided(verdict, value).and_then(|value| {
+            self.state.check_fits(&self.config, &key, &value)?;
+            Ok(value)
+        });
+        let result = decided.map(|value| {
+            let data = state_data(&key, &value, self.seq + 1);
+            let write = StateWrite { key, value };
+            self.commit(now, &author, None, id, "$state".into(), data, Some(write))
+        });
+        self.apply_effects(now, &trigger, effects);
+        self.touched(now);
+        self.arm();
+        result
     }
 
     /// A publish from the operator's server (`POST /rooms/{room}/messages`):
@@ -88,20 +167,59 @@ impl Room {
         }
         crate::protocol::client::shallow(&data, "data").map_err(Refusal::Invalid)?;
         self.now = self.now.max(now);
-        let author = Author { session: SERVER_SESSION.into(), user: SERVER_SESSION.into(), region };
-        let seq = self.commit(now, &author, None, id, topic, data, None);
-        if self.conns.is_empty() {
-            // A write is activity: an empty room's retention starts again.
-            self.emptied(now);
-        }
+        let author = Author::server(region);
+        let trigger = write_trigger(SERVER_SESSION, &id);
+        let (verdict, effects) = self.rules_publish(now, &author, &topic, &data);
+        let result = self
+            .decided(verdict, data)
+            .map(|data| self.commit(now, &author, None, id, topic, data, None));
+        self.apply_effects(now, &trigger, effects);
+        self.touched(now);
         self.arm();
-        Ok(seq)
+        result
     }
 
-    fn author(&self, conn: &str) -> Author {
+    /// A write of the rules' own (from a hook's [`crate::room::rules::Ctx`]):
+    /// sequenced like any other, deduplicated by `id` (derived from what
+    /// triggered it, so a hook that runs again writes nothing twice).
+    pub(super) fn rule_write(
+        &mut self,
+        now: u64,
+        id: String,
+        topic: String,
+        data: Box<RawValue>,
+        state: Option<StateWrite>,
+    ) {
+        if self.history.seq_of(RULES_SESSION, &id).is_some() {
+            return;
+        }
+        let author = Author {
+            session: RULES_SESSION.into(),
+            user: RULES_SESSION.into(),
+            region: String::new(),
+            info: None,
+            server: true,
+        };
+        self.commit(now, &author, None, id, topic, data, state);
+    }
+
+    /// A write is activity: an empty room's retention starts again.
+    fn touched(&mut self, now: u64) {
+        if self.conns.is_empty() {
+            self.emptied(now);
+        }
+    }
+
+    pub(super) fn author(&self, conn: &str) -> Author {
         let session = self.conns[conn].session.clone();
         let member = self.presence.get(&session).expect("a connection's session is a member");
-        Author { user: member.user.clone(), region: member.region.clone(), session }
+        Author {
+            user: member.user.clone(),
+            region: member.region.clone(),
+            info: member.info.clone(),
+            server: false,
+            session,
+        }
     }
 
     /// Sequences a write: persist, then ack the sender, then tell everyone.
@@ -156,12 +274,29 @@ impl Room {
     }
 }
 
+impl Author {
+    fn server(region: String) -> Author {
+        Author {
+            session: SERVER_SESSION.into(),
+            user: SERVER_SESSION.into(),
+            region,
+            info: None,
+            server: true,
+        }
+    }
+}
+
+/// What names a write as the trigger of the rules' writes it causes.
+fn write_trigger(session: &str, id: &str) -> String {
+    format!("write:{session}:{id}")
+}
+
 pub(super) fn ack(id: &str, seq: u64) -> Rc<str> {
     ServerFrame::Ack { id, seq }.to_text().into()
 }
 
 /// The `data` of a `$state` message: `{"key","value","version"}`.
-fn state_data(key: &str, value: &RawValue, version: u64) -> Box<RawValue> {
+pub(super) fn state_data(key: &str, value: &RawValue, version: u64) -> Box<RawValue> {
     #[derive(serde::Serialize)]
     struct Data<'a> {
         key: &'a str,

@@ -6,5 +6,6 @@ mod load;
 mod operator;
 mod presence;
 mod props;
+mod rules;
 mod scenarios;
 mod sim;

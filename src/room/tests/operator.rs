@@ -33,7 +33,7 @@ fn a_server_publish_is_sequenced_idempotent_and_seen_by_all() {
     );
     assert_eq!(s.disk.log[&2].id, "srv-1");
     let bad = s.room.server_publish(s.now, "srv-2".into(), "$state".into(), raw("1"), "NA".into());
-    assert_eq!(bad.map_err(|r| r.code()), Err("invalid"));
+    assert_eq!(bad.map_err(|r| r.code().to_owned()), Err("invalid".to_owned()));
     // the id space is the server's own: a client id "srv-1" is another write
     s.publish(&a, "srv-1", "1");
     assert_eq!(s.take_type(&a, "ack")[0]["seq"], 3);

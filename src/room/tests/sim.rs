@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use std::rc::Rc;
+
+use crate::room::rules::Rules;
 use crate::room::{Hello, Input, LogEntry, LogId, Output, Peer, Room, RoomConfig, Snapshot};
 
 /// What SQLite would hold.
@@ -21,6 +24,8 @@ pub struct Disk {
     pub deleted: usize,
     /// The epoch a reload gets (a deleted room starts a new log).
     pub epoch: Option<String>,
+    /// The rules' timers as stored.
+    pub timers: Vec<(String, u64)>,
 }
 
 /// One client socket as the simulated runtime sees it.
@@ -55,6 +60,8 @@ pub struct Sim {
     pub wake: Option<u64>,
     /// How many connections each `Multicast` went to, in order.
     pub multicasts: Vec<usize>,
+    /// Makes the rules a reload runs (the open rules when `None`).
+    pub rules: Option<Rc<dyn Fn() -> Box<dyn Rules>>>,
     next_conn: u64,
 }
 
@@ -71,6 +78,7 @@ impl Sim {
             alarms_set: Vec::new(),
             wake: None,
             multicasts: Vec::new(),
+            rules: None,
             next_conn: 0,
         }
     }
@@ -113,6 +121,7 @@ impl Sim {
             rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
             secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
             expires,
+            info: None,
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();
@@ -180,8 +189,13 @@ impl Sim {
                 .collect(),
             blocks: self.disk.blocks.iter().map(|(u, t)| (u.clone(), *t)).collect(),
             idle_since: self.disk.idle_since,
+            timers: self.disk.timers.clone(),
         };
-        self.room = Room::restore(self.config.clone(), snap, self.now);
+        let rules = match &self.rules {
+            Some(make) => make(),
+            None => Box::new(crate::room::rules::Open),
+        };
+        self.room = Room::restore_with(self.config.clone(), rules, snap, self.now);
         self.pump();
     }
 
@@ -246,6 +260,7 @@ impl Sim {
                     }
                 },
                 Output::Idle(at) => self.disk.idle_since = Some(at),
+                Output::Timers(all) => self.disk.timers = all,
                 Output::Delete => {
                     let deleted = self.disk.deleted + 1;
                     let epoch = Some(format!("e-deleted-{deleted}"));

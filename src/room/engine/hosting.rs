@@ -1,0 +1,281 @@
+//! Hosting the application's rules: calling each hook with a [`Ctx`] over
+//! the room, turning its verdict into what the engine does, and applying the
+//! writes, sends and timers it asked for, in order, as writes of the rules
+//! (sequenced, stored before seen, deduplicated by what triggered them).
+
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use super::writes::{Author, RULES_SESSION};
+use super::Room;
+use crate::protocol::names;
+use crate::protocol::server::ServerFrame;
+use crate::room::io::{Output, StateWrite};
+use crate::room::presence::Member;
+use crate::room::rules::{self, Ctx, Effect, Join, Request, Response, Rules, Who, Write};
+use crate::room::{CloseCode, LogEntry, Refusal};
+
+/// Most timers the rules may keep at once.
+pub const MAX_TIMERS: usize = 256;
+/// Largest `info` a rule may attach to a member (bytes of JSON).
+pub const MAX_INFO: usize = 1024;
+
+impl Room {
+    /// Calls `hook` on the rules with a [`Ctx`] over this room; returns what
+    /// it returned and the effects it asked for. Timers are stored at once
+    /// (they are the rules' own state, not a write anyone sees).
+    fn call<T>(
+        &mut self,
+        now: u64,
+        hook: impl FnOnce(&mut dyn Rules, &mut Ctx<'_>) -> T,
+    ) -> (T, Vec<Effect>) {
+        let Room { rules, name, state, presence, timers, .. } = self;
+        let members = || presence.sessions();
+        let mut ctx = Ctx {
+            now,
+            room: name,
+            state,
+            members: &members,
+            effects: Vec::new(),
+            timers,
+            timers_changed: false,
+            problems: Vec::new(),
+        };
+        let out = hook(rules.as_mut(), &mut ctx);
+        let (effects, changed, problems) = (ctx.effects, ctx.timers_changed, ctx.problems);
+        for problem in problems {
+            self.rule_problem(problem);
+        }
+        if changed {
+            while self.timers.len() > MAX_TIMERS {
+                let last = self.timers.keys().next_back().cloned().expect("over the limit");
+                self.timers.remove(&last);
+                self.rule_problem(format!("more than {MAX_TIMERS} timers: `{last}` dropped"));
+            }
+            let all = self.timers.iter().map(|(n, at)| (n.clone(), *at)).collect();
+            self.push(Output::Timers(all));
+        }
+        (out, effects)
+    }
+
+    /// Something a rule asked for that the room could not do (a value over a
+    /// limit, a topic that is no topic): counted in `/stats`, the last one kept.
+    pub(super) fn rule_problem(&mut self, problem: String) {
+        self.stats.rule_problems += 1;
+        self.stats.last_rule_problem = Some(problem);
+    }
+
+    /// The join hook for a connection the room would admit: the member's
+    /// info (the rules' if they attached some, else the token's), and the
+    /// effects to apply after the welcome; or the close that refuses it.
+    pub(super) fn rules_join(
+        &mut self,
+        now: u64,
+        conn: &str,
+        session: &str,
+        user: &str,
+        region: &str,
+        info: Option<Box<RawValue>>,
+    ) -> Result<(Option<Box<RawValue>>, Vec<Effect>), CloseCode> {
+        let who = Who { session, user, region, info: info.as_deref(), server: false };
+        let (verdict, effects) = self.call(now, |r, ctx| r.join(ctx, &who));
+        match verdict {
+            Join::Accept => Ok((info, effects)),
+            Join::AcceptWith(attached) if attached.get().len() > MAX_INFO => {
+                self.rule_problem(format!("join info over {MAX_INFO} bytes for {conn}: dropped"));
+                Ok((info, effects))
+            }
+            Join::AcceptWith(attached) => Ok((Some(attached), effects)),
+            Join::Refuse(refusal) => {
+                // A refused member never joined: what the rule asked for stays
+                // (it may have written down the attempt), but nothing is sent
+                // to a socket about to close.
+                let trigger = format!("join:{conn}");
+                let writes = effects.into_iter().filter(|e| !matches!(e, Effect::Send { .. }));
+                self.apply_effects(now, &trigger, writes.collect());
+                Err(CloseCode::Rule(refusal.code().to_owned()))
+            }
+        }
+    }
+
+    pub(super) fn rules_publish(
+        &mut self,
+        now: u64,
+        author: &Author,
+        topic: &str,
+        data: &RawValue,
+    ) -> (Write, Vec<Effect>) {
+        let who = who(author);
+        self.call(now, |r, ctx| r.publish(ctx, &who, topic, data))
+    }
+
+    pub(super) fn rules_set(
+        &mut self,
+        now: u64,
+        author: &Author,
+        key: &str,
+        value: &RawValue,
+    ) -> (Write, Vec<Effect>) {
+        let who = who(author);
+        // Borrow the current value out of the state for the hook: the state
+        // is also borrowed by the context, immutably, so both can see it.
+        let current = self.state.get(key).map(|(v, n)| (v.to_owned(), n));
+        let current = current.as_ref().map(|(v, n)| rules::Current { value: v, version: *n });
+        self.call(now, |r, ctx| r.set(ctx, &who, key, value, current))
+    }
+
+    /// A member left: the leave hook, and what it asked for.
+    pub(super) fn rules_leave(&mut self, now: u64, session: &str, m: &Member) {
+        let who = Who {
+            session,
+            user: &m.user,
+            region: &m.region,
+            info: m.info.as_deref(),
+            server: false,
+        };
+        let ((), effects) = self.call(now, |r, ctx| r.leave(ctx, &who));
+        let trigger = format!("leave:{}", m.conn);
+        self.apply_effects(now, &trigger, effects);
+    }
+
+    /// Fires the rules' timers that are due, earliest first.
+    pub(super) fn fire_rule_timers(&mut self, now: u64) {
+        loop {
+            let due = self.timers.iter().filter(|(_, at)| **at <= now).min_by_key(|(_, at)| **at);
+            let Some((name, at)) = due.map(|(n, at)| (n.clone(), *at)) else {
+                return;
+            };
+            self.timers.remove(&name);
+            let all = self.timers.iter().map(|(n, at)| (n.clone(), *at)).collect();
+            self.push(Output::Timers(all));
+            let ((), effects) = self.call(now, |r, ctx| r.timer(ctx, &name));
+            // The same timer firing again (its removal lost) writes nothing twice.
+            self.apply_effects(now, &format!("timer:{name}:{at}"), effects);
+        }
+    }
+
+    /// The room was loaded: the loaded hook with the newest part of the log.
+    pub(super) fn rules_loaded(&mut self, now: u64, recent: &[LogEntry]) {
+        let ((), effects) = self.call(now, |r, ctx| r.loaded(ctx, recent));
+        self.apply_effects(now, &format!("loaded:{now}"), effects);
+    }
+
+    /// A request under the room's path that the rules may answer (see
+    /// [`Rules::request`]); `None` when they do not claim it.
+    ///
+    /// ```
+    /// use homeroom::room::rules::Request;
+    /// use homeroom::room::{Room, RoomConfig, Snapshot};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    /// let req = Request {
+    ///     method: "GET".into(), path: "anything".into(), query: String::new(),
+    ///     body: String::new(), admin: true, user: None,
+    /// };
+    /// assert_eq!(room.request(1_000, &req), None, "the open rules claim no path");
+    /// ```
+    pub fn request(&mut self, now: u64, req: &Request) -> Option<Response> {
+        self.now = self.now.max(now);
+        self.requests += 1;
+        let (response, effects) = self.call(now, |r, ctx| r.request(ctx, req));
+        self.apply_effects(now, &format!("request:{now}:{}", self.requests), effects);
+        self.arm();
+        response
+    }
+
+    /// A rule's verdict on a value: the value to store, or the refusal. A
+    /// rewrite is held to the limits a client's value is.
+    pub(super) fn decided(
+        &mut self,
+        verdict: Write,
+        value: Box<RawValue>,
+    ) -> Result<Box<RawValue>, Refusal> {
+        match verdict {
+            Write::Accept => Ok(value),
+            Write::Refuse(refusal) => Err(Refusal::Rule(refusal)),
+            Write::Rewrite(new) => match self.fits(&new) {
+                Ok(()) => Ok(new),
+                Err(problem) => {
+                    self.rule_problem(format!("a rewrite was refused: {problem}"));
+                    Err(Refusal::Rule(rules::Refusal::new(
+                        "rule_error",
+                        "the room's rules produced a value the room cannot store",
+                    )))
+                }
+            },
+        }
+    }
+
+    /// Whether a value a rule made is one the room would take from a client.
+    fn fits(&self, value: &RawValue) -> Result<(), String> {
+        if value.get().len() > self.config.max_frame {
+            return Err(format!("over {} bytes", self.config.max_frame));
+        }
+        crate::protocol::client::shallow(value, "value")
+    }
+
+    /// Applies what a hook asked for, in order: the rules' writes
+    /// (sequenced, stored, deduplicated by `trigger` and their position),
+    /// and sends to one member's connection.
+    pub(super) fn apply_effects(&mut self, now: u64, trigger: &str, effects: Vec<Effect>) {
+        let base = effect_id(trigger);
+        for (k, effect) in effects.into_iter().enumerate() {
+            let id = format!("{base}-{k}");
+            match effect {
+                Effect::Publish { topic, data } => {
+                    if !names::valid_topic(&topic) {
+                        self.rule_problem(format!("publish to `{topic}`: not a topic"));
+                    } else if let Err(problem) = self.fits(&data) {
+                        self.rule_problem(format!("publish to `{topic}`: {problem}"));
+                    } else {
+                        self.rule_write(now, id, topic, data, None);
+                    }
+                }
+                Effect::Set { key, value } => {
+                    let checked = self
+                        .fits(&value)
+                        .and_then(|()| {
+                            names::bounded(&key).then_some(()).ok_or("not a key".to_owned())
+                        })
+                        .and_then(|()| {
+                            let fits = self.state.check_fits(&self.config, &key, &value);
+                            fits.map_err(|r| r.message())
+                        });
+                    match checked {
+                        Ok(()) => {
+                            let data = super::writes::state_data(&key, &value, self.seq + 1);
+                            let write = Some(StateWrite { key, value });
+                            self.rule_write(now, id, "$state".into(), data, write);
+                        }
+                        Err(problem) => self.rule_problem(format!("set `{key}`: {problem}")),
+                    }
+                }
+                Effect::Send { session, topic, data } => {
+                    let Some(conn) = self.presence.get(&session).map(|m| m.conn.clone()) else {
+                        continue; // not here (any more): a send is ephemeral
+                    };
+                    let frame =
+                        ServerFrame::Signal { session: RULES_SESSION, topic: &topic, data: &data };
+                    self.send(&conn, frame.to_text().into());
+                }
+            }
+        }
+    }
+}
+
+fn who(author: &Author) -> Who<'_> {
+    Who {
+        session: &author.session,
+        user: &author.user,
+        region: &author.region,
+        info: author.info.as_deref(),
+        server: author.server,
+    }
+}
+
+/// The id of the rules' writes caused by `trigger`: 16 hex digits of a hash,
+/// so that any trigger makes a short id and the same trigger the same one.
+fn effect_id(trigger: &str) -> String {
+    let digest = Sha256::digest(trigger.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("r{hex}")
+}
