@@ -1,20 +1,19 @@
-//! The contract between the Worker and the room object: which request it is
-//! (the path) and what the Worker has checked about it (headers). Both sides
-//! use these functions, so they cannot disagree; it belongs to neither.
+//! The contract between the Worker and the room object: which room, where the
+//! Worker would place it, and what it is asked to do with what the Worker
+//! checked about the caller, as one typed value. Both sides use these
+//! functions, so they cannot disagree; it belongs to neither.
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 use worker::{Headers, Method, Request, RequestInit};
 
-const ROOM: &str = "x-homeroom-room";
-const HOME: &str = "x-homeroom-home";
-const SESSION: &str = "x-homeroom-session";
-const USER: &str = "x-homeroom-user";
-const REGION: &str = "x-homeroom-region";
-const SINCE: &str = "x-homeroom-since";
-const EPOCH: &str = "x-homeroom-epoch";
-const EXPIRES: &str = "x-homeroom-expires";
+/// The header that carries the [`Ask`] (base64url of its JSON: header
+/// values must be plain ASCII, and keys and paths need not be).
+const ASK: &str = "x-homeroom-ask";
 
 /// A connection the Worker has validated and is handing to the room.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Forwarded {
     pub session: String,
     pub user: String,
@@ -25,8 +24,22 @@ pub struct Forwarded {
     pub expires: Option<u64>,
 }
 
+/// A request under a room's path that no built-in route takes: the room's
+/// rules may answer it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Custom {
+    pub method: String,
+    /// The path after `/{kind}/{room}/`.
+    pub path: String,
+    pub query: String,
+    /// The caller gave the admin key.
+    pub admin: bool,
+    /// The user of a valid room token the caller gave.
+    pub user: Option<String>,
+}
+
 /// What the room object is asked to do.
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Inbound {
     /// Accept a WebSocket (the request carries the client's upgrade).
     Connect(Forwarded),
@@ -44,13 +57,23 @@ pub enum Inbound {
     Kick,
     /// Close every connection and delete the room's storage (admin).
     Delete,
+    /// The whole state (admin).
+    State,
+    /// One key of the state (admin).
+    Key(String),
+    /// Write a key: the JSON body `{"value","if_version"?,"id"?}` (admin).
+    PutKey { key: String, region: String },
+    /// The retained log after `since`, at most `limit` entries (admin).
+    Log { since: u64, limit: u64 },
+    /// A path the room's rules may answer (the body is the request's).
+    Custom(Custom),
     /// Panic inside the object: a forced Wasm reset (test builds only).
     #[cfg(feature = "fault-injection")]
     Fault,
 }
 
 /// A request for a room, as the object reads it.
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Routed {
     pub room: String,
     /// The location hint the Worker created the room's stub with.
@@ -58,104 +81,37 @@ pub struct Routed {
     pub what: Inbound,
 }
 
-/// The request that hands a client's upgrade to the room: the client's
-/// headers (so the upgrade goes through) plus what the Worker checked.
-pub fn connect_request(
-    client: &Request,
-    room: &str,
-    home: Option<&str>,
-    fwd: &Forwarded,
+/// The request that hands `routed` to the room. A connect keeps the client's
+/// headers (so the upgrade goes through), minus anything that could pose as
+/// the contract.
+pub fn request(
+    routed: &Routed,
+    client: Option<&Request>,
+    method: Method,
+    body: Option<String>,
 ) -> worker::Result<Request> {
     let headers = Headers::new();
-    for (k, v) in client.headers().entries() {
-        if !k.starts_with("x-homeroom-") {
-            headers.set(&k, &v)?;
+    if let Some(client) = client {
+        for (k, v) in client.headers().entries() {
+            if !k.starts_with("x-homeroom-") {
+                headers.set(&k, &v)?;
+            }
         }
     }
-    headers.set(SESSION, &fwd.session)?;
-    headers.set(USER, &fwd.user)?;
-    headers.set(REGION, &fwd.region)?;
-    if let Some(since) = fwd.since {
-        headers.set(SINCE, &since.to_string())?;
-    }
-    if let Some(epoch) = &fwd.epoch {
-        headers.set(EPOCH, epoch)?;
-    }
-    if let Some(expires) = fwd.expires {
-        headers.set(EXPIRES, &expires.to_string())?;
-    }
-    inner(room, home, "connect", Method::Get, headers, None)
-}
-
-/// A request without a client socket: `what` is `presence`, `stats`,
-/// `drain`, `delete`, `kick` (with `body`) or `publish` (with `body` and the
-/// caller's region).
-pub fn room_request(
-    room: &str,
-    home: Option<&str>,
-    what: &str,
-    region: Option<&str>,
-    body: Option<String>,
-) -> worker::Result<Request> {
-    let headers = Headers::new();
-    if let Some(region) = region {
-        headers.set(REGION, region)?;
-    }
-    let method = match what {
-        "delete" => Method::Delete,
-        "drain" | "fault" => Method::Post,
-        _ if body.is_some() => Method::Post,
-        _ => Method::Get,
-    };
-    inner(room, home, what, method, headers, body)
-}
-
-fn inner(
-    room: &str,
-    home: Option<&str>,
-    what: &str,
-    method: Method,
-    headers: Headers,
-    body: Option<String>,
-) -> worker::Result<Request> {
-    headers.set(ROOM, room)?;
-    if let Some(home) = home {
-        headers.set(HOME, home)?;
-    }
+    let json = serde_json::to_vec(routed).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    headers.set(ASK, &URL_SAFE_NO_PAD.encode(json))?;
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
     if let Some(body) = body {
         init.with_body(Some(body.into()));
     }
-    Request::new_with_init(&format!("https://room/{room}/{what}"), &init)
+    Request::new_with_init(&format!("https://room/{}", routed.room), &init)
 }
 
 /// Reads what the Worker forwarded; `None` for a request that did not come
 /// through it (the object is reachable only through the Worker anyway).
 pub fn read(req: &Request) -> Option<Routed> {
-    let h = req.headers();
-    let get = |name: &str| h.get(name).ok().flatten();
-    let room = get(ROOM)?;
-    let home = get(HOME);
-    let path = req.path();
-    let what = match path.rsplit('/').next()? {
-        "presence" => Inbound::Presence,
-        "stats" => Inbound::Stats,
-        "drain" => Inbound::Drain,
-        "kick" => Inbound::Kick,
-        "delete" => Inbound::Delete,
-        #[cfg(feature = "fault-injection")]
-        "fault" => Inbound::Fault,
-        "publish" => Inbound::Publish { region: get(REGION)? },
-        "connect" => Inbound::Connect(Forwarded {
-            session: get(SESSION)?,
-            user: get(USER)?,
-            region: get(REGION)?,
-            since: get(SINCE).and_then(|s| s.parse().ok()),
-            epoch: get(EPOCH),
-            expires: get(EXPIRES).and_then(|s| s.parse().ok()),
-        }),
-        _ => return None,
-    };
-    Some(Routed { room, home, what })
+    let ask = req.headers().get(ASK).ok().flatten()?;
+    let json = URL_SAFE_NO_PAD.decode(ask).ok()?;
+    serde_json::from_slice(&json).ok()
 }

@@ -1,11 +1,26 @@
-//! homeroom: ordered, durable, resumable rooms on Cloudflare Durable Objects.
+//! homeroom: ordered, durable, resumable rooms on Cloudflare Durable Objects,
+//! running your own rules where the writes are ordered.
 //!
-//! The crate has three layers (see README.md, "Architecture"):
+//! The layers (see README.md, "Architecture"):
 //! - [`protocol`]: the wire frames of PROTOCOL.md, parsed and validated;
-//! - [`room`]: the room engine, a pure state machine (builds and tests natively);
+//! - [`room`]: the room engine, a pure state machine (builds and tests
+//!   natively), and [`room::rules`], the trait a team implements to run its
+//!   own logic in the room;
 //! - [`auth`] and [`regions`]: tokens, the admin key and the region table,
 //!   pure functions the Worker uses;
-//! - `durable` and `edge`: the Durable Object and Worker adapters (wasm32 only).
+//! - `host` and `edge` (wasm32 only): the Durable Object and the Worker
+//!   adapters, which a crate puts together with [`worker!`].
+//!
+//! A Worker of your own, with the open rooms at `/rooms/...` and a kind of
+//! your own at `/auction/...` (see `examples/` and the README, "Writing a
+//! room"):
+//!
+//! ```ignore
+//! homeroom::worker! {
+//!     "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS";
+//!     "auction" => AuctionRoom(my_auction::Auction::default()), binding "AUCTIONS";
+//! }
+//! ```
 
 pub mod auth;
 pub mod protocol;
@@ -13,9 +28,113 @@ pub mod regions;
 pub mod room;
 
 #[cfg(target_arch = "wasm32")]
-mod durable;
-#[cfg(target_arch = "wasm32")]
-mod edge;
+pub mod edge;
 #[cfg(target_arch = "wasm32")]
 mod forward;
+#[cfg(target_arch = "wasm32")]
+pub mod host;
 mod logline;
+
+/// What [`worker!`] expands to needs these from the crate that invokes it.
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub use worker as __worker;
+
+/// Declares a Worker: one Durable Object class per kind of room, each
+/// running its own rules, and the Worker's `fetch` and `scheduled` handlers.
+///
+/// Each line is `"path" => Class(rules), binding "BINDING";`: rooms of the
+/// kind are reached at `/{path}/{room}/...`, live in the Durable Object class
+/// `Class` (declare it in `wrangler.toml` under the binding `BINDING`, with
+/// a `new_sqlite_classes` migration), and run fresh rules each time a room
+/// is loaded: `rules` is an expression implementing
+/// [`room::rules::Make`], i.e. a `Clone` value implementing
+/// [`room::rules::Rules`], or [`room::rules::with_vars`] of a function
+/// that makes them from the deployment's variables. The first kind is the
+/// one the `/health` canary uses.
+///
+/// The invoking crate must depend on `worker` (`=0.8.7`, the version
+/// homeroom builds with) and be a `cdylib` built with `worker-build`.
+#[macro_export]
+macro_rules! worker {
+    ($($path:literal => $class:ident($rules:expr), binding $binding:literal;)+) => {
+        $(
+            #[::worker::durable_object]
+            pub struct $class {
+                host: $crate::host::Host,
+            }
+
+            impl ::worker::DurableObject for $class {
+                fn new(state: ::worker::State, env: ::worker::Env) -> Self {
+                    fn rules(
+                        vars: &$crate::room::rules::Vars<'_>,
+                    ) -> ::std::boxed::Box<dyn $crate::room::rules::Rules> {
+                        use $crate::room::rules::Make as _;
+                        $crate::host::hosted(($rules).make(vars))
+                    }
+                    $class { host: $crate::host::Host::new(state, env, rules) }
+                }
+
+                async fn fetch(&self, req: ::worker::Request) -> ::worker::Result<::worker::Response> {
+                    self.host.fetch(req).await
+                }
+
+                async fn websocket_message(
+                    &self,
+                    ws: ::worker::WebSocket,
+                    message: ::worker::WebSocketIncomingMessage,
+                ) -> ::worker::Result<()> {
+                    self.host.websocket_message(ws, message).await
+                }
+
+                async fn websocket_close(
+                    &self,
+                    ws: ::worker::WebSocket,
+                    code: usize,
+                    reason: ::std::string::String,
+                    clean: bool,
+                ) -> ::worker::Result<()> {
+                    self.host.websocket_close(ws, code, reason, clean).await
+                }
+
+                async fn websocket_error(
+                    &self,
+                    ws: ::worker::WebSocket,
+                    error: ::worker::Error,
+                ) -> ::worker::Result<()> {
+                    self.host.websocket_error(ws, error).await
+                }
+
+                async fn alarm(&self) -> ::worker::Result<::worker::Response> {
+                    self.host.alarm().await
+                }
+
+                async fn connect(&self, _socket: ::worker::Socket) -> ::worker::Result<()> {
+                    ::std::result::Result::Err("rooms accept WebSockets only".into())
+                }
+            }
+        )+
+
+        static __HOMEROOM_KINDS: &[$crate::edge::Kind] = &[
+            $($crate::edge::Kind { path: $path, binding: $binding },)+
+        ];
+
+        #[::worker::event(fetch)]
+        async fn __homeroom_fetch(
+            req: ::worker::Request,
+            env: ::worker::Env,
+            _ctx: ::worker::Context,
+        ) -> ::worker::Result<::worker::Response> {
+            $crate::edge::fetch(req, env, __HOMEROOM_KINDS).await
+        }
+
+        #[::worker::event(scheduled)]
+        async fn __homeroom_scheduled(
+            _event: ::worker::ScheduledEvent,
+            env: ::worker::Env,
+            _ctx: ::worker::ScheduleContext,
+        ) {
+            $crate::edge::scheduled(env, __HOMEROOM_KINDS).await
+        }
+    };
+}

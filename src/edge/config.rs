@@ -36,6 +36,15 @@ pub struct Deployment {
     pub log_connections: bool,
     /// `TOKEN_MAX_TTL_SECS`: the furthest ahead a token's `exp` may be.
     pub token_max_ttl_secs: u64,
+    /// The kinds of room the Worker serves; the canary uses the first.
+    pub kinds: &'static [super::Kind],
+}
+
+impl Deployment {
+    /// The kind of room the canary room is of.
+    pub fn canary_kind(&self) -> &'static super::Kind {
+        &self.kinds[0]
+    }
 }
 
 thread_local! {
@@ -57,16 +66,16 @@ pub fn setting(env: &Env, name: &str) -> Option<String> {
 
 impl Deployment {
     /// The deployment's settings, read on the isolate's first request.
-    pub fn current(env: &Env) -> Rc<Deployment> {
+    pub fn current(env: &Env, kinds: &'static [super::Kind]) -> Rc<Deployment> {
         if let Some(dep) = CURRENT.with(|c| c.borrow().clone()) {
             return dep;
         }
-        let dep = Rc::new(Deployment::read(env));
+        let dep = Rc::new(Deployment::read(env, kinds));
         CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&dep)));
         dep
     }
 
-    fn read(env: &Env) -> Deployment {
+    fn read(env: &Env, kinds: &'static [super::Kind]) -> Deployment {
         let text = |name: &str| setting(env, name);
         let yes = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         let auth = match text("AUTH_SECRET") {
@@ -112,6 +121,7 @@ impl Deployment {
                 .and_then(|v| v.trim().parse().ok())
                 .filter(|n: &u64| *n > 0)
                 .unwrap_or(24 * 3600),
+            kinds,
         }
     }
 }

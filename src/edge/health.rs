@@ -106,9 +106,11 @@ async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     headers.set("upgrade", "websocket").map_err(connect)?;
     let mut init = RequestInit::new();
     init.with_method(Method::Get).with_headers(headers);
-    let url = format!("https://canary.invalid/rooms/{room}/ws?{query}");
+    let kind = dep.canary_kind();
+    let url = format!("https://canary.invalid/{}/{room}/ws?{query}", kind.path);
     let req = Request::new_with_init(&url, &init).map_err(connect)?;
-    let response = rooms::connect(&req, env, dep, room, rooms::Caller::Canary)
+    let at = rooms::Target { kind, room };
+    let response = rooms::connect(&req, env, dep, at, rooms::Caller::Canary)
         .await
         .map_err(|r| ("connect", format!("{} {}: {}", r.status(), r.code(), r.message())))?;
     let status = response.status_code();

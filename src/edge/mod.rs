@@ -1,7 +1,10 @@
 //! The edge Worker: every request passes here first. It keeps strangers out
 //! (tokens, admin key), derives the client's region, routes room traffic to
-//! the room's Durable Object, and answers the operator's probes. It holds no
-//! room state.
+//! the room's Durable Object (by the kind of room the path names), and
+//! answers the operator's probes. It holds no room state.
+//!
+//! A crate's Worker calls [`fetch`] and [`scheduled`] from its event
+//! handlers with the kinds of room it serves ([`crate::worker!`] writes them).
 
 pub(crate) mod config;
 mod health;
@@ -11,30 +14,29 @@ mod refusal;
 mod region;
 mod rooms;
 
-use worker::{event, Context, Env, Request, Response, Result, ScheduleContext, ScheduledEvent};
+use worker::{Env, Request, Response, Result};
 
 pub(crate) use crate::logline::log;
 use config::Deployment;
 use refusal::HttpRefusal;
 
-#[event(fetch)]
-async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
+/// A kind of room a Worker serves: the first path segment it is reached at
+/// (`/{path}/{room}/ws`) and the binding of its Durable Object class
+/// (`wrangler.toml`). The first kind is the one the health canary uses.
+#[derive(Debug)]
+pub struct Kind {
+    pub path: &'static str,
+    pub binding: &'static str,
+}
+
+/// Routes one request of the Worker: `/{kind}/{room}/...` to the room,
+/// `/probe`, `/region`, `/health`; anything else is 404.
+pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result<Response> {
     console_error_panic_hook::set_once();
-    let dep = Deployment::current(&env);
+    let dep = Deployment::current(&env, kinds);
     let path = req.path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let outcome = match segments.as_slice() {
-        ["rooms", room, "ws"] => {
-            rooms::connect(&req, &env, &dep, room, rooms::Caller::Client).await
-        }
-        ["rooms", room, "kick"] => rooms::kick(&mut req, &env, &dep, room).await,
-        #[cfg(feature = "fault-injection")]
-        ["rooms", room, "fault"] => rooms::fault(&req, &env, &dep, room).await,
-        ["rooms", room] => rooms::delete(&req, &env, &dep, room).await,
-        ["rooms", room, "presence"] => rooms::presence(&req, &env, &dep, room).await,
-        ["rooms", room, "messages"] => rooms::publish(&mut req, &env, &dep, room).await,
-        ["rooms", room, "drain"] => rooms::drain(&req, &env, &dep, room).await,
-        ["rooms", room, "stats"] => rooms::stats(&req, &env, &dep, room).await,
         ["probe"] => probe::probe(&req),
         ["region"] => probe::whereabouts(&req, &env),
         ["health"] => {
@@ -43,6 +45,13 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
             let status = if report.ok { 200 } else { 503 };
             return Ok(Response::from_json(&report)?.with_status(status));
         }
+        [kind, room, rest @ ..] => match kinds.iter().find(|k| k.path == *kind) {
+            Some(kind) => {
+                let at = rooms::Target { kind, room };
+                rooms::route(&mut req, &env, &dep, at, rest).await
+            }
+            None => Err(HttpRefusal::NotFound),
+        },
         _ => Err(HttpRefusal::NotFound),
     };
     match outcome {
@@ -59,10 +68,9 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
 }
 
 /// The cron trigger: the same canary as `/health`, as a log line.
-#[event(scheduled)]
-async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+pub async fn scheduled(env: Env, kinds: &'static [Kind]) {
     console_error_panic_hook::set_once();
-    let dep = Deployment::current(&env);
+    let dep = Deployment::current(&env, kinds);
     let report = health::canary(&env, &dep).await;
     log_canary("cron", &report);
 }

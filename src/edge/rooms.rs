@@ -1,23 +1,24 @@
-//! The room routes: `GET /rooms/{room}/ws` and `/presence` for clients,
-//! `POST /messages`, `POST /drain`, `POST /kick`, `GET /stats` and
-//! `DELETE /rooms/{room}` for the operator. Each is checked here and then
-//! handed to the room's Durable Object.
+//! The room routes under `/{kind}/{room}/`: `ws` and `presence` for
+//! clients; `messages`, `drain`, `kick`, `stats`, `state`, `state/{key}`,
+//! `log` and `DELETE` of the room itself for the operator's backend (admin
+//! key); and any other path, which the room's rules may answer. Each is
+//! checked here and then handed to the room's Durable Object.
 
 use worker::{Env, Method, Request, Response, Stub};
 
 use super::config::{AuthMode, Deployment};
 use super::refusal::HttpRefusal;
-use super::{home, log, region};
+use super::{home, log, region, Kind};
 use crate::auth;
-use crate::forward::{self, Forwarded};
+use crate::forward::{self, Custom, Forwarded, Inbound, Routed};
 use crate::protocol::names;
 
-/// The Durable Object namespace binding of the rooms (wrangler.toml).
-const ROOMS: &str = "ROOMS";
 /// Longest accepted query string (a token is at most 2 KiB).
 const MAX_QUERY: usize = 4096;
-/// Largest server-side publish body.
+/// Largest request body a room route takes.
 const MAX_BODY: usize = 64 * 1024;
+/// Most log entries one `GET /log` returns.
+const MAX_LOG: u64 = 1000;
 
 type Outcome = std::result::Result<Response, HttpRefusal>;
 
@@ -29,6 +30,13 @@ pub enum Caller {
     Canary,
 }
 
+/// The room a request is for.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub kind: &'a Kind,
+    pub room: &'a str,
+}
+
 /// The query parameters of a connect.
 #[derive(Default)]
 struct ConnectQuery {
@@ -38,127 +46,175 @@ struct ConnectQuery {
     token: Option<String>,
 }
 
-/// `GET /rooms/{room}/ws`: check everything PROTOCOL.md refuses before the
+/// Dispatches `/{kind}/{room}/{rest}`.
+pub async fn route(
+    req: &mut Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    rest: &[&str],
+) -> Outcome {
+    expect_room(at.room)?;
+    let canary = at.room == dep.canary_room && std::ptr::eq(at.kind, dep.canary_kind());
+    match rest {
+        ["ws"] if canary => Err(HttpRefusal::ReservedRoom),
+        ["ws"] => connect(req, env, dep, at, Caller::Client).await,
+        ["presence"] if canary => Err(HttpRefusal::ReservedRoom),
+        ["presence"] => presence(req, env, dep, at).await,
+        ["messages"] => {
+            let body = admin_body(req, dep, Method::Post).await?;
+            let region = region::locate(req, env).region;
+            ask(req, env, at, Inbound::Publish { region }, Method::Post, Some(body)).await
+        }
+        ["drain"] => admin(req, env, dep, at, Method::Post, Inbound::Drain).await,
+        ["stats"] => admin(req, env, dep, at, Method::Get, Inbound::Stats).await,
+        ["kick"] => {
+            let body = admin_body(req, dep, Method::Post).await?;
+            ask(req, env, at, Inbound::Kick, Method::Post, Some(body)).await
+        }
+        #[cfg(feature = "fault-injection")]
+        ["fault"] => admin(req, env, dep, at, Method::Post, Inbound::Fault).await,
+        [] => admin(req, env, dep, at, Method::Delete, Inbound::Delete).await,
+        ["state"] => admin(req, env, dep, at, Method::Get, Inbound::State).await,
+        ["state", key] => {
+            let key = percent_decoded(key).ok_or(HttpRefusal::BadParam("key"))?;
+            if req.method() == Method::Put {
+                let body = admin_body(req, dep, Method::Put).await?;
+                let region = region::locate(req, env).region;
+                let what = Inbound::PutKey { key, region };
+                ask(req, env, at, what, Method::Put, Some(body)).await
+            } else {
+                admin(req, env, dep, at, Method::Get, Inbound::Key(key)).await
+            }
+        }
+        ["log"] => {
+            expect_method(req, Method::Get)?;
+            expect_admin(req, dep)?;
+            let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+            let (mut since, mut limit) = (0, 100);
+            for (k, v) in url.query_pairs() {
+                match k.as_ref() {
+                    "since" => since = v.parse().map_err(|_| HttpRefusal::BadParam("since"))?,
+                    "limit" => limit = v.parse().map_err(|_| HttpRefusal::BadParam("limit"))?,
+                    _ => {}
+                }
+            }
+            let what = Inbound::Log { since, limit: limit.clamp(1, MAX_LOG) };
+            ask(req, env, at, what, Method::Get, None).await
+        }
+        _ if canary => Err(HttpRefusal::ReservedRoom),
+        rest => custom(req, env, dep, at, rest.join("/")).await,
+    }
+}
+
+/// `GET /{kind}/{room}/ws`: check everything PROTOCOL.md refuses before the
 /// upgrade, then hand the request to the room.
 pub async fn connect(
     req: &Request,
     env: &Env,
     dep: &Deployment,
-    room: &str,
+    at: Target<'_>,
     caller: Caller,
 ) -> Outcome {
     expect_method(req, Method::Get)?;
-    expect_room(room)?;
-    if room == dep.canary_room && caller != Caller::Canary {
-        return Err(HttpRefusal::ReservedRoom);
-    }
+    expect_room(at.room)?;
     let q = connect_query(req)?;
     let session = q.session.filter(|s| names::valid_session(s)).ok_or(HttpRefusal::BadSession)?;
     let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(HttpRefusal::UpgradeRequired);
     }
-    let (user, expires) = match authorize(req, dep, q.token.as_deref(), room, caller)? {
+    let (user, expires) = match authorize(req, dep, q.token.as_deref(), at.room, caller)? {
         Some((sub, exp)) => (sub, Some(exp.saturating_mul(1000))),
         None => (session.clone(), None), // anonymous dev mode: the user is the session
     };
     let place = region::locate(req, env);
-    let hint = home::hint_for(env, room, place.continent.as_deref());
     if dep.log_connections {
         log(
             "connect",
-            serde_json::json!({"room": room, "region": place.region, "colo": place.colo,
-                "user": user, "resume": q.since.is_some()}),
+            serde_json::json!({"room": at.room, "kind": at.kind.path, "region": place.region,
+                "colo": place.colo, "user": user, "resume": q.since.is_some()}),
         );
     }
     let fwd =
         Forwarded { session, user, region: place.region, since: q.since, epoch: q.epoch, expires };
-    let ask = async {
-        let inner = forward::connect_request(req, room, hint.as_deref(), &fwd)?;
-        stub(env, room, hint.as_deref())?.fetch_with_request(inner).await
-    };
-    ask.await.map_err(|e| unavailable(room, e))
+    ask(req, env, at, Inbound::Connect(fwd), Method::Get, None).await
 }
 
-/// `GET /rooms/{room}/presence`: authorized like a connect (`token` query
+/// `GET /{kind}/{room}/presence`: authorized like a connect (`token` query
 /// parameter or `Authorization: Bearer <token>`).
-pub async fn presence(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
+async fn presence(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) -> Outcome {
     expect_method(req, Method::Get)?;
-    expect_room(room)?;
-    if room == dep.canary_room {
-        return Err(HttpRefusal::ReservedRoom);
-    }
-    let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
-    let token = url
-        .query_pairs()
-        .find(|(k, _)| k == "token")
-        .map(|(_, v)| v.into_owned())
-        .or_else(|| bearer(req));
-    authorize(req, dep, token.as_deref(), room, Caller::Client)?;
-    ask_room(req, env, room, "presence", None).await
+    let token = token_of(req)?;
+    authorize(req, dep, token.as_deref(), at.room, Caller::Client)?;
+    ask(req, env, at, Inbound::Presence, Method::Get, None).await
 }
 
-/// `POST /rooms/{room}/messages` (admin): a server-side publish of the body
-/// `{"id","topic","data"}`, idempotent by `id`; answers `{"seq"}`.
-pub async fn publish(req: &mut Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
-    expect_method(req, Method::Post)?;
+/// A path the room's rules may answer: any method, the body as sent. The
+/// rules learn whether the caller gave the admin key or a valid room token
+/// (and whose); they decide what either may do.
+async fn custom(
+    req: &mut Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    path: String,
+) -> Outcome {
+    let given = req.headers().get("authorization").ok().flatten();
+    let admin =
+        dep.admin_key.as_ref().is_some_and(|k| auth::admin_key_matches(k, given.as_deref()));
+    let user = match (&dep.auth, token_of(req)?) {
+        (AuthMode::Tokens(secret), Some(token)) => {
+            let now = worker::Date::now().as_millis() / 1000;
+            auth::verify(secret.as_bytes(), Some(&token), at.room, now).ok().map(|c| c.sub)
+        }
+        _ => None,
+    };
+    let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+    let query = url.query().unwrap_or_default().to_owned();
+    if query.len() > MAX_QUERY {
+        return Err(HttpRefusal::BadParam("query too long"));
+    }
+    let method = req.method();
+    let body = match method {
+        Method::Get | Method::Head => None,
+        _ => Some(body_of(req).await?),
+    };
+    let what = Inbound::Custom(Custom { method: method.to_string(), path, query, admin, user });
+    ask(req, env, at, what, method, body).await
+}
+
+/// An admin route without a body.
+async fn admin(
+    req: &Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    method: Method,
+    what: Inbound,
+) -> Outcome {
+    expect_method(req, method.clone())?;
     expect_admin(req, dep)?;
-    expect_room(room)?;
+    ask(req, env, at, what, method, None).await
+}
+
+/// An admin route's body (checked method, key and size).
+async fn admin_body(
+    req: &mut Request,
+    dep: &Deployment,
+    method: Method,
+) -> Result<String, HttpRefusal> {
+    expect_method(req, method)?;
+    expect_admin(req, dep)?;
+    body_of(req).await
+}
+
+async fn body_of(req: &mut Request) -> Result<String, HttpRefusal> {
     let body = req.text().await.map_err(|_| HttpRefusal::BadParam("body"))?;
     if body.len() > MAX_BODY {
         return Err(HttpRefusal::TooLarge);
     }
-    ask_room(req, env, room, "publish", Some(body)).await
-}
-
-/// `POST /rooms/{room}/drain` (admin): closes every socket with 1001.
-pub async fn drain(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
-    expect_method(req, Method::Post)?;
-    expect_admin(req, dep)?;
-    expect_room(room)?;
-    ask_room(req, env, room, "drain", None).await
-}
-
-/// `POST /rooms/{room}/kick` (admin): closes every connection of the body's
-/// `user` with 4403 and, with `block_secs`, refuses them that long (0 lifts
-/// a block). Body `{"user","block_secs"?}`; answers `{"closed","blocked_until"}`.
-pub async fn kick(req: &mut Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
-    expect_method(req, Method::Post)?;
-    expect_admin(req, dep)?;
-    expect_room(room)?;
-    let body = req.text().await.map_err(|_| HttpRefusal::BadParam("body"))?;
-    if body.len() > 4096 {
-        return Err(HttpRefusal::TooLarge);
-    }
-    ask_room(req, env, room, "kick", Some(body)).await
-}
-
-/// `POST /rooms/{room}/fault` (admin, test builds only): the room's object
-/// panics, which resets the Wasm instance (the fault suite).
-#[cfg(feature = "fault-injection")]
-pub async fn fault(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
-    expect_method(req, Method::Post)?;
-    expect_admin(req, dep)?;
-    expect_room(room)?;
-    ask_room(req, env, room, "fault", None).await
-}
-
-/// `DELETE /rooms/{room}` (admin): closes every connection with 4404 and
-/// deletes the room's storage; the next connect starts a new room.
-pub async fn delete(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
-    expect_method(req, Method::Delete)?;
-    expect_admin(req, dep)?;
-    expect_room(room)?;
-    ask_room(req, env, room, "delete", None).await
-}
-
-/// `GET /rooms/{room}/stats` (admin): connections by region, message and
-/// delivery counts, the cross-region ratio.
-pub async fn stats(req: &Request, env: &Env, dep: &Deployment, room: &str) -> Outcome {
-    expect_method(req, Method::Get)?;
-    expect_admin(req, dep)?;
-    expect_room(room)?;
-    ask_room(req, env, room, "stats", None).await
+    Ok(body)
 }
 
 /// The user a token names and its `exp` (`Some((sub, exp))`), or `None`
@@ -224,6 +280,14 @@ fn connect_query(req: &Request) -> Result<ConnectQuery, HttpRefusal> {
     Ok(q)
 }
 
+/// The token of a request: the `token` query parameter, else
+/// `Authorization: Bearer <token>`.
+fn token_of(req: &Request) -> Result<Option<String>, HttpRefusal> {
+    let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+    let query = url.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
+    Ok(query.or_else(|| bearer(req)))
+}
+
 fn expect_method(req: &Request, method: Method) -> Result<(), HttpRefusal> {
     if req.method() == method {
         Ok(())
@@ -258,31 +322,52 @@ fn bearer(req: &Request) -> Option<String> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_owned())
 }
 
+/// A path segment, percent-decoded as UTF-8 (a state key may hold anything).
+fn percent_decoded(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// The room's stub, created near `hint` if this request creates the room.
-fn stub(env: &Env, room: &str, hint: Option<&str>) -> worker::Result<Stub> {
-    let namespace = env.durable_object(ROOMS)?;
+fn stub(env: &Env, at: Target<'_>, hint: Option<&str>) -> worker::Result<Stub> {
+    let namespace = env.durable_object(at.kind.binding)?;
     match hint {
-        Some(hint) => namespace.get_by_name_with_location_hint(room, hint),
-        None => namespace.get_by_name(room),
+        Some(hint) => namespace.get_by_name_with_location_hint(at.room, hint),
+        None => namespace.get_by_name(at.room),
     }
 }
 
 /// Asks the room object to do `what`. Any request may be the one that
 /// creates the room, so each carries the placement hint for the caller.
-async fn ask_room(
+async fn ask(
     req: &Request,
     env: &Env,
-    room: &str,
-    what: &str,
+    at: Target<'_>,
+    what: Inbound,
+    method: Method,
     body: Option<String>,
 ) -> Outcome {
     let place = region::locate(req, env);
-    let hint = home::hint_for(env, room, place.continent.as_deref());
-    let ask = async {
-        let inner = forward::room_request(room, hint.as_deref(), what, Some(&place.region), body)?;
-        stub(env, room, hint.as_deref())?.fetch_with_request(inner).await
+    let hint = home::hint_for(env, at.room, place.continent.as_deref());
+    let client = matches!(what, Inbound::Connect(_)).then_some(req);
+    let routed = Routed { room: at.room.to_owned(), home: hint.clone(), what };
+    let asked = async {
+        let inner = forward::request(&routed, client, method, body)?;
+        stub(env, at, hint.as_deref())?.fetch_with_request(inner).await
     };
-    ask.await.map_err(|e| unavailable(room, e))
+    asked.await.map_err(|e| unavailable(at.room, e))
 }
 
 fn unavailable(room: &str, e: worker::Error) -> HttpRefusal {

@@ -25,5 +25,9 @@ pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
 pub use error::{CloseCode, Refusal};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
 
+/// The simulated adapter, for tests of the engine and of rules (feature
+/// `sim`): outputs applied in order to an in-memory disk and sockets.
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 #[cfg(test)]
 mod tests;

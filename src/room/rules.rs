@@ -226,6 +226,78 @@ pub struct Open;
 
 impl Rules for Open {}
 
+/// The deployment's variables (`[vars]` in `wrangler.toml`, `--var`
+/// locally, or secrets), for rules that take settings from them.
+pub struct Vars<'a>(&'a dyn Fn(&str) -> Option<String>);
+
+impl<'a> Vars<'a> {
+    /// Variables looked up by `get` (the host passes the Worker's env).
+    pub fn new(get: &'a dyn Fn(&str) -> Option<String>) -> Vars<'a> {
+        Vars(get)
+    }
+
+    /// The variable `name`, if set.
+    pub fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+
+    /// The variable `name` as a number, else `default`.
+    ///
+    /// ```
+    /// use homeroom::room::rules::Vars;
+    /// let env = |name: &str| (name == "QUOTA").then(|| "30".to_string());
+    /// let vars = Vars::new(&env);
+    /// assert_eq!(vars.number("QUOTA", 10), 30);
+    /// assert_eq!(vars.number("OTHER", 10), 10);
+    /// ```
+    pub fn number(&self, name: &str, default: u64) -> u64 {
+        self.get(name).and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+    }
+}
+
+/// How a kind of room gets its rules each time one of its rooms is loaded:
+/// a rules value that is `Clone` is copied; [`with_vars`] makes them from
+/// the deployment's variables.
+pub trait Make: 'static {
+    fn make(&self, vars: &Vars<'_>) -> Box<dyn Rules>;
+}
+
+impl<R: Rules + Clone> Make for R {
+    fn make(&self, _vars: &Vars<'_>) -> Box<dyn Rules> {
+        Box::new(self.clone())
+    }
+}
+
+/// Rules made from the deployment's variables by `make`.
+pub struct WithVars<F>(F);
+
+/// Makes a kind's rules from the deployment's variables each time a room
+/// is loaded (see [`Make`]).
+///
+/// ```
+/// use homeroom::room::rules::{with_vars, Make, Open, Vars};
+/// let make = with_vars(|_vars: &Vars<'_>| Open);
+/// let env = |_: &str| None;
+/// let _rules = make.make(&Vars::new(&env));
+/// ```
+pub fn with_vars<F, R>(make: F) -> WithVars<F>
+where
+    F: Fn(&Vars<'_>) -> R + 'static,
+    R: Rules,
+{
+    WithVars(make)
+}
+
+impl<F, R> Make for WithVars<F>
+where
+    F: Fn(&Vars<'_>) -> R + 'static,
+    R: Rules,
+{
+    fn make(&self, vars: &Vars<'_>) -> Box<dyn Rules> {
+        Box::new((self.0)(vars))
+    }
+}
+
 /// What a hook asked for besides its verdict, applied by the engine in order
 /// once the hook returns.
 #[derive(Debug)]

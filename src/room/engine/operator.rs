@@ -1,6 +1,6 @@
 //! What the operator does to a room through the Worker's admin routes,
-//! besides publishing and draining: kick a user (and block them for a
-//! while) and delete the room.
+//! besides publishing, setting and draining: read the state, kick a user
+//! (and block them for a while) and delete the room.
 
 use super::Room;
 use crate::room::io::Output;
@@ -18,6 +18,19 @@ pub enum Block {
 }
 
 impl Room {
+    /// The whole state as `{"seq": n, "state": {key: {"value","version"}}}`
+    /// (`GET /{kind}/{room}/state`).
+    pub fn state_json(&mut self) -> String {
+        format!(r#"{{"seq":{},"state":{}}}"#, self.seq, self.state.json())
+    }
+
+    /// One key as `{"key","value","version"}`, if the state has it.
+    pub fn key_json(&self, key: &str) -> Option<String> {
+        let (value, version) = self.state.get(key)?;
+        let v = serde_json::json!({ "key": key, "value": value, "version": version });
+        Some(v.to_string())
+    }
+
     /// Closes every connection of `user` with 4403 `kicked` (a client does
     /// not reconnect after it) and sets or lifts their block. Returns how
     /// many connections were closed.

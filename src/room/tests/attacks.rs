@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::sim::{seqs, Sim};
+use crate::room::sim::{seqs, Sim};
 use crate::room::{Block, RoomConfig};
 
 fn sim() -> Sim {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::sim::{seqs, Sim};
+use crate::room::sim::{seqs, Sim};
 use crate::room::RoomConfig;
 
 fn signal(topic: &str, n: u64) -> String {

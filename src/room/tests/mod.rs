@@ -1,4 +1,4 @@
-//! Engine tests on virtual time: a simulated adapter ([`sim::Sim`]), scenario
+//! Engine tests on virtual time, on the simulated adapter ([`crate::room::sim::Sim`]): scenario
 //! tests for each protocol behaviour, and property tests over interleavings.
 
 mod attacks;
@@ -8,4 +8,3 @@ mod presence;
 mod props;
 mod rules;
 mod scenarios;
-mod sim;

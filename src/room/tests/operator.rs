@@ -4,7 +4,7 @@
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::sim::{seqs, Sim};
+use crate::room::sim::{seqs, Sim};
 use crate::room::RoomConfig;
 
 fn raw(text: &str) -> Box<RawValue> {

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::sim::Sim;
+use crate::room::sim::Sim;
 use crate::room::RoomConfig;
 
 fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {

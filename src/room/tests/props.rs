@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use serde_json::Value;
 
-use super::sim::Sim;
+use crate::room::sim::Sim;
 use crate::room::RoomConfig;
 
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use std::rc::Rc;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::sim::{seqs, Sim};
 use crate::room::rules::{Ctx, Current, Join, Refusal, Request, Response, Rules, Who, Write};
+use crate::room::sim::{seqs, Sim};
 use crate::room::{Room, RoomConfig, Snapshot};
 
 /// What the test rules saw, for the tests to read.
@@ -127,11 +127,10 @@ impl Rules for TestRules {
 
 fn sim() -> (Sim, Rc<RefCell<Seen>>) {
     let seen = Rc::new(RefCell::new(Seen::default()));
-    let mut s = Sim::new(RoomConfig::default());
-    let rules = TestRules { seen: seen.clone() };
-    s.rules =
-        Some(Rc::new(move || Box::new(TestRules { seen: rules.seen.clone() }) as Box<dyn Rules>));
-    s.evict(); // start the room with the rules
+    let shared = seen.clone();
+    let s = Sim::with_rules(RoomConfig::default(), move || {
+        Box::new(TestRules { seen: shared.clone() }) as Box<dyn Rules>
+    });
     (s, seen)
 }
 

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::sim::{seqs, Sim};
+use crate::room::sim::{seqs, Sim};
 use crate::room::RoomConfig;
 
 fn sim() -> Sim {

@@ -1,6 +1,20 @@
 //! A deterministic stand-in for the Durable Object adapter: applies outputs
 //! in order to an in-memory "disk" and per-socket inboxes, on a virtual clock.
-//! It checks "stored before seen" on every frame it delivers.
+//! It checks "stored before seen" on every frame it delivers. The engine's
+//! tests use it, and so can a team's tests of its own rules (feature `sim`):
+//!
+//! ```
+//! use homeroom::room::rules::Open;
+//! use homeroom::room::sim::Sim;
+//! use homeroom::room::RoomConfig;
+//!
+//! let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Open));
+//! let ann = s.connect_as("sess-ann1", "ann", "EU", None);
+//! s.publish(&ann, "m1", r#"{"text":"hi"}"#);
+//! let frames = s.take(&ann);
+//! assert_eq!(frames[0]["type"], "welcome");
+//! assert!(frames.iter().any(|f| f["type"] == "ack" && f["seq"] == 1));
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -66,6 +80,7 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// A room of the open rules, as the adapter would start it.
     pub fn new(config: RoomConfig) -> Sim {
         let snap = Snapshot { room: "r1".into(), epoch: "e-1".into(), ..Default::default() };
         Sim {
@@ -81,6 +96,15 @@ impl Sim {
             rules: None,
             next_conn: 0,
         }
+    }
+
+    /// A room that runs the rules `make` makes (fresh ones after each
+    /// [`Sim::evict`], as the adapter does).
+    pub fn with_rules(config: RoomConfig, make: impl Fn() -> Box<dyn Rules> + 'static) -> Sim {
+        let mut sim = Sim::new(config);
+        sim.rules = Some(Rc::new(make));
+        sim.evict(); // the room starts with its rules
+        sim
     }
 
     /// Opens a socket for `session` from `region`, resuming from `since`.

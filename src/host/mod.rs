@@ -1,10 +1,15 @@
 //! The room's Durable Object: a thin adapter that turns hibernation events
-//! into engine inputs and applies the engine's outputs in order.
+//! into engine inputs and applies the engine's outputs in order. A crate's
+//! `#[durable_object]` class (made by [`crate::worker!`]) holds a [`Host`]
+//! and hands it every event.
 //!
 //! The engine lives in memory only while the object does. After eviction or a
 //! Wasm reset the first event rebuilds it from SQLite ([`storage`]) and the
-//! attachments of the sockets that stayed connected ([`sockets`]).
+//! attachments of the sockets that stayed connected ([`sockets`]), with a
+//! fresh value of the kind's rules.
 
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod heartbeat;
 mod sockets;
 mod storage;
@@ -14,12 +19,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use worker::{
-    durable_object, js_sys, wasm_bindgen, wasm_bindgen_futures, DurableObject, Env, Request,
-    Response, Result, ScheduledTime, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+    js_sys, wasm_bindgen_futures, Env, Request, Response, Result, ScheduledTime, State, WebSocket,
+    WebSocketIncomingMessage, WebSocketPair,
 };
 
 use crate::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
+use crate::room::rules::{Rules, Vars};
 use crate::room::{Block, Hello, Input, Room as Engine, RoomConfig};
 use sockets::{Effects, Sockets};
 
@@ -29,15 +35,31 @@ struct Live {
     sockets: Sockets,
 }
 
-#[durable_object]
-pub struct Room {
+/// Makes the rules of a kind of room from the deployment's variables: called
+/// each time a room is loaded into memory (created, or after an eviction or
+/// a reset).
+pub type MakeRules = fn(&Vars<'_>) -> Box<dyn Rules>;
+
+/// The rules a room runs, as the host runs them: as given, or, in a test
+/// build (`fault-injection`), able to panic on demand.
+pub fn hosted(rules: Box<dyn Rules>) -> Box<dyn Rules> {
+    #[cfg(feature = "fault-injection")]
+    let rules: Box<dyn Rules> = Box::new(fault::Panicky(rules));
+    rules
+}
+
+/// What a room's Durable Object does: the class a crate declares (with
+/// [`crate::worker!`]) holds one and forwards every event to it.
+pub struct Host {
     inner: Rc<Inner>,
 }
 
 /// Everything the object owns, shared with the flush timer it spawns.
 struct Inner {
     state: State,
+    env: Env,
     config: RoomConfig,
+    rules: MakeRules,
     live: RefCell<Option<Live>>,
     /// The flush timer that is pending, if any (ms).
     wake_at: Cell<Option<u64>>,
@@ -45,8 +67,9 @@ struct Inner {
     log_connections: bool,
 }
 
-impl DurableObject for Room {
-    fn new(state: State, env: Env) -> Self {
+impl Host {
+    /// The host of one room object, whose rooms run the rules `rules` makes.
+    pub fn new(state: State, env: Env, rules: MakeRules) -> Self {
         console_error_panic_hook::set_once();
         // Answered by the runtime without waking the object.
         if let Ok(pair) =
@@ -65,15 +88,18 @@ impl DurableObject for Room {
         ));
         let inner = Inner {
             state,
+            env,
             config,
+            rules,
             live: RefCell::new(None),
             wake_at: Cell::new(None),
             log_connections,
         };
-        Room { inner: Rc::new(inner) }
+        Host { inner: Rc::new(inner) }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    /// A request the Worker forwarded to the room.
+    pub async fn fetch(&self, mut req: Request) -> Result<Response> {
         let Some(routed) = forward::read(&req) else {
             return Response::error("the room accepts only requests forwarded by the Worker", 400);
         };
@@ -82,9 +108,13 @@ impl DurableObject for Room {
         // The engine has run once `run` returns: its timers are started even
         // when building the response fails after it.
         // Reading or administering a room that does not exist must not
-        // create it: only a connect or a server write does.
-        let reads_only = !matches!(routed.what, Inbound::Connect(_) | Inbound::Publish { .. });
-        if reads_only && !inner.exists()? {
+        // create it: only a connect, or a write by the operator's backend.
+        let creates = match &routed.what {
+            Inbound::Connect(_) | Inbound::Publish { .. } | Inbound::PutKey { .. } => true,
+            Inbound::Custom(c) => c.admin,
+            _ => false,
+        };
+        if !creates && !inner.exists()? {
             return error_response(404, "room_not_found", "no such room");
         }
         let (response, effects) = match routed.what {
@@ -123,12 +153,53 @@ impl DurableObject for Room {
                 let body = serde_json::json!({ "closed": closed, "deleted": true }).to_string();
                 (json_response(200, body), fx)
             }
+            Inbound::State => {
+                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.state_json())?;
+                (json_response(200, body), fx)
+            }
+            Inbound::Key(key) => {
+                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.key_json(&key))?;
+                match body {
+                    Some(body) => (json_response(200, body), fx),
+                    None => (error_response(404, "no_such_key", "the state has no such key"), fx),
+                }
+            }
+            Inbound::PutKey { key, region } => {
+                let body = req.text().await?;
+                inner.server_set(origin, key, &body, region)?
+            }
+            Inbound::Log { since, limit } => {
+                let ((), fx) = inner.run(Some(origin), |_, _| ())?;
+                let sql = inner.state.storage().sql();
+                let entries = storage::log_after(&sql, since, limit)?;
+                let frames: Vec<serde_json::Value> =
+                    entries.iter().filter_map(|e| serde_json::from_str(&e.frame()).ok()).collect();
+                (json_response(200, serde_json::json!({ "messages": frames }).to_string()), fx)
+            }
+            Inbound::Custom(custom) => {
+                let body = req.text().await.unwrap_or_default();
+                let request = crate::room::rules::Request {
+                    method: custom.method,
+                    path: custom.path,
+                    query: custom.query,
+                    body,
+                    admin: custom.admin,
+                    user: custom.user,
+                };
+                let (answer, fx) =
+                    inner.run(Some(origin), |live, now| live.engine.request(now, &request))?;
+                match answer {
+                    Some(r) => (json_response(r.status, r.body), fx),
+                    None => (error_response(404, "not_found", "no such route"), fx),
+                }
+            }
         };
         inner.after(effects).await;
         response
     }
 
-    async fn websocket_message(
+    /// A frame arrived on a socket of the room.
+    pub async fn websocket_message(
         &self,
         ws: WebSocket,
         message: WebSocketIncomingMessage,
@@ -148,7 +219,8 @@ impl DurableObject for Room {
         Ok(())
     }
 
-    async fn websocket_close(
+    /// A socket of the room closed.
+    pub async fn websocket_close(
         &self,
         ws: WebSocket,
         code: usize,
@@ -158,11 +230,13 @@ impl DurableObject for Room {
         self.inner.gone(&ws, Some((code, clean))).await
     }
 
-    async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
+    /// A socket of the room failed.
+    pub async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
         self.inner.gone(&ws, None).await
     }
 
-    async fn alarm(&self) -> Result<Response> {
+    /// The room's storage alarm fired.
+    pub async fn alarm(&self) -> Result<Response> {
         let inner = &self.inner;
         if !inner.exists()? {
             return Response::ok(""); // a deleted room's leftover alarm
@@ -185,10 +259,6 @@ impl DurableObject for Room {
         })?;
         inner.after(effects).await;
         Response::ok("")
-    }
-
-    async fn connect(&self, _socket: worker::Socket) -> Result<()> {
-        Err("rooms accept WebSockets only".into())
     }
 }
 
@@ -241,6 +311,7 @@ impl Inner {
             rand: random_u64(),
             secret: random_u64(),
             expires: fwd.expires,
+            info: None,
         };
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {
@@ -274,6 +345,44 @@ impl Inner {
         })?;
         let response = match result {
             Ok(seq) => json_response(200, serde_json::json!({ "seq": seq }).to_string()),
+            Err(refusal) => error_response(400, refusal.code(), &refusal.message()),
+        };
+        Ok((response, effects))
+    }
+
+    /// A backend state write (`PUT /{kind}/{room}/state/{key}`, body
+    /// `{"value","if_version"?,"id"?}`): 200 `{"version"}`, 409 `conflict`
+    /// with the current `version`, or the rules' refusal (400).
+    fn server_set(
+        &self,
+        origin: Origin<'_>,
+        key: String,
+        body: &str,
+        region: String,
+    ) -> Result<(Result<Response>, Effects)> {
+        #[derive(serde::Deserialize)]
+        struct PutBody {
+            value: Box<serde_json::value::RawValue>,
+            if_version: Option<u64>,
+            id: Option<String>,
+        }
+        let parsed: PutBody = match serde_json::from_str(body) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = format!("body must be {{\"value\", \"if_version\"?, \"id\"?}}: {e}");
+                return Ok((error_response(400, "invalid", &message), Effects::default()));
+            }
+        };
+        let (result, effects) = self.run(Some(origin), |live, now| {
+            live.engine.server_set(now, parsed.id, key, parsed.value, parsed.if_version, region)
+        })?;
+        let response = match result {
+            Ok(version) => json_response(200, serde_json::json!({ "version": version }).to_string()),
+            Err(crate::room::Refusal::Conflict { version }) => json_response(
+                409,
+                serde_json::json!({"error": "conflict", "message": "version mismatch", "version": version})
+                    .to_string(),
+            ),
             Err(refusal) => error_response(400, refusal.code(), &refusal.message()),
         };
         Ok((response, effects))
@@ -453,7 +562,10 @@ impl Inner {
         let new_epoch = || format!("e-{:016x}", random_u64());
         let mut snap = storage::load(&sql, room, home, new_epoch, recent, now_ms())?;
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
-        let engine = Engine::restore(self.config.clone(), snap, now_ms());
+        let env = &self.env;
+        let var = |name: &str| crate::edge::config::setting(env, name);
+        let rules = (self.rules)(&Vars::new(&var));
+        let engine = Engine::restore_with(self.config.clone(), rules, snap, now_ms());
         let fields = serde_json::json!({
             "room": engine.name(), "epoch": engine.epoch(),
             "seq": engine.seq(), "sockets": engine.connections(),

@@ -150,18 +150,7 @@ pub fn load(
         )?
         .to_array::<LogRow>()?
         .into_iter()
-        .filter_map(|r| {
-            Some(LogEntry {
-                seq: r.seq,
-                id: r.id,
-                session: r.session,
-                user: r.user,
-                region: r.region,
-                topic: r.topic,
-                data: RawValue::from_string(r.data).ok()?,
-                ts: r.ts,
-            })
-        })
+        .filter_map(entry_of)
         .collect();
     recent.reverse();
     let ids = sql
@@ -187,6 +176,7 @@ pub fn load(
         peers: Vec::new(),
         blocks,
         idle_since: get("idle_since").and_then(|v| v.parse().ok()),
+        timers: get("timers").and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
     })
 }
 
@@ -235,6 +225,37 @@ pub fn block(sql: &SqlStorage, user: &str, until: Option<u64>, now: u64) -> work
             vec![V::String(user.into()), V::Integer(until as i64)],
         )?;
     }
+    Ok(())
+}
+
+/// The retained log after `since`, at most `limit` entries, in `seq` order.
+pub fn log_after(sql: &SqlStorage, since: u64, limit: u64) -> worker::Result<Vec<LogEntry>> {
+    let rows = sql
+        .exec(
+            "SELECT seq, session, id, user, region, topic, data, ts FROM log WHERE seq > ? ORDER BY seq LIMIT ?",
+            vec![V::Integer(since as i64), V::Integer(limit as i64)],
+        )?
+        .to_array::<LogRow>()?;
+    Ok(rows.into_iter().filter_map(entry_of).collect())
+}
+
+fn entry_of(r: LogRow) -> Option<LogEntry> {
+    Some(LogEntry {
+        seq: r.seq,
+        id: r.id,
+        session: r.session,
+        user: r.user,
+        region: r.region,
+        topic: r.topic,
+        data: RawValue::from_string(r.data).ok()?,
+        ts: r.ts,
+    })
+}
+
+/// Stores the rules' timers (the whole set, as JSON in `meta`).
+pub fn timers(sql: &SqlStorage, all: &[(String, u64)]) -> worker::Result<()> {
+    let json = serde_json::to_string(all).unwrap_or_else(|_| "[]".into());
+    sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('timers', ?)", vec![V::String(json)])?;
     Ok(())
 }
 

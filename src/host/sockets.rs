@@ -127,6 +127,7 @@ impl Sockets {
                 }
                 Output::Block { user, until } => storage::block(sql, &user, until, now)?,
                 Output::Idle(since) => storage::idle(sql, since)?,
+                Output::Timers(all) => storage::timers(sql, &all)?,
                 Output::Delete => effects.delete = true,
                 Output::SetAlarm(at) => effects.alarm = Some(at),
                 Output::Wake(at) => {

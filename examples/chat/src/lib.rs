@@ -1,0 +1,97 @@
+//! A chat room: messages on the topic `chat` carry a `text` of 1-2000
+//! characters; each user may send `CHAT_QUOTA` messages per 10 s (default
+//! 20); whoever joins gets the last 50 messages at once (a `signal` from
+//! `$rules` on the topic `history`), so a first connect has history too.
+
+use std::collections::{HashMap, VecDeque};
+
+use homeroom::room::rules::{Ctx, Join, Refusal, Rules, Vars, Who, Write};
+use homeroom::room::LogEntry;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+const KEEP: usize = 50;
+const MAX_TEXT: usize = 2000;
+const WINDOW_MS: u64 = 10_000;
+
+#[derive(Clone)]
+pub struct Chat {
+    /// The last messages, oldest first: what a newcomer is sent.
+    recent: VecDeque<Value>,
+    /// Per user: when their current 10 s window started and how many they sent in it.
+    sent: HashMap<String, (u64, u64)>,
+    quota: u64,
+}
+
+impl Chat {
+    /// The rules, with the quota from `CHAT_QUOTA`.
+    pub fn from_vars(vars: &Vars<'_>) -> Chat {
+        Chat::with_quota(vars.number("CHAT_QUOTA", 20))
+    }
+
+    pub fn with_quota(quota: u64) -> Chat {
+        Chat { recent: VecDeque::new(), sent: HashMap::new(), quota }
+    }
+
+    fn remember(&mut self, user: &str, text: &str, at: u64) {
+        self.recent.push_back(json!({ "user": user, "text": text, "at": at }));
+        if self.recent.len() > KEEP {
+            self.recent.pop_front();
+        }
+    }
+}
+
+impl Rules for Chat {
+    fn loaded(&mut self, _room: &mut Ctx<'_>, log: &[LogEntry]) {
+        for e in log.iter().filter(|e| e.topic == "chat") {
+            let data: Value = serde_json::from_str(e.data.get()).unwrap_or_default();
+            self.remember(&e.user, data["text"].as_str().unwrap_or_default(), e.ts);
+        }
+    }
+
+    fn join(&mut self, room: &mut Ctx<'_>, who: &Who<'_>) -> Join {
+        room.send(who.session, "history", &self.recent);
+        Join::Accept
+    }
+
+    fn publish(
+        &mut self,
+        room: &mut Ctx<'_>,
+        who: &Who<'_>,
+        topic: &str,
+        data: &RawValue,
+    ) -> Write {
+        if topic != "chat" {
+            return Write::Refuse(Refusal::new(
+                "no_such_topic",
+                "this room has the topic `chat` only",
+            ));
+        }
+        let data: Value = serde_json::from_str(data.get()).unwrap_or_default();
+        let text = data["text"].as_str().map(str::trim).unwrap_or_default();
+        if text.is_empty() || text.chars().count() > MAX_TEXT {
+            return Write::Refuse(Refusal::new(
+                "bad_message",
+                "a message is {\"text\": 1-2000 characters}",
+            ));
+        }
+        let now = room.now();
+        if self.sent.len() > 1000 {
+            self.sent.retain(|_, (since, _)| now < *since + WINDOW_MS); // forget quiet users
+        }
+        let (since, count) = self.sent.entry(who.user.to_owned()).or_insert((now, 0));
+        if now >= *since + WINDOW_MS {
+            (*since, *count) = (now, 0);
+        }
+        if *count >= self.quota {
+            let wait = (*since + WINDOW_MS - now).div_ceil(1000);
+            return Write::Refuse(Refusal::new(
+                "slow_down",
+                format!("too many messages: wait {wait} s"),
+            ));
+        }
+        *count += 1;
+        self.remember(who.user, text, now);
+        Write::Accept
+    }
+}

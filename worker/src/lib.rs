@@ -1,0 +1,12 @@
+//! The Worker this repository serves (`scripts/dev`) and deploys (`wrangler
+//! deploy`): homeroom's open rooms at `/rooms/...`, the demo's auction at
+//! `/auction/...` and the chat example at `/chat/...`, each kind its own
+//! Durable Object class (`wrangler.toml`). A team's own Worker is a crate
+//! like this one (README, "Writing a room").
+
+#[cfg(target_arch = "wasm32")]
+homeroom::worker! {
+    "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS";
+    "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS";
+    "chat" => ChatRoom(homeroom::room::rules::with_vars(homeroom_chat::Chat::from_vars)), binding "CHATS";
+}
