@@ -30,6 +30,9 @@ pub struct Deployment {
     pub auth: AuthMode,
     /// `ADMIN_KEY`: the bearer key of the admin routes; none disables them.
     pub admin_key: Option<String>,
+    /// `ADMIN_KEY` is shorter than [`auth::MIN_SECRET_BYTES`]: the admin
+    /// routes refuse (503) rather than take a key anyone could guess.
+    pub admin_key_weak: bool,
     /// The room `/health` and the cron canary connect to.
     pub canary_room: String,
     /// `LOG_CONNECTIONS`: a `connect` line per accepted upgrade.
@@ -112,9 +115,21 @@ impl Deployment {
                     "error": "no AUTH_SECRET (wrangler secret put AUTH_SECRET) and ANONYMOUS_DEV is not true: refusing room connections"})
             ),
         }
+        let admin_key = text("ADMIN_KEY");
+        let admin_key_weak = admin_key.as_ref().is_some_and(|k| k.len() < auth::MIN_SECRET_BYTES);
+        if admin_key_weak {
+            super::log(
+                "config_error",
+                serde_json::json!({"problem": format!(
+                    "ADMIN_KEY is shorter than {} bytes: refusing the admin routes (set a long random key with `wrangler secret put ADMIN_KEY`)",
+                    auth::MIN_SECRET_BYTES
+                )}),
+            );
+        }
         Deployment {
             auth,
-            admin_key: text("ADMIN_KEY"),
+            admin_key,
+            admin_key_weak,
             canary_room: text("CANARY_ROOM").unwrap_or_else(|| "homeroom-canary".into()),
             log_connections: crate::logline::connections_logged(text("LOG_CONNECTIONS")),
             token_max_ttl_secs: text("TOKEN_MAX_TTL_SECS")

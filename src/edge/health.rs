@@ -6,11 +6,10 @@
 
 use std::time::Duration;
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::cell::{Cell, RefCell};
 
-use futures::future::{select, Either, LocalBoxFuture, Shared};
-use futures::{FutureExt, StreamExt};
+use futures::future::{select, Either};
+use futures::StreamExt;
 use serde::Serialize;
 use worker::{Delay, Env, Headers, Method, Request, RequestInit, WebsocketEvent};
 
@@ -41,39 +40,49 @@ type StepError = (&'static str, String);
 /// How long a `/health` answer is reused: `/health` needs no credentials,
 /// so each call must not open a socket into the canary room.
 const REUSE_MS: u64 = 5_000;
-
-type Pending = Shared<LocalBoxFuture<'static, Report>>;
+/// How often a caller waiting for another caller's canary run looks for
+/// its report.
+const POLL_MS: u64 = 20;
 
 thread_local! {
-    /// The last report of this isolate and when it was made, and the run in
-    /// flight that concurrent callers wait for together.
+    /// The last report of this isolate and when it was made, and when the
+    /// run in flight (if any) started.
     static LAST: RefCell<Option<(u64, Report)>> = const { RefCell::new(None) };
-    static RUNNING: RefCell<Option<Pending>> = const { RefCell::new(None) };
+    static RUNNING: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 /// The canary for `/health`: at most one run per isolate at a time, and
-/// its report reused for [`REUSE_MS`].
-pub async fn checked(env: &Env, dep: &Rc<Deployment>) -> Report {
+/// its report reused for [`REUSE_MS`]. A caller that comes while a run is
+/// in flight waits for its report on a timer of its own: the runtime lets
+/// no request await I/O that another request started.
+pub async fn checked(env: &Env, dep: &Deployment) -> Report {
+    let fresh = |since: u64| {
+        LAST.with(|l| l.borrow().as_ref().filter(|(at, _)| *at >= since).map(|(_, r)| r.clone()))
+    };
     let now = now_ms();
-    if let Some(report) = LAST.with(|l| {
-        l.borrow()
-            .as_ref()
-            .filter(|(at, _)| now.saturating_sub(*at) < REUSE_MS)
-            .map(|(_, r)| r.clone())
-    }) {
+    if let Some(report) = fresh(now.saturating_sub(REUSE_MS)) {
         return report;
     }
-    let pending = RUNNING.with(|r| {
-        r.borrow_mut()
-            .get_or_insert_with(|| {
-                let (env, dep) = (env.clone(), Rc::clone(dep));
-                async move { canary(&env, &dep).await }.boxed_local().shared()
-            })
-            .clone()
-    });
-    let report = pending.await;
-    RUNNING.with(|r| *r.borrow_mut() = None);
+    // A run started by another request: wait for what it finds, or take over
+    // if it never reports (its request was cancelled).
+    if let Some(started) = RUNNING.with(Cell::get) {
+        let give_up = started + 2 * STEP_MS + 1_000;
+        while now_ms() < give_up {
+            Delay::from(Duration::from_millis(POLL_MS)).await;
+            if let Some(report) = fresh(started) {
+                return report;
+            }
+        }
+    }
+    let started = now_ms();
+    RUNNING.with(|r| r.set(Some(started)));
+    let report = canary(env, dep).await;
     LAST.with(|l| *l.borrow_mut() = Some((now_ms(), report.clone())));
+    RUNNING.with(|r| {
+        if r.get() == Some(started) {
+            r.set(None);
+        }
+    });
     report
 }
 

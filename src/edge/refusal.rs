@@ -21,6 +21,8 @@ pub enum HttpRefusal {
     AuthNotConfigured,
     /// `AUTH_SECRET` is too short to trust: rooms are closed.
     WeakSecret,
+    /// `ADMIN_KEY` is too short to trust: the admin routes are closed.
+    WeakAdminKey,
     /// Anonymous dev mode serves local requests only.
     AnonymousNotLocal,
     /// The health canary's room: no client may join or read it.
@@ -54,9 +56,10 @@ impl HttpRefusal {
             HttpRefusal::MethodNotAllowed => 405,
             HttpRefusal::TooLarge => 413,
             HttpRefusal::UpgradeRequired => 426,
-            HttpRefusal::AuthNotConfigured | HttpRefusal::WeakSecret | HttpRefusal::Unavailable => {
-                503
-            }
+            HttpRefusal::AuthNotConfigured
+            | HttpRefusal::WeakSecret
+            | HttpRefusal::WeakAdminKey
+            | HttpRefusal::Unavailable => 503,
         }
     }
 
@@ -68,6 +71,7 @@ impl HttpRefusal {
             HttpRefusal::Auth(e) => e.code(),
             HttpRefusal::AuthNotConfigured => "auth_not_configured",
             HttpRefusal::WeakSecret => "auth_secret_weak",
+            HttpRefusal::WeakAdminKey => "admin_key_weak",
             HttpRefusal::AnonymousNotLocal => "anonymous_dev_local_only",
             HttpRefusal::ReservedRoom => "reserved_room",
             HttpRefusal::BadAdminKey => "bad_admin_key",
@@ -90,6 +94,11 @@ impl HttpRefusal {
                 "this deployment has no AUTH_SECRET; set one with `wrangler secret put AUTH_SECRET`"
                     .into()
             }
+            HttpRefusal::WeakAdminKey => format!(
+                "this deployment's ADMIN_KEY is shorter than {} bytes; set a long random one \
+                 with `wrangler secret put ADMIN_KEY`",
+                crate::auth::MIN_SECRET_BYTES
+            ),
             HttpRefusal::WeakSecret => format!(
                 "this deployment's AUTH_SECRET is shorter than {} bytes; set a long random one \
                  with `wrangler secret put AUTH_SECRET`",

@@ -308,6 +308,9 @@ fn expect_admin(req: &Request, dep: &Deployment) -> Result<(), HttpRefusal> {
     let Some(key) = &dep.admin_key else {
         return Err(HttpRefusal::AdminDisabled);
     };
+    if dep.admin_key_weak {
+        return Err(HttpRefusal::WeakAdminKey);
+    }
     let given = req.headers().get("authorization").ok().flatten();
     if auth::admin_key_matches(key, given.as_deref()) {
         Ok(())

@@ -1,18 +1,22 @@
 //! What the room keeps per user, over all of that user's connections: how
 //! many sockets they hold, their frame budget, their reply-byte budget, and
 //! the blocks the operator set. One user opening more sockets gets no more
-//! of the room than one socket's worth times a small factor.
+//! of the room than one socket's worth times a small factor, and closing
+//! them all and reconnecting gets no fresh budget: a user's budgets outlive
+//! their last connection until they would have refilled anyway.
 
 use std::collections::HashMap;
 
 use super::rate::Bucket;
 use super::RoomConfig;
 
-/// One user's share of the room while they are connected.
+/// One user's share of the room.
 #[derive(Debug)]
 pub struct UserBudget {
     /// Connections the room counts for this user.
     pub conns: usize,
+    /// When their last connection went (while they have none).
+    left_at: Option<u64>,
     /// Frames over all their connections.
     frames: Bucket,
     /// Bytes of `state`/`resync` replies and catch-up replays.
@@ -22,7 +26,10 @@ pub struct UserBudget {
 /// The users of the room, and the ones it refuses for a while.
 #[derive(Debug, Default)]
 pub struct Users {
+    /// Users with connections, and users whose budgets are still refilling.
     present: HashMap<String, UserBudget>,
+    /// How many of `present` have no connection.
+    absent: usize,
     /// User → when their block ends (ms).
     blocked: HashMap<String, u64>,
 }
@@ -35,7 +42,7 @@ impl Users {
 
     /// Distinct users connected.
     pub fn len(&self) -> usize {
-        self.present.len()
+        self.present.len() - self.absent
     }
 
     /// The most connections any one user holds.
@@ -43,13 +50,23 @@ impl Users {
         self.present.values().map(|u| u.conns).max().unwrap_or(0)
     }
 
-    /// A connection of `user` was added.
+    /// A connection of `user` was added: their budgets, as they left them
+    /// if they were here lately.
     pub fn add(&mut self, config: &RoomConfig, user: &str, now: u64) {
+        if self.absent > 64 {
+            self.forget_refilled(config, now);
+        }
         match self.present.get_mut(user) {
-            Some(u) => u.conns += 1,
+            Some(u) => {
+                if u.left_at.take().is_some() {
+                    self.absent -= 1;
+                }
+                u.conns += 1;
+            }
             None => {
                 let budget = UserBudget {
                     conns: 1,
+                    left_at: None,
                     frames: Bucket::full(config.user_burst, now),
                     replies: Bucket::full(config.reply_burst_bytes, now),
                 };
@@ -58,14 +75,27 @@ impl Users {
         }
     }
 
-    /// A connection of `user` went away; the budget goes with the last one.
-    pub fn remove(&mut self, user: &str) {
+    /// A connection of `user` went away. The budgets stay after the last one
+    /// (until [`Users::forget_refilled`]): leaving is no way to refill them.
+    pub fn remove(&mut self, user: &str, now: u64) {
         if let Some(u) = self.present.get_mut(user) {
             u.conns = u.conns.saturating_sub(1);
-            if u.conns == 0 {
-                self.present.remove(user);
+            if u.conns == 0 && u.left_at.is_none() {
+                u.left_at = Some(now);
+                self.absent += 1;
             }
         }
+    }
+
+    /// Forgets the budgets of users without connections that have had the
+    /// time to refill completely: a new budget for them is the same.
+    pub fn forget_refilled(&mut self, config: &RoomConfig, now: u64) {
+        let frames = config.user_burst * 1000 / config.user_rate_per_sec.max(1);
+        let replies = config.reply_burst_bytes * 1000 / config.reply_bytes_per_sec.max(1);
+        let refill = frames.max(replies) + 1;
+        let before = self.present.len();
+        self.present.retain(|_, u| u.left_at.is_none_or(|at| now.saturating_sub(at) < refill));
+        self.absent -= before - self.present.len();
     }
 
     /// Takes one frame from `user`'s budget.
@@ -141,10 +171,28 @@ mod tests {
         assert_eq!(u.conns("ann"), 2);
         let allowed = (0..1000).filter(|_| u.frame(&c, "ann", 0)).count();
         assert_eq!(allowed as u64, c.user_burst, "one burst for both connections");
-        u.remove("ann");
+        u.remove("ann", 0);
         assert!(!u.frame(&c, "ann", 0), "the remaining connection shares the spent budget");
-        u.remove("ann");
+        u.remove("ann", 0);
         assert_eq!(u.len(), 0);
+    }
+
+    #[test]
+    fn leaving_and_coming_back_refills_nothing() {
+        let c = RoomConfig::default();
+        let mut u = Users::default();
+        u.add(&c, "eve", 0);
+        assert!(u.reply(&c, "eve", c.reply_burst_bytes, 0));
+        u.remove("eve", 0);
+        u.add(&c, "eve", 10);
+        assert!(!u.reply(&c, "eve", 100_000, 10), "the spent reply budget is still spent");
+        u.remove("eve", 10);
+        // Once they would have refilled anyway, they are forgotten.
+        let refill = c.reply_burst_bytes * 1000 / c.reply_bytes_per_sec;
+        u.forget_refilled(&c, 10 + refill - 1);
+        assert_eq!(u.present.len(), 1);
+        u.forget_refilled(&c, 10 + refill + 1);
+        assert_eq!((u.present.len(), u.absent), (0, 0));
     }
 
     #[test]

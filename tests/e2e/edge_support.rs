@@ -27,7 +27,7 @@ use crate::support::{Ctx, R};
 
 /// The token runtime's signing secret and admin key.
 pub const SECRET: &str = "e2e-edge-secret-4f1c9a-0123456789abcdef";
-pub const ADMIN_KEY: &str = "e2e-admin-key-77d2b0";
+pub const ADMIN_KEY: &str = "e2e-admin-key-77d2b0-0123456789abcdef";
 
 /// How long one HTTP exchange may take.
 pub const T: Duration = Duration::from_secs(10);

@@ -10,6 +10,7 @@ mod http;
 mod runtime;
 mod support;
 
+mod attacks;
 mod bad_input;
 mod cas;
 mod edge_admin;
@@ -20,6 +21,8 @@ mod edge_logs;
 mod edge_probe;
 mod edge_support;
 mod eviction;
+mod faults;
+mod history;
 mod idempotency;
 mod ordering;
 mod presence;
@@ -30,11 +33,16 @@ mod refusals;
 mod restart;
 mod resume;
 mod supersede;
+mod wasm_reset;
 
 fn main() {
     // Longest first: they wait on purpose (restarts, idle eviction) while the rest runs.
     let specs = [
         restart::trials(),
+        attacks::trials(),
+        wasm_reset::trials(),
+        faults::trials(),
+        history::trials(),
         eviction::trials(),
         presence_ttl::trials(),
         edge_drain::trials(),

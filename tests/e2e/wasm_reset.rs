@@ -11,14 +11,28 @@ use serde_json::{json, Value};
 
 use crate::check;
 use crate::client::{Client, Dial};
-use crate::edge_support::{self as es, TOKENS};
+use crate::edge_support::{self as es};
 use crate::harness::Spec;
+use crate::runtime::LazyRuntime;
 use crate::support::{self, check_contiguous, id, seq, session_of, Ctx, R};
+
+/// A runtime of its own: a reset takes every room of the instance with it, so a trial that
+/// shares the runtime would see its rooms reload (and its requests in flight cancelled).
+static RESET: LazyRuntime = LazyRuntime::new("wasm-reset", || {
+    [
+        "--var",
+        &format!("AUTH_SECRET:{}", es::SECRET),
+        "--var",
+        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+});
 
 pub fn trials() -> Vec<Spec> {
     vec![es::on(
         "wasm_reset::a_panic_in_a_room_loses_no_acked_write_and_no_member",
-        &TOKENS,
+        &RESET,
         panic_in_a_room,
     )]
 }

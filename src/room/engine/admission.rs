@@ -83,7 +83,7 @@ impl Room {
     /// Stops tracking a connection.
     pub(super) fn drop_conn(&mut self, id: &str) -> Option<Conn> {
         let conn = self.conns.remove(id)?;
-        self.users.remove(&conn.user);
+        self.users.remove(&conn.user, self.now);
         if let Some(at) = conn.expires {
             self.expiries.remove(&(at, id.to_owned()));
         }

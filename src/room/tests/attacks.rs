@@ -240,6 +240,31 @@ fn get_state_costs_its_bytes_from_the_users_reply_budget() {
     assert_eq!(closed(&s, &hog), None, "refused, not closed: it reads");
 }
 
+#[test]
+fn reconnecting_does_not_refill_a_users_reply_budget() {
+    let mut s = sim();
+    let owner = busy_room(&mut s);
+    for k in 0..15 {
+        let v = "v".repeat(60_000);
+        s.send(&owner, &format!(r#"{{"type":"set","id":"k{k}","key":"k{k}","value":"{v}"}}"#));
+    }
+    s.drop_conn(&owner);
+    // Each connect with a bogus epoch costs a 900 KB resync; closing and
+    // connecting again must not make the next one free.
+    let mut at_once = 0;
+    for i in 0..10 {
+        let c = s.connect_as(&format!("sess-hog{i:03}"), "mallory", "EU", Some((0, "bogus")));
+        let frames = s.sockets[&c].inbox.clone();
+        if frames.iter().any(|f| f["type"] == "resync") {
+            at_once += 1;
+        }
+        s.drop_conn(&c);
+    }
+    assert!(at_once <= 3, "{at_once} of 10 resyncs went out at once: the budget refilled");
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert!(stats["held_replies"].as_u64().unwrap() >= 7, "{stats}");
+}
+
 // ---- 3. a token's exp ends its connection -----------------------------
 
 #[test]

@@ -1,0 +1,312 @@
+//! Attack 2, "a member that never reads grows memory" (issue 11): the runtime buffers whatever a
+//! socket cannot take, without limit, so a member that stops reading while asking for big replies
+//! (or while the room is busy) made workerd grow by hundreds of MB (177 MB -> 428 MB in 15 s).
+//! The room now hands a connection at most its send window of unconfirmed bytes (confirmed by
+//! echoed marks), keeps at most the backlog bound waiting for it, then closes it with 4013; its
+//! `get_state` answers cost bytes from a per-user budget. Each trial runs on its own runtime so
+//! workerd's resident memory is this attack's alone, and prints the figures.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::attacks::runtime_rss_kb;
+use crate::check;
+use crate::client::{Client, Dial, Event};
+use crate::edge_support::{self as es, with_log_tail};
+use crate::harness::{alone, Spec};
+use crate::runtime::Runtime;
+use crate::support::{self, check_contiguous, seq, R};
+
+pub fn trials() -> Vec<Spec> {
+    vec![
+        alone("attacks::memory::a_hog_asking_for_state_without_reading", || {
+            on_own_runtime("att-mem-state", state_hog)
+        }),
+        alone("attacks::memory::a_hog_in_a_busy_room_is_closed_4013", || {
+            on_own_runtime("att-mem-busy", busy_hog)
+        }),
+    ]
+}
+
+/// Most workerd may grow (RSS, KiB) while a hog works; the issue measured +251 MB in 15 s.
+const GROWTH_BOUND_KB: u64 = 40 * 1024;
+
+/// A 60,000-character string value (with its index, so no two are the same).
+fn big(i: usize) -> Value {
+    json!(format!("{i:05}{}", "v".repeat(59_995)))
+}
+
+/// Starts a runtime of its own (anonymous dev mode, admin routes on), runs `f` on its port,
+/// stops it; a failure carries the tail of its log.
+async fn on_own_runtime<F, Fut>(label: &'static str, f: F) -> R
+where
+    F: FnOnce(u16) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("homeroom-e2e-{label}-"))
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let key = format!("ADMIN_KEY:{}", es::ADMIN_KEY);
+    let mut rt = Runtime::start_with(label, dir.path(), &["--var", &key]).await?;
+    let result = f(rt.port).await;
+    rt.stop().await;
+    result.map_err(|e| with_log_tail(e, &rt.log))
+}
+
+fn rss(port: u16) -> R<u64> {
+    runtime_rss_kb(port).ok_or_else(|| format!("no workerd found for port {port}"))
+}
+
+/// What a hog received once it finally reads: frames by kind and how it ended.
+#[derive(Debug, Default)]
+struct Drained {
+    states: usize,
+    state_bytes: usize,
+    rate_limited: Vec<String>,
+    messages: Vec<Value>,
+    other: Vec<String>,
+    closed: Option<Option<u16>>,
+}
+
+/// Reads `c` (echoing marks) until it closes or stays quiet for `quiet`.
+async fn drain(c: &mut Client, quiet: Duration) -> Drained {
+    let mut d = Drained::default();
+    loop {
+        match c.next_event_within(quiet).await {
+            Ok(Event::Frame(f)) => match f["type"].as_str() {
+                Some("state") => {
+                    d.states += 1;
+                    d.state_bytes += f.to_string().len();
+                }
+                Some("error") if f["code"] == "rate_limited" => {
+                    d.rate_limited.push(f["message"].as_str().unwrap_or_default().to_string())
+                }
+                Some("message") => d.messages.push(f),
+                Some("presence" | "summary" | "ack" | "pong") => {}
+                _ => d.other.push(f.to_string().chars().take(200).collect()),
+            },
+            Ok(Event::Closed(code)) => {
+                d.closed = Some(code);
+                return d;
+            }
+            Err(_) => return d,
+        }
+    }
+}
+
+/// A member that keeps publishing and reading while the hog works: every write acked in order,
+/// its own message delivered right after. Returns the RSS samples taken meanwhile (KiB).
+async fn victim_loop(
+    victim: &mut Client,
+    port: u16,
+    prefix: &str,
+    first_seq: u64,
+    until: Instant,
+) -> R<(u64, Vec<u64>, Duration)> {
+    let mut samples = Vec::new();
+    let mut next = first_seq;
+    let mut slowest = Duration::ZERO;
+    let mut i = 0;
+    while Instant::now() < until {
+        let id = format!("{prefix}{i}");
+        let t = Instant::now();
+        let s = victim.publish_acked(&id, "chat", json!({"i": i})).await?;
+        check!(s == next, "victim's {id} acked at {s}, expected {next}");
+        let m = victim.message(&id).await?;
+        check!(seq(&m) == s, "victim's {id} delivered at {}, acked at {s}", seq(&m));
+        slowest = slowest.max(t.elapsed());
+        next += 1;
+        i += 1;
+        samples.push(rss(port)?);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok((next, samples, slowest))
+}
+
+/// The hog fills the state to ~900 KB, stops reading and asks for the state 20 times a second
+/// for 15 s, while the victim publishes and reads every 300 ms.
+async fn state_hog(port: u16) -> R {
+    let room = support::room("att-mem-state");
+    let mut hog = Dial::new(port, &room, &support::session("hog")).connect().await?;
+    let mut victim = Dial::new(port, &room, &support::session("vic")).connect().await?;
+    for k in 0..15 {
+        let s = hog.set_acked(&format!("k{k}"), &format!("key{k:02}"), big(k), None).await?;
+        check!(s == k as u64 + 1, "set k{k} at {s}");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    victim.message("k14").await?;
+    check_contiguous("victim during the fill", &victim.messages(), 1)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss(port)?;
+
+    // From here on the hog never reads again.
+    let attack_start = Instant::now();
+    let attack = tokio::spawn(async move {
+        let mut sent = 0u32;
+        let start = tokio::time::Instant::now();
+        for i in 0..300u32 {
+            tokio::time::sleep_until(start + Duration::from_millis(50) * i).await;
+            if hog.send(json!({"type":"get_state"})).await.is_err() {
+                break; // the room closed it
+            }
+            sent += 1;
+        }
+        (hog, sent)
+    });
+    let until = attack_start + Duration::from_secs(15);
+    let (next, samples, slowest) = victim_loop(&mut victim, port, "v", 16, until).await?;
+    let (mut hog, sent) = attack.await.map_err(|e| format!("hog task: {e}"))?;
+    let after = rss(port)?;
+    let peak = samples.iter().copied().chain([after]).max().unwrap_or(after);
+
+    // The victim's writes after the attack, too.
+    let (end, _, _) =
+        victim_loop(&mut victim, port, "w", next, Instant::now() + Duration::from_secs(1)).await?;
+    check_contiguous("victim", &victim.messages(), 1)?;
+    check!(victim.messages().len() as u64 == end - 1, "victim missed messages");
+    check!(victim.closed.is_none(), "the victim was closed: {:?}", victim.closed);
+
+    let stats = es::stats(port, &room).await?;
+    // Only now does the hog read what reached it.
+    let elapsed = attack_start.elapsed();
+    let d = drain(&mut hog, Duration::from_secs(3)).await;
+    eprintln!(
+        "attacks::memory::state_hog: workerd RSS before {} MB, peak {} MB, after {} MB (growth {} KB); \
+         hog sent {sent} get_state, received {} states ({} bytes), {} rate_limited, closed {:?}; \
+         victim: {} writes, slowest ack+delivery {:?}; stats rate_limited {} backlog_closes {}",
+        before / 1024,
+        peak / 1024,
+        after / 1024,
+        peak.saturating_sub(before),
+        d.states,
+        d.state_bytes,
+        d.rate_limited.len(),
+        d.closed,
+        end - 16,
+        slowest,
+        stats["rate_limited"],
+        stats["backlog_closes"]
+    );
+    check!(
+        peak.saturating_sub(before) < GROWTH_BOUND_KB,
+        "workerd grew from {before} KiB to {peak} KiB (bound +{GROWTH_BOUND_KB} KiB)"
+    );
+    check!(d.other.is_empty(), "the hog received unexpected frames: {:?}", d.other);
+    check!(
+        !d.rate_limited.is_empty() || d.closed == Some(Some(4013)),
+        "the hog should have been refused or closed 4013: {d:?}"
+    );
+    // Most of its asks were refused (counted by the room even when the refusal itself waited
+    // behind what the hog did not read), and its backlog closed it at most once.
+    let refused = stats["rate_limited"].as_u64().unwrap_or(0);
+    check!(refused >= 100, "the room refused only {refused} of the hog's {sent} asks: {stats}");
+    check!(
+        stats["backlog_closes"].as_u64().unwrap_or(9) == u64::from(d.closed == Some(Some(4013))),
+        "backlog closes {} but the hog ended {:?}",
+        stats["backlog_closes"],
+        d.closed
+    );
+    for m in &d.rate_limited {
+        check!(m.contains("the state is ") && m.contains(" bytes"), "a refusal's message: {m}");
+    }
+    // The state replies it got fit the reply budget: 2 MiB at once, then 256 KiB/s.
+    let state_len = d.state_bytes.checked_div(d.states).unwrap_or(0);
+    let budget = 2 * 1024 * 1024 + elapsed.as_secs_f64() as usize * 256 * 1024 + state_len;
+    check!(
+        d.state_bytes <= budget,
+        "the hog got {} bytes of state in {elapsed:?}, budget {budget}",
+        d.state_bytes
+    );
+    check!(d.states >= 1, "the hog got no state at all: {d:?}");
+    Ok(())
+}
+
+/// A reader that reads: every message, in order, and echoes marks. Returns them.
+async fn read_all(mut c: Client, last_seq: u64) -> R<(Client, Vec<Value>)> {
+    let mut got = Vec::new();
+    while got.last().map_or(0, seq) < last_seq {
+        let f = c.next().await?;
+        if f["type"] == "message" {
+            got.push(f);
+        }
+    }
+    Ok((c, got))
+}
+
+/// The hog never reads while three members publish 60 KB messages as fast as their budgets allow
+/// (12 a second each); a reader reads everything.
+async fn busy_hog(port: u16) -> R {
+    let room = support::room("att-mem-busy");
+    let hog_session = support::session("hog");
+    let mut hog = Dial::new(port, &room, &hog_session).connect().await?;
+    let reader = Dial::new(port, &room, &support::session("reader")).connect().await?;
+    let mut pubs = Vec::new();
+    for p in 0..3 {
+        pubs.push(Dial::new(port, &room, &support::session(&format!("pub{p}"))).connect().await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss(port)?;
+    const EACH: usize = 50;
+    let total = (3 * EACH) as u64;
+    let reading = tokio::spawn(read_all(reader, total));
+    let mut tasks = Vec::new();
+    for (p, mut c) in pubs.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            for i in 0..EACH {
+                tokio::time::sleep_until(start + Duration::from_millis(83) * i as u32).await;
+                let id = format!("p{p}-{i}");
+                c.publish_acked(&id, "chat", json!({"p": p, "i": i, "pad": "x".repeat(60_000)}))
+                    .await?;
+            }
+            Ok::<Client, String>(c)
+        }));
+    }
+    let sampler = tokio::spawn(async move {
+        let mut peak = 0;
+        for _ in 0..40 {
+            peak = peak.max(runtime_rss_kb(port).unwrap_or(0));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        peak
+    });
+    for t in tasks {
+        t.await.map_err(|e| format!("publisher task: {e}"))??;
+    }
+    let (_reader, got) = reading.await.map_err(|e| format!("reader task: {e}"))??;
+    let after = rss(port)?;
+    let peak = sampler.await.map_err(|e| format!("sampler: {e}"))?.max(after);
+    check_contiguous("reader", &got, 1)?;
+    check!(got.len() as u64 == total, "the reader got {} of {total}", got.len());
+    let stats = es::stats(port, &room).await?;
+
+    // Only now does the hog read.
+    let d = drain(&mut hog, Duration::from_secs(5)).await;
+    eprintln!(
+        "attacks::memory::busy_hog: {total} messages of 60 KB; workerd RSS before {} MB, peak {} MB, \
+         after {} MB (growth {} KB); the hog got {} messages before {:?}; stats backlog_closes {}",
+        before / 1024,
+        peak / 1024,
+        after / 1024,
+        peak.saturating_sub(before),
+        d.messages.len(),
+        d.closed,
+        stats["backlog_closes"]
+    );
+    check!(d.closed == Some(Some(4013)), "the hog should be closed with 4013: {d:?}");
+    check_contiguous("hog", &d.messages, 1)?;
+    // It was sent its window (1 MiB) and closed once more than 4 MiB waited: ~85 messages.
+    check!(
+        d.messages.len() < total as usize && d.messages.len() <= 20,
+        "the hog received {} messages without confirming any",
+        d.messages.len()
+    );
+    check!(stats["backlog_closes"] == 1, "stats: {stats}");
+    check!(
+        peak.saturating_sub(before) < GROWTH_BOUND_KB,
+        "workerd grew from {before} KiB to {peak} KiB (bound +{GROWTH_BOUND_KB} KiB)"
+    );
+    Ok(())
+}
