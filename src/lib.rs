@@ -58,6 +58,39 @@ pub use worker as __worker;
 #[macro_export]
 macro_rules! worker {
     ($($path:literal => $class:ident($rules:expr), binding $binding:literal;)+) => {
+        $crate::worker!(@classes $($path => $class($rules), binding $binding;)+);
+        $(pub use __homeroom_classes::$class;)+
+
+        static __HOMEROOM_KINDS: &[$crate::edge::Kind] = &[
+            $($crate::edge::Kind { path: $path, binding: $binding },)+
+        ];
+
+        #[::worker::event(fetch)]
+        async fn __homeroom_fetch(
+            req: ::worker::Request,
+            env: ::worker::Env,
+            _ctx: ::worker::Context,
+        ) -> ::worker::Result<::worker::Response> {
+            $crate::edge::fetch(req, env, __HOMEROOM_KINDS).await
+        }
+
+        #[::worker::event(scheduled)]
+        async fn __homeroom_scheduled(
+            _event: ::worker::ScheduledEvent,
+            env: ::worker::Env,
+            _ctx: ::worker::ScheduleContext,
+        ) {
+            $crate::edge::scheduled(env, __HOMEROOM_KINDS).await
+        }
+    };
+    (@classes $($path:literal => $class:ident($rules:expr), binding $binding:literal;)+) => {
+        // The classes live in a module of their own, where the names the
+        // `durable_object` attribute expects are in scope.
+        #[doc(hidden)]
+        mod __homeroom_classes {
+        #[allow(unused_imports)]
+        use super::*;
+        use ::worker::wasm_bindgen;
         $(
             #[::worker::durable_object]
             pub struct $class {
@@ -114,27 +147,6 @@ macro_rules! worker {
                 }
             }
         )+
-
-        static __HOMEROOM_KINDS: &[$crate::edge::Kind] = &[
-            $($crate::edge::Kind { path: $path, binding: $binding },)+
-        ];
-
-        #[::worker::event(fetch)]
-        async fn __homeroom_fetch(
-            req: ::worker::Request,
-            env: ::worker::Env,
-            _ctx: ::worker::Context,
-        ) -> ::worker::Result<::worker::Response> {
-            $crate::edge::fetch(req, env, __HOMEROOM_KINDS).await
-        }
-
-        #[::worker::event(scheduled)]
-        async fn __homeroom_scheduled(
-            _event: ::worker::ScheduledEvent,
-            env: ::worker::Env,
-            _ctx: ::worker::ScheduleContext,
-        ) {
-            $crate::edge::scheduled(env, __HOMEROOM_KINDS).await
         }
     };
 }

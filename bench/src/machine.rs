@@ -184,7 +184,7 @@ pub fn package_version(root: &Path, name: &str) -> String {
 
 /// The Worker's Wasm: bytes and bytes after `gzip -9`.
 pub fn wasm_size(root: &Path) -> Option<(u64, u64)> {
-    let path = root.join("build/index_bg.wasm");
+    let path = root.join("worker/build/index_bg.wasm");
     let raw = std::fs::metadata(&path).ok()?.len();
     let out = Command::new("gzip").args(["-9", "-c"]).arg(&path).output().ok()?;
     out.status.success().then_some((raw, out.stdout.len() as u64))

@@ -579,10 +579,10 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     ));
     match facts.wasm {
         Some((raw, gz)) => w(&mut md, format!(
-            "- Wasm (`build/index_bg.wasm`, release): {raw} bytes, **{gz} bytes gzip -9** ({:.0} KiB).",
+            "- Wasm (`worker/build/index_bg.wasm`, release): {raw} bytes, **{gz} bytes gzip -9** ({:.0} KiB).",
             gz as f64 / 1024.0
         )),
-        None => w(&mut md, "- Wasm: build/index_bg.wasm not found.".into()),
+        None => w(&mut md, "- Wasm: worker/build/index_bg.wasm not found.".into()),
     }
     w(&mut md, String::new());
 
