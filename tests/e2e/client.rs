@@ -39,6 +39,8 @@ pub fn enc(s: &str) -> String {
 #[derive(Clone)]
 pub struct Dial {
     port: u16,
+    /// The kind of room: the path segment before the room (`rooms` unless told).
+    kind: String,
     room: String,
     session: String,
     query: Vec<(String, String)>,
@@ -49,11 +51,18 @@ impl Dial {
     pub fn new(port: u16, room: &str, session: &str) -> Dial {
         Dial {
             port,
+            kind: "rooms".into(),
             room: room.to_string(),
             session: session.to_string(),
             query: Vec::new(),
             cf: None,
         }
+    }
+
+    /// A room of another kind (`/{kind}/{room}/ws`).
+    pub fn kind(mut self, kind: &str) -> Dial {
+        self.kind = kind.to_string();
+        self
     }
 
     /// Resume from `since` in `epoch`.
@@ -92,8 +101,9 @@ impl Dial {
 
     pub fn url(&self) -> String {
         let mut url = format!(
-            "ws://127.0.0.1:{}/rooms/{}/ws?session={}",
+            "ws://127.0.0.1:{}/{}/{}/ws?session={}",
             self.port,
+            self.kind,
             self.room,
             enc(&self.session)
         );

@@ -68,8 +68,20 @@ pub async fn post(
     body: &str,
     timeout: Duration,
 ) -> Result<Response, String> {
+    call(port, "POST", path, headers, body, timeout).await
+}
+
+/// Any method with a body (sent as `application/json`), `Connection: close`.
+pub async fn call(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> Result<Response, String> {
     let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n",
         body.len()
     );

@@ -32,6 +32,7 @@ mod presence_ttl;
 mod refusals;
 mod restart;
 mod resume;
+mod rules;
 mod supersede;
 mod wasm_reset;
 
@@ -39,6 +40,7 @@ fn main() {
     // Longest first: they wait on purpose (restarts, idle eviction) while the rest runs.
     let specs = [
         restart::trials(),
+        rules::trials(),
         attacks::trials(),
         wasm_reset::trials(),
         faults::trials(),
