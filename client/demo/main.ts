@@ -1,10 +1,12 @@
-//! The demo page: a live auction on one homeroom room. Bids are CAS writes
-//! of the `bid` key, chat is durable publishes, cursors are signals, and the
-//! header and Connection card show what the client is doing.
+//! The demo page: a live auction on one homeroom room of the kind `auction`,
+//! whose rules (examples/auction) decide every bid: the page sends a bid as a
+//! CAS write of the `bid` key and shows what the room stored or why it
+//! refused. Chat is durable publishes, cursors are signals, and the header
+//! and Connection card show what the client is doing.
 
 import { connect, HomeroomError, type Json, type MessageEvent, type Room, type Status } from "homeroom";
 
-import { allBids, LOT, minimumBid, nextBid, parseBid, type BidValue } from "./auction.js";
+import { allBids, BLURB, DEFAULT_LOT, minimumBid, parseBid, parseLot, refusalText, type BidValue, type Lot } from "./auction.js";
 import { Cursors } from "./cursors.js";
 import { $, ago, colorFor, h, money, short } from "./dom.js";
 
@@ -96,6 +98,7 @@ function join(name: string): void {
 
   const r = connect({
     room: name,
+    kind: "auction",
     ...(regions.length ? { regions } : {}),
     ...(token ? { token } : {}),
   });
@@ -105,6 +108,10 @@ function join(name: string): void {
   unsubscribe.push(
     r.on("status", renderStatus),
     r.on("state", (e) => {
+      if (e.key === "lot") {
+        renderLot();
+        return;
+      }
       if (e.key !== "bid") return;
       const b = parseBid(e.value);
       if (b && b.session !== r.session && !bidInFlight) {
@@ -117,6 +124,7 @@ function join(name: string): void {
       renderBid();
     }),
     r.on("resync", (e) => {
+      renderLot();
       renderBid();
       if (e.reason !== "initial") {
         chatNotes.push(`Caught up from a snapshot (${e.reason}): some chat lines may be missing.`);
@@ -145,10 +153,15 @@ function currentBid(): { bid: BidValue | null; version: number } {
   return { bid: parseBid(entry?.value), version: entry?.version ?? 0 };
 }
 
+function currentLot(): Lot {
+  return parseLot(room?.state.get("lot")?.value) ?? DEFAULT_LOT;
+}
+
 function note(text: string, kind: "ok" | "bad" | "wait" | "" = "", outbid = false): void {
   const el = $("bid-note");
   el.textContent = text;
   el.dataset.kind = kind;
+  delete el.dataset.code;
   if (outbid) el.dataset.outbid = "1";
   else delete el.dataset.outbid;
 }
@@ -156,19 +169,14 @@ function note(text: string, kind: "ok" | "bad" | "wait" | "" = "", outbid = fals
 function placeBid(amount: number): void {
   const r = room;
   if (!r || bidInFlight) return;
-  const { bid, version } = currentBid();
-  const min = minimumBid(bid);
-  if (!Number.isFinite(amount) || amount < min) {
-    note(`Bids start at ${money(min)}.`, "bad");
+  if (!Number.isFinite(amount) || amount <= 0) {
+    note("Type an amount in dollars.", "bad");
     return;
   }
-  const value = nextBid(bid, version, {
-    amount: Math.round(amount),
-    name: myName,
-    session: r.session,
-    region: r.status.region ?? "?",
-    at: Date.now(),
-  });
+  // The room decides: the page sends the amount and its display name; the
+  // rules check the minimum, the step and the end time, and name the bidder.
+  const { version } = currentBid();
+  const value = { amount: Math.round(amount), name: myName };
   bidInFlight = true;
   renderBid();
   note(
@@ -184,7 +192,9 @@ function placeBid(amount: number): void {
         const now = currentBid().bid;
         note(`Outbid: someone got there first${now ? ` with ${money(now.amount)}` : ""}. Try again.`, "bad", true);
       } else if (e instanceof HomeroomError) {
-        note(`Bid not placed: ${e.code}.`, "bad");
+        const el = $("bid-note");
+        note(refusalText(e.code, e.message), "bad");
+        el.dataset.code = e.code;
       } else note("Bid not placed.", "bad");
     },
   ).finally(() => {
@@ -195,11 +205,29 @@ function placeBid(amount: number): void {
   });
 }
 
+/** The lot: its title, and the time left or who won. */
+function renderLot(): void {
+  const lot = currentLot();
+  $("lot-title").textContent = lot.title;
+  const clock = $("lot-clock");
+  clock.dataset.open = String(lot.open);
+  if (lot.open && lot.ends_at > 0) {
+    const s = Math.max(0, Math.ceil((lot.ends_at - Date.now()) / 1000));
+    clock.textContent = s > 0 ? `Closes in ${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : "Closing…";
+  } else if (!lot.open) {
+    const w = lot.winner;
+    clock.textContent = w ? `Closed: won by ${w.session === room?.session ? "you" : w.name} for ${money(w.amount)}` : "Closed: no bids";
+  } else clock.textContent = "";
+  ($("bid-button") as HTMLButtonElement).disabled = bidInFlight || !lot.open;
+  for (const b of $("quick-bids").querySelectorAll("button")) b.disabled = bidInFlight || !lot.open;
+}
+
 function renderBid(): void {
+  const lot = currentLot();
   const { bid, version } = currentBid();
   const amountEl = $("bid-amount");
   const shown = bid ? `${bid.amount}@${version}` : "";
-  amountEl.textContent = bid ? money(bid.amount) : money(LOT.start);
+  amountEl.textContent = bid ? money(bid.amount) : money(lot.start);
   amountEl.dataset.version = String(version);
   if (shown && shown !== lastShownBid && lastShownBid) {
     amountEl.classList.remove("flash");
@@ -215,20 +243,19 @@ function renderBid(): void {
     by.append("by ", h("b", {}, mine ? "you" : bid.name), h("span", { class: "tag" }, bid.region), " · ", agoSpan(bid.at));
   } else by.append(`Starting price. No bids yet.`);
 
-  const min = minimumBid(bid);
-  const base = bid ? bid.amount : LOT.start - LOT.step;
+  const min = minimumBid(lot, bid);
+  const base = bid ? bid.amount : lot.start - lot.step;
   const quick = $("quick-bids");
   quick.replaceChildren(
     ...[min, base + 50, base + 100].map((amt, i) => {
       const b = h("button", { type: "button", "data-amount": String(amt) }, i === 0 ? `Bid ${money(amt)}` : money(amt));
-      b.disabled = bidInFlight;
+      b.disabled = bidInFlight || !lot.open;
       b.addEventListener("click", () => placeBid(amt));
       return b;
     }),
   );
-  ($("bid-button") as HTMLButtonElement).disabled = bidInFlight;
+  ($("bid-button") as HTMLButtonElement).disabled = bidInFlight || !lot.open;
   const input = $("bid-input") as HTMLInputElement;
-  input.min = String(min);
   input.placeholder = money(min) + "+";
 
   const all = allBids(bid, version);
@@ -458,8 +485,9 @@ function toast(text: string): void {
   toastTimer = setTimeout(() => t.classList.remove("show"), 3_500);
 }
 
-$("lot-title").textContent = LOT.title;
-$("lot-blurb").textContent = LOT.blurb;
+$("lot-title").textContent = DEFAULT_LOT.title;
+$("lot-blurb").textContent = BLURB;
+setInterval(renderLot, 1000);
 ($("name-input") as HTMLInputElement).value = myName;
 
 $("room-form").addEventListener("submit", (e) => {

@@ -1,8 +1,9 @@
 //! The demo in headless Chromium against a real `wrangler dev`: two bidders
 //! from two regions see each other's bids, presence, chat and cursors; a
-//! page whose network is cut resumes with no lost or doubled bids; a second
-//! tab of the same session supersedes the first; region probing picks a
-//! live endpoint. Screenshots go to screenshots/.
+//! page whose network is cut resumes with no lost or doubled bids; the
+//! room's rules refuse a bid and the page says why, and close the lot; a
+//! second tab of the same session supersedes the first; region probing
+//! picks a live endpoint. Screenshots go to screenshots/.
 
 import assert from "node:assert/strict";
 import { after, before, describe, it, type TestContext } from "node:test";
@@ -18,6 +19,8 @@ let proxy: CutProxy;
 const logs: string[] = [];
 const contexts: BrowserContext[] = [];
 const ROOM = "e2e-auction-" + Date.now().toString(36);
+/** The runtime's admin key (32 bytes or more), to close the lot as the operator. */
+const ADMIN_KEY = "browser-e2e-admin-key-5d1e0c9b7a3f";
 
 /** Runs a test body; on failure, adds the pages' and the runtime's logs to the error. */
 function logged(fn: (t: TestContext) => Promise<void>): (t: TestContext) => Promise<void> {
@@ -100,7 +103,7 @@ async function sameHistory(a: Page, b: Page, amounts: number[]): Promise<void> {
 }
 
 before(async () => {
-  wr = await Wrangler.start();
+  wr = await Wrangler.start(["--var", `ADMIN_KEY:${ADMIN_KEY}`]);
   proxy = await CutProxy.start(wr.port);
   browser = await launch();
 });
@@ -235,6 +238,38 @@ describe("the demo in Chromium", { timeout: 240_000 }, () => {
     await screenshot(b, "demo-5-outbid-after-reconnect");
   }));
 
+  it("the room refuses a bid under its minimum and the page says why; nothing changes", logged(async (t) => {
+    assert.ok(b, "needs the pages of the first test");
+    const before = await bids(a);
+    await bid(b, 405); // the room's minimum is $410 (top $400 + the $10 step)
+    await b.waitForSelector("#bid-note[data-code=bid_too_low]", { timeout: 10_000 });
+    assert.equal(await text(b, "#bid-note"), "Too low: bid at least $410.");
+    await screenshot(b, "demo-6-refused-by-the-room");
+    await a.waitForTimeout(300);
+    assert.deepEqual(await bids(a), before, "the refused bid is nowhere");
+    assert.deepEqual(await bids(b), before);
+  }));
+
+  it("the room closes the lot: the winner it wrote is shown, and a late bid is refused", logged(async (t) => {
+    assert.ok(b, "needs the pages of the first test");
+    const res = await fetch(`${wr.origin}/auction/${ROOM}/close`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    assert.equal(res.status, 200, await res.text());
+    const winner = await a.inputValue("#name-input");
+    for (const p of [a, b]) await waitText(p, "#lot-clock", "Closed: won by");
+    await waitText(a, "#lot-clock", "won by you for $400");
+    await waitText(b, "#lot-clock", `won by ${winner} for $400`);
+    assert.ok(await b.locator("#bid-button").isDisabled(), "no bidding on a closed lot");
+    // A bid that gets past the page anyway (someone re-enables the button) is refused by the room.
+    await b.evaluate(() => document.querySelector<HTMLButtonElement>("#quick-bids button")!.removeAttribute("disabled"));
+    await b.click("#quick-bids button >> nth=0");
+    await b.waitForSelector("#bid-note[data-code=auction_closed]", { timeout: 10_000 });
+    assert.equal(await text(b, "#bid-note"), "The auction is closed: the room refused the bid.");
+    await screenshot(b, "demo-7-closed-by-the-room");
+  }));
+
   it("a second tab with the same session supersedes the first (4001), whose close arrives promptly", logged(async (t) => {
     assert.ok(a, "needs the pages of the first test");
     const c = await newPage(FROM.sydney, `${wr.origin}/#${ROOM}`, "C", sessionA);
@@ -248,7 +283,7 @@ describe("the demo in Chromium", { timeout: 240_000 }, () => {
     await a.waitForTimeout(3_000);
     assert.equal(await state(a), "closed", "a superseded page does not reconnect");
     assert.equal(await state(c), "open");
-    await screenshot(a, "demo-6-superseded");
+    await screenshot(a, "demo-8-superseded");
   }));
 
   it("/probe opens and closes with 1000 at once", logged(async (t) => {
@@ -308,9 +343,9 @@ describe("the demo in Chromium", { timeout: 240_000 }, () => {
     await waitState(p, "open");
     assert.equal(await text(p, "#c-endpoint"), `127.0.0.1:${wr.port} (pinned)`);
     await p.waitForSelector("#regions [data-region=NA]");
-    await screenshot(p, "demo-7-three-regions");
+    await screenshot(p, "demo-9-three-regions");
     await p.setViewportSize({ width: 400, height: 860 });
     await p.waitForTimeout(200);
-    await screenshot(p, "demo-8-narrow");
+    await screenshot(p, "demo-10-narrow");
   }));
 });

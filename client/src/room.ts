@@ -30,6 +30,11 @@ import { freshSession, IdMaker, tabSession } from "./session.js";
 export interface ConnectOptions {
   /** The room name: 1-64 chars of A-Z a-z 0-9 . _ : - */
   room: string;
+  /**
+   * The kind of room: the path segment the deployment serves it at
+   * (`/{kind}/{room}/ws`), each kind with its own rules. Default `rooms`.
+   */
+  kind?: string;
   /** The deployment's base URL (http(s) or ws(s)); default: the page's origin. */
   url?: string;
   /** Several endpoints of the deployment: probed, the fastest kept for a day. */
@@ -139,6 +144,7 @@ export interface RoomEvents {
 }
 
 const ROOM_RE = /^[A-Za-z0-9._:-]{1,64}$/;
+const KIND_RE = /^[A-Za-z0-9_-]{1,32}$/;
 const TOPIC_MAX = 64;
 
 /** Client-initiated close codes (browsers allow 1000 and 3000-4999). */
@@ -146,6 +152,8 @@ const CLIENT_CLOSE = { GAP: 4000, HEARTBEAT: 4002, TIMEOUT: 4003 } as const;
 
 export class Room {
   readonly room: string;
+  /** The kind of room (its path segment). */
+  readonly kind: string;
 
   private readonly env: Env;
   private readonly events = new Emitter<RoomEvents>();
@@ -205,6 +213,9 @@ export class Room {
       throw new TypeError("homeroom: room must be 1-64 chars of A-Z a-z 0-9 . _ : -");
     }
     this.room = opts.room;
+    const kind = opts.kind ?? "rooms";
+    if (!KIND_RE.test(kind)) throw new TypeError("homeroom: kind must be 1-32 chars of A-Z a-z 0-9 _ -");
+    this.kind = kind;
     this.env = resolveEnv(opts.env);
     this.sessionId = tabSession(this.env, opts.session);
     this.sessionStored = opts.session === undefined;
@@ -452,7 +463,7 @@ export class Room {
       q.set("epoch", this.epoch);
     }
     if (this.token !== undefined) q.set("token", this.token);
-    return `${wsBase(endpoint)}/rooms/${encodeURIComponent(this.room)}/ws?${q}`;
+    return `${wsBase(endpoint)}/${this.kind}/${encodeURIComponent(this.room)}/ws?${q}`;
   }
 
   /** Drops the current socket's callbacks and timers. */
