@@ -196,9 +196,10 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
 
 async fn start(root: &Path, target: Target, cfg: &SuiteConfig) -> Result<Runtime, String> {
     let mut vars: Vec<(&str, &str)> = BENCH_VARS.to_vec();
-    if target == Target::Homeroom {
+    if matches!(target, Target::Homeroom | Target::Rules) {
         vars.extend(cfg.homeroom_vars.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     }
+
     Runtime::start(root, target, &vars, Duration::from_secs(240)).await
 }
 
@@ -501,6 +502,71 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     ));
     w(&mut md, String::new());
 
+    // Hosting rules: the same room with the chat example's rules.
+    let rules = Target::Rules;
+    w(&mut md, "## Hosting rules".into());
+    w(&mut md, String::new());
+    w(&mut md, "The same Worker, its `chat` kind: rules ([`examples/chat`](../examples/chat/src/lib.rs)) that parse every publish, check its `text` and count it against a per-user quota in the room (set high enough that the load is never refused, `CHAT_QUOTA` 10⁹), against the open rules at `/rooms/...`. Same runs, same rounds.".into());
+    w(&mut md, String::new());
+    w(&mut md, "| measure | open rules | chat rules | chat / open | target | met |".into());
+    w(&mut md, "|---|---:|---:|---:|---|---|".into());
+    let pair = |md: &mut String,
+                name: &str,
+                f: &dyn Fn(Target) -> Option<f64>,
+                d: usize,
+                target: &str,
+                met: Option<bool>| {
+        w(
+            md,
+            format!(
+                "| {name} | {} | {} | {} | {target} | {} |",
+                num(f(H), d),
+                num(f(rules), d),
+                num(ratio(f(rules), f(H)), 2),
+                mark(met)
+            ),
+        );
+    };
+    let rules_met = ratio(p99(rules), p99(H)).map(|r| r <= 1.10);
+    pair(
+        &mut md,
+        &format!("moderate p99 (ms), {rate}/s into {}", mo.clients),
+        &p99,
+        1,
+        "≤ 1.10× open",
+        rules_met,
+    );
+    pair(&mut md, "moderate p50 (ms)", &p50, 1, "", None);
+    pair(&mut md, "moderate, first receiver p50 (ms)", &first, 1, "", None);
+    pair(
+        &mut md,
+        &format!("fan-out deliveries/s ({} clients), best window", fo.clients),
+        &best,
+        0,
+        "",
+        None,
+    );
+    let fan_cpu = |t| {
+        fan.iter()
+            .filter_map(|f| {
+                let dps = med(runs, f, t, |r| Some(r.deliveries_per_sec))?;
+                let cpu = med(runs, f, t, |r| r.server_cpu)?;
+                Some(dps / cpu)
+            })
+            .max_by(|a, b| a.total_cmp(b))
+    };
+    pair(&mut md, "fan-out deliveries per runtime CPU-second, best window", &fan_cpu, 0, "", None);
+    pair(&mut md, "runtime CPU per connect (ms)", &ccpu, 2, "", None);
+    w(&mut md, String::new());
+    w(
+        &mut md,
+        format!(
+            "Correctness of the rules runs: {}.",
+            correctness_of(runs, rules, &["moderate", "fanout-w"])
+        ),
+    );
+    w(&mut md, String::new());
+
     // Storm.
     w(&mut md, format!("## Reconnect storm (homeroom, {} clients)", st.clients));
     w(&mut md, String::new());
@@ -646,6 +712,13 @@ fn median_or_never(mut values: Vec<Option<f64>>) -> Option<f64> {
 }
 
 /// The problems of the runs whose scenario starts with one of `scenarios`.
+/// [`correctness`] of one target's runs.
+fn correctness_of(runs: &[Run], target: Target, scenarios: &[&str]) -> String {
+    let mine: Vec<Run> =
+        runs.iter().filter(|r| r.report.target == target.name()).cloned().collect();
+    correctness(&mine, scenarios)
+}
+
 fn correctness(runs: &[Run], scenarios: &[&str]) -> String {
     let bad: Vec<String> = runs
         .iter()

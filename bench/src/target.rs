@@ -8,6 +8,9 @@ use std::fmt;
 pub enum Target {
     /// homeroom itself: sequencing, storage, acks, resume.
     Homeroom,
+    /// homeroom hosting rules that inspect every publish: the chat example's
+    /// (a `text` check and a per-user quota), at `/chat/...` of the same Worker.
+    Rules,
     /// The smallest hibernating Durable Object room in plain JavaScript.
     Plain,
     /// The plain room writing each message to SQLite before the broadcast:
@@ -27,12 +30,13 @@ pub enum Protocol {
 }
 
 impl Target {
-    pub const ALL: [Target; 4] =
-        [Target::Homeroom, Target::Plain, Target::PlainDurable, Target::Partyserver];
+    pub const ALL: [Target; 5] =
+        [Target::Homeroom, Target::Rules, Target::Plain, Target::PlainDurable, Target::Partyserver];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::Homeroom => "homeroom",
+            Target::Rules => "homeroom-rules",
             Target::Plain => "plain",
             Target::PlainDurable => "plain-durable",
             Target::Partyserver => "partyserver",
@@ -41,13 +45,15 @@ impl Target {
 
     pub fn parse(name: &str) -> Result<Target, String> {
         Target::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| {
-            format!("unknown target {name:?} (homeroom, plain, plain-durable, partyserver)")
+            format!(
+                "unknown target {name:?} (homeroom, homeroom-rules, plain, plain-durable, partyserver)"
+            )
         })
     }
 
     pub fn protocol(self) -> Protocol {
         match self {
-            Target::Homeroom => Protocol::Homeroom,
+            Target::Homeroom | Target::Rules => Protocol::Homeroom,
             Target::Plain | Target::PlainDurable | Target::Partyserver => Protocol::Raw,
         }
     }
@@ -55,7 +61,7 @@ impl Target {
     /// The wrangler config, relative to the repository root.
     pub fn wrangler_config(self) -> &'static str {
         match self {
-            Target::Homeroom => "wrangler.toml",
+            Target::Homeroom | Target::Rules => "wrangler.toml",
             Target::Plain => "bench/baselines/plain/wrangler.toml",
             Target::PlainDurable => "bench/baselines/plain-durable/wrangler.toml",
             Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
@@ -66,8 +72,9 @@ impl Target {
     /// `(since, epoch)` (homeroom only).
     pub fn ws_path(self, room: &str, session: &str, resume: Option<(u64, &str)>) -> String {
         match self {
-            Target::Homeroom => {
-                let mut p = format!("/rooms/{room}/ws?session={session}");
+            Target::Homeroom | Target::Rules => {
+                let kind = if self == Target::Rules { "chat" } else { "rooms" };
+                let mut p = format!("/{kind}/{room}/ws?session={session}");
                 if let Some((since, epoch)) = resume {
                     p.push_str(&format!("&since={since}&epoch={epoch}"));
                 }
@@ -121,6 +128,7 @@ mod tests {
             "/rooms/r/ws?session=s-00000001&since=5&epoch=e-1"
         );
         assert_eq!(Target::Plain.ws_path("r", "s", None), "/rooms/r/ws");
+        assert_eq!(Target::Rules.ws_path("r", "s-00000001", None), "/chat/r/ws?session=s-00000001");
         assert_eq!(Target::Partyserver.ws_path("r", "s", None), "/parties/room/r?_pk=s");
         assert_eq!(Target::parse("plain").unwrap(), Target::Plain);
         assert!(Target::parse("x").is_err());

@@ -47,10 +47,15 @@ pub fn id_counter(id: &str) -> Option<u64> {
 /// The text a publisher sends for `payload` to a target speaking `protocol`.
 pub fn publish_text(protocol: Protocol, payload: &Payload, pad: usize) -> String {
     match protocol {
+        // Topic `chat` and a `text`, so the chat kind's rules (the rules
+        // target) take it; the open rules take anything.
         Protocol::Homeroom => format!(
-            r#"{{"type":"publish","id":"{}","topic":"bench","data":{}}}"#,
+            r#"{{"type":"publish","id":"{}","topic":"chat","data":{{"text":"bench","p":{},"t":{},"n":{},"pad":"{}"}}}}"#,
             publish_id(payload.p, payload.n),
-            payload.json(pad)
+            payload.p,
+            payload.t,
+            payload.n,
+            "x".repeat(pad)
         ),
         Protocol::Raw => payload.json(pad),
     }
