@@ -22,6 +22,8 @@ pub struct Forwarded {
     pub epoch: Option<String>,
     /// When the token that admitted it expires (ms); `None` without a token.
     pub expires: Option<u64>,
+    /// The token's `info` claim (JSON), if any.
+    pub info: Option<String>,
 }
 
 /// A request under a room's path that no built-in route takes: the room's

@@ -11,8 +11,9 @@ use crate::auth;
 /// How connections are authorized.
 #[derive(Clone)]
 pub enum AuthMode {
-    /// Tokens signed with `AUTH_SECRET` are required.
-    Tokens(String),
+    /// Tokens signed with `AUTH_SECRET` (or, during a rotation,
+    /// `AUTH_SECRET_PREVIOUS`) are required.
+    Tokens(auth::Keys),
     /// `ANONYMOUS_DEV=true` and no secret: the user is the session. Served
     /// to local requests only (the Worker's own URL is a loopback address),
     /// unless `ANONYMOUS_DEV_ALLOW_REMOTE=true` says the risk is known.
@@ -81,8 +82,17 @@ impl Deployment {
     fn read(env: &Env, kinds: &'static [super::Kind]) -> Deployment {
         let text = |name: &str| setting(env, name);
         let yes = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let key =
+            |secret: String, kid: &str| auth::Key { secret: secret.into_bytes(), kid: text(kid) };
+        let strong = |s: &String| s.len() >= auth::MIN_SECRET_BYTES;
+        let previous = text("AUTH_SECRET_PREVIOUS");
         let auth = match text("AUTH_SECRET") {
-            Some(secret) if secret.len() >= auth::MIN_SECRET_BYTES => AuthMode::Tokens(secret),
+            Some(secret) if strong(&secret) && previous.as_ref().is_none_or(strong) => {
+                AuthMode::Tokens(auth::Keys {
+                    current: key(secret, "AUTH_SECRET_KID"),
+                    previous: previous.map(|p| key(p, "AUTH_SECRET_PREVIOUS_KID")),
+                })
+            }
             Some(_) => AuthMode::WeakSecret,
             None if yes("ANONYMOUS_DEV") => {
                 AuthMode::Anonymous { remote: yes("ANONYMOUS_DEV_ALLOW_REMOTE") }
@@ -92,7 +102,10 @@ impl Deployment {
         // The first request of each isolate says how it runs: a deployment
         // that is open, or refusing everyone, must be impossible to miss.
         match &auth {
-            AuthMode::Tokens(_) => super::log("auth_mode", serde_json::json!({"mode": "tokens"})),
+            AuthMode::Tokens(keys) => super::log(
+                "auth_mode",
+                serde_json::json!({"mode": "tokens", "rotating": keys.previous.is_some()}),
+            ),
             AuthMode::Anonymous { remote } => worker::console_warn!(
                 "{}",
                 serde_json::json!({"event": "auth_mode", "mode": "anonymous", "remote": remote,
@@ -105,7 +118,7 @@ impl Deployment {
             AuthMode::WeakSecret => super::log(
                 "config_error",
                 serde_json::json!({"problem": format!(
-                    "AUTH_SECRET is shorter than {} bytes: refusing room routes (set a long random secret with `wrangler secret put AUTH_SECRET`)",
+                    "AUTH_SECRET (or AUTH_SECRET_PREVIOUS) is shorter than {} bytes: refusing room routes (set a long random secret with `wrangler secret put AUTH_SECRET`)",
                     auth::MIN_SECRET_BYTES
                 )}),
             ),

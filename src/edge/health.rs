@@ -106,10 +106,9 @@ async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     let _ = getrandom::fill(&mut nonce);
     let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
     let mut query = format!("session=canary-{}-{nonce}", now_ms());
-    if let AuthMode::Tokens(secret) = &dep.auth {
-        let claims =
-            auth::Claims { room: room.clone(), sub: "canary".into(), exp: now_ms() / 1000 + 60 };
-        query.push_str(&format!("&token={}", auth::mint(secret.as_bytes(), &claims)));
+    if let AuthMode::Tokens(keys) = &dep.auth {
+        let claims = auth::Claims::new(room, "canary", now_ms() / 1000 + 60);
+        query.push_str(&format!("&token={}", auth::mint(&keys.current, &claims)));
     }
     let headers = Headers::new();
     headers.set("upgrade", "websocket").map_err(connect)?;

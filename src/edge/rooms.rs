@@ -124,9 +124,16 @@ pub async fn connect(
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(HttpRefusal::UpgradeRequired);
     }
-    let (user, expires) = match authorize(req, dep, q.token.as_deref(), at.room, caller)? {
-        Some((sub, exp)) => (sub, Some(exp.saturating_mul(1000))),
-        None => (session.clone(), None), // anonymous dev mode: the user is the session
+    let claims = match authorize(req, dep, q.token.as_deref(), at.room, caller) {
+        Ok(claims) => claims,
+        // A browser cannot read a refused upgrade's status: the socket opens
+        // and closes at once, its close reason the refusal's code.
+        Err(HttpRefusal::Auth(e)) => return refused_socket(at, e),
+        Err(refusal) => return Err(refusal),
+    };
+    let (user, expires, info) = match claims {
+        Some(c) => (c.sub, Some(c.exp.saturating_mul(1000)), c.info.map(|i| i.get().to_owned())),
+        None => (session.clone(), None, None), // anonymous dev mode: the user is the session
     };
     let place = region::locate(req, env);
     if dep.log_connections {
@@ -136,9 +143,34 @@ pub async fn connect(
                 "colo": place.colo, "user": user, "resume": q.since.is_some()}),
         );
     }
-    let fwd =
-        Forwarded { session, user, region: place.region, since: q.since, epoch: q.epoch, expires };
+    let fwd = Forwarded {
+        session,
+        user,
+        region: place.region,
+        since: q.since,
+        epoch: q.epoch,
+        expires,
+        info,
+    };
     ask(req, env, at, Inbound::Connect(fwd), Method::Get, None).await
+}
+
+/// An upgrade whose token was refused: accepted, then closed at once with
+/// 4401 and the refusal's stable code as the reason, which a browser can
+/// read (it cannot read an HTTP status). Plain HTTP routes keep 401/403.
+fn refused_socket(at: Target<'_>, e: auth::AuthError) -> Outcome {
+    log(
+        "refused",
+        serde_json::json!({"path": format!("/{}/{}/ws", at.kind.path, at.room),
+            "status": 101, "close": 4401, "code": e.code()}),
+    );
+    let open = || -> worker::Result<Response> {
+        let pair = worker::WebSocketPair::new()?;
+        pair.server.accept()?;
+        pair.server.close(Some(4401), Some(e.code()))?;
+        Response::from_websocket(pair.client)
+    };
+    open().map_err(|_| HttpRefusal::Auth(e))
 }
 
 /// `GET /{kind}/{room}/presence`: authorized like a connect (`token` query
@@ -164,9 +196,9 @@ async fn custom(
     let admin =
         dep.admin_key.as_ref().is_some_and(|k| auth::admin_key_matches(k, given.as_deref()));
     let user = match (&dep.auth, token_of(req)?) {
-        (AuthMode::Tokens(secret), Some(token)) => {
+        (AuthMode::Tokens(keys), Some(token)) => {
             let now = worker::Date::now().as_millis() / 1000;
-            auth::verify(secret.as_bytes(), Some(&token), at.room, now).ok().map(|c| c.sub)
+            auth::verify(keys, Some(&token), at.room, now).ok().map(|c| c.sub)
         }
         _ => None,
     };
@@ -217,24 +249,22 @@ async fn body_of(req: &mut Request) -> Result<String, HttpRefusal> {
     Ok(body)
 }
 
-/// The user a token names and its `exp` (`Some((sub, exp))`), or `None`
-/// in anonymous dev mode.
+/// The claims of a valid token, or `None` in anonymous dev mode.
 fn authorize(
     req: &Request,
     dep: &Deployment,
     token: Option<&str>,
     room: &str,
     caller: Caller,
-) -> Result<Option<(String, u64)>, HttpRefusal> {
+) -> Result<Option<auth::Claims>, HttpRefusal> {
     match &dep.auth {
-        AuthMode::Tokens(secret) => {
+        AuthMode::Tokens(keys) => {
             let now = worker::Date::now().as_millis() / 1000;
-            let claims =
-                auth::verify(secret.as_bytes(), token, room, now).map_err(HttpRefusal::Auth)?;
+            let claims = auth::verify(keys, token, room, now).map_err(HttpRefusal::Auth)?;
             if claims.exp > now.saturating_add(dep.token_max_ttl_secs) {
                 return Err(HttpRefusal::Auth(auth::AuthError::TooLongLived));
             }
-            Ok(Some((claims.sub, claims.exp)))
+            Ok(Some(claims))
         }
         AuthMode::Anonymous { remote } => {
             if *remote || caller == Caller::Canary || local(req) {

@@ -311,7 +311,7 @@ impl Inner {
             rand: random_u64(),
             secret: random_u64(),
             expires: fwd.expires,
-            info: None,
+            info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
         };
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {

@@ -131,6 +131,31 @@ impl Sim {
         since: Option<(u64, &str)>,
         expires: Option<u64>,
     ) -> String {
+        self.open(session, user, region, since, expires, None)
+    }
+
+    /// Connects as `user` with the verified `info` (JSON text) a token's
+    /// `info` claim gives.
+    pub fn connect_with_info(
+        &mut self,
+        session: &str,
+        user: &str,
+        region: &str,
+        info: &str,
+    ) -> String {
+        let info = RawValue::from_string(info.to_owned()).expect("info is JSON");
+        self.open(session, user, region, None, None, Some(info))
+    }
+
+    fn open(
+        &mut self,
+        session: &str,
+        user: &str,
+        region: &str,
+        since: Option<(u64, &str)>,
+        expires: Option<u64>,
+        info: Option<Box<RawValue>>,
+    ) -> String {
         self.next_conn += 1;
         let conn = format!("c-{}", self.next_conn);
         self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
@@ -145,7 +170,7 @@ impl Sim {
             rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
             secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
             expires,
-            info: None,
+            info,
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();

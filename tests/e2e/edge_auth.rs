@@ -24,6 +24,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("edge_auth::refusals_before_the_upgrade", &TOKENS, refusals),
         es::on("edge_auth::token_sub_is_the_user_and_star_is_any_room", &TOKENS, token_user),
         es::on("edge_auth::one_user_two_sessions_is_one_user", &TOKENS, one_user_two_sessions),
+        es::on("edge_auth::token_info_and_room_patterns", &TOKENS, info_and_patterns),
         es::on("edge_auth::presence_route_takes_query_or_bearer", &TOKENS, presence_route),
         es::on("edge_auth::unconfigured_deployment_refuses_rooms", &CLOSED, unconfigured),
     ]
@@ -40,13 +41,24 @@ fn ws_path(room: &str, token: Option<&str>) -> String {
     p
 }
 
+/// How an upgrade must be refused.
+enum Refused {
+    /// Opened, then closed at once with 4401 and this code as the reason (token refusals).
+    Close(&'static str),
+    /// An HTTP refusal with this status and code (everything checked before the token).
+    Http(u16, &'static str),
+}
+
 async fn refusals(ctx: Ctx) -> R {
+    use Refused::{Close, Http};
     let room = support::room("auth");
     let other = support::room("auth-other");
     let good = token(&room, "alice");
     let star = token("*", "alice");
     let past = es::now_secs() - 60;
+    let later = es::now_secs() + 600;
     let signed = es::sign_raw;
+    let claims = |room: &str| json!({"room": room, "sub": "alice", "exp": later}).to_string();
     let mut tampered_sub = claims_of(&good);
     tampered_sub["sub"] = json!("mallory");
     let mut tampered_room = claims_of(&good);
@@ -54,40 +66,37 @@ async fn refusals(ctx: Ctx) -> R {
     let mut tampered_exp = claims_of(&token_exp(&room, "alice", past));
     tampered_exp["exp"] = json!(es::now_secs() + 3600);
     let other_secret = homeroom::auth::mint(
-        b"not-the-deployment-secret",
-        &homeroom::auth::Claims { room: room.clone(), sub: "alice".into(), exp: past + 3660 },
+        &homeroom::auth::Key::new(b"not-the-deployment-secret-0123456789"),
+        &homeroom::auth::Claims::new(&room, "alice", later),
     );
+    let unsigned =
+        format!("{}.{}.", es::b64(r#"{"alg":"none","typ":"JWT"}"#), es::b64(&claims(&room)));
     let long_room = "r".repeat(65);
 
-    // (what, path, status, code)
-    let cases: Vec<(&str, String, u16, &str)> = vec![
-        ("no token", ws_path(&room, None), 401, "token_missing"),
-        ("empty token", ws_path(&room, Some("")), 401, "token_missing"),
-        ("token for another room", ws_path(&other, Some(&good)), 403, "token_wrong_room"),
+    let cases: Vec<(&str, String, Refused)> = vec![
+        ("no token", ws_path(&room, None), Close("token_missing")),
+        ("empty token", ws_path(&room, Some("")), Close("token_missing")),
+        ("token for another room", ws_path(&other, Some(&good)), Close("token_wrong_room")),
         (
             "expired token",
             ws_path(&room, Some(&token_exp(&room, "alice", past))),
-            401,
-            "token_expired",
+            Close("token_expired"),
         ),
         // exp is checked before the room.
         (
             "expired token for another room",
             ws_path(&other, Some(&token_exp(&room, "alice", past))),
-            401,
-            "token_expired",
+            Close("token_expired"),
         ),
         (
             "signature with its first byte flipped",
             ws_path(&room, Some(&with_signature(&good, |s| s[0] ^= 0x01))),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
         (
             "signature with its last byte flipped",
             ws_path(&room, Some(&with_signature(&good, |s| *s.last_mut().unwrap() ^= 0x80))),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
         (
             "signature one byte short",
@@ -97,100 +106,184 @@ async fn refusals(ctx: Ctx) -> R {
                     s.pop();
                 })),
             ),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
         (
             "payload with another sub, old signature",
             ws_path(&room, Some(&with_payload(&good, &tampered_sub))),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
         (
             "payload widened to room *, old signature",
             ws_path(&other, Some(&with_payload(&good, &tampered_room))),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
         (
             "expired payload extended, old signature",
             ws_path(&room, Some(&with_payload(&good, &tampered_exp))),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
         (
             "signed with another secret",
             ws_path(&room, Some(&other_secret)),
-            401,
-            "token_bad_signature",
+            Close("token_bad_signature"),
         ),
-        ("garbage token", ws_path(&room, Some("garbage")), 401, "token_malformed"),
-        ("three parts", ws_path(&room, Some(&format!("{good}.x"))), 401, "token_malformed"),
-        ("not base64url", ws_path(&room, Some("a+b.c/d")), 401, "token_malformed"),
+        // The header: HS256 only, whatever else it claims.
+        ("alg none, no signature", ws_path(&room, Some(&unsigned)), Close("token_alg")),
+        (
+            "alg RS256",
+            ws_path(
+                &room,
+                Some(&es::sign_jwt(
+                    es::SECRET.as_bytes(),
+                    r#"{"alg":"RS256","typ":"JWT"}"#,
+                    &claims(&room),
+                )),
+            ),
+            Close("token_alg"),
+        ),
+        (
+            "alg hs256 in lower case",
+            ws_path(
+                &room,
+                Some(&es::sign_jwt(es::SECRET.as_bytes(), r#"{"alg":"hs256"}"#, &claims(&room))),
+            ),
+            Close("token_alg"),
+        ),
+        (
+            "a kid no secret has",
+            ws_path(
+                &room,
+                Some(&es::sign_jwt(
+                    es::SECRET.as_bytes(),
+                    r#"{"alg":"HS256","kid":"k9"}"#,
+                    &claims(&room),
+                )),
+            ),
+            Close("token_unknown_kid"),
+        ),
+        (
+            "the previous secret's kid on the current secret's signature",
+            ws_path(
+                &room,
+                Some(&es::sign_jwt(
+                    es::SECRET.as_bytes(),
+                    &format!(r#"{{"alg":"HS256","kid":"{}"}}"#, es::PREVIOUS_KID),
+                    &claims(&room),
+                )),
+            ),
+            Close("token_bad_signature"),
+        ),
+        (
+            "typ other than JWT",
+            ws_path(
+                &room,
+                Some(&es::sign_jwt(
+                    es::SECRET.as_bytes(),
+                    r#"{"alg":"HS256","typ":"at+jwt"}"#,
+                    &claims(&room),
+                )),
+            ),
+            Close("token_malformed"),
+        ),
+        (
+            "nbf ten minutes ahead",
+            ws_path(
+                &room,
+                Some(&signed(
+                    &json!({"room": room, "sub": "alice", "exp": later, "nbf": later - 10})
+                        .to_string(),
+                )),
+            ),
+            Close("token_not_yet_valid"),
+        ),
+        (
+            "info that is not an object",
+            ws_path(
+                &room,
+                Some(&signed(
+                    &json!({"room": room, "sub": "alice", "exp": later, "info": [1]}).to_string(),
+                )),
+            ),
+            Close("token_malformed"),
+        ),
+        (
+            "info over 1 KiB",
+            ws_path(
+                &room,
+                Some(&signed(
+                    &json!({"room": room, "sub": "alice", "exp": later,
+                        "info": {"bio": "x".repeat(1100)}})
+                    .to_string(),
+                )),
+            ),
+            Close("token_malformed"),
+        ),
+        ("garbage token", ws_path(&room, Some("garbage")), Close("token_malformed")),
+        ("four parts", ws_path(&room, Some(&format!("{good}.x"))), Close("token_malformed")),
+        ("not base64url", ws_path(&room, Some("a+b.c/d.e")), Close("token_malformed")),
         (
             "signed payload that is not JSON",
             ws_path(&room, Some(&signed("not json"))),
-            401,
-            "token_malformed",
+            Close("token_malformed"),
         ),
         (
             "signed payload without exp",
             ws_path(&room, Some(&signed(&json!({"room": room, "sub": "alice"}).to_string()))),
-            401,
-            "token_malformed",
+            Close("token_malformed"),
         ),
         (
             "signed payload with a sub that has a space",
             ws_path(&room, Some(&token(&room, "bad user"))),
-            401,
-            "token_malformed",
+            Close("token_malformed"),
         ),
         (
-            "token over 2 KiB",
+            // (A signature is checked before its payload is read.)
+            "2 KiB of the format before JWTs with a made-up signature",
             ws_path(&room, Some(&format!("{}.{}", "a".repeat(2100), "b".repeat(43)))),
-            401,
-            "token_malformed",
+            Close("token_bad_signature"),
         ),
         // A query over 4 KiB is refused before anything in it is read.
         (
             "query over 4 KiB",
             ws_path(&room, Some(&format!("{good}{}", "A".repeat(4200)))),
-            400,
-            "bad_param",
+            Http(400, "bad_param"),
         ),
         // Names are checked before the token (a `*` token is good everywhere).
-        ("room with an encoded slash", ws_path("a%2Fb", Some(&star)), 400, "bad_room"),
-        ("room with unicode", ws_path("caf%C3%A9", Some(&star)), 400, "bad_room"),
-        ("room of 65 chars", ws_path(&long_room, Some(&star)), 400, "bad_room"),
-        // A literal `/` makes another path, and the URL parser folds `..` (also `%2E%2E`) away
-        // before the Worker sees it: `/rooms/../ws` arrives as `/ws`. No route: 404.
-        ("room with a literal slash", ws_path("a/b", Some(&star)), 404, "not_found"),
-        ("room `..`", ws_path("..", Some(&star)), 404, "not_found"),
-        ("room `%2E%2E`", ws_path("%2E%2E", Some(&star)), 404, "not_found"),
+        ("room with an encoded slash", ws_path("a%2Fb", Some(&star)), Http(400, "bad_room")),
+        ("room with unicode", ws_path("caf%C3%A9", Some(&star)), Http(400, "bad_room")),
+        ("room of 65 chars", ws_path(&long_room, Some(&star)), Http(400, "bad_room")),
+        // A literal `/` makes another path: `/rooms/a/b/ws` is the route `b/ws` of room `a`
+        // (the room kind's own routes), and room `a` does not exist. The URL parser folds `..`
+        // (also `%2E%2E`) away before the Worker sees it: `/rooms/../ws` arrives as `/ws`, no
+        // route.
+        ("room with a literal slash", ws_path("a/b", Some(&star)), Http(404, "room_not_found")),
+        ("room `..`", ws_path("..", Some(&star)), Http(404, "not_found")),
+        ("room `%2E%2E`", ws_path("%2E%2E", Some(&star)), Http(404, "not_found")),
         // `/rooms/./ws` folds to `/rooms/ws`: the room route of `DELETE /rooms/{room}`.
-        ("room `.`", ws_path(".", Some(&star)), 405, "method_not_allowed"),
+        ("room `.`", ws_path(".", Some(&star)), Http(405, "method_not_allowed")),
         (
             "bad session with a good token",
             format!("/rooms/{room}/ws?session=short&token={good}"),
-            400,
-            "bad_session",
+            Http(400, "bad_session"),
         ),
         (
             "bad since with a good token",
             format!("{}&since=x", ws_path(&room, Some(&good))),
-            400,
-            "bad_param",
+            Http(400, "bad_param"),
         ),
     ];
     let mut failures = Vec::new();
-    for (what, path, status, code) in &cases {
-        match http::get_upgrade(ctx.port, path, es::T).await {
-            Ok(resp) => {
-                if let Err(e) = check_refusal(what, &resp, *status, code) {
-                    failures.push(e);
-                }
-            }
-            Err(e) => failures.push(format!("{what}: {e}")),
+    for (what, path, refused) in &cases {
+        let checked = match refused {
+            Close(code) => es::check_token_close(what, ctx.port, path, code).await,
+            Http(status, code) => match http::get_upgrade(ctx.port, path, es::T).await {
+                Ok(resp) => check_refusal(what, &resp, *status, code),
+                Err(e) => Err(format!("{what}: {e}")),
+            },
+        };
+        if let Err(e) = checked {
+            failures.push(e);
         }
     }
     // Not an upgrade, with a good token: 426.
@@ -198,14 +291,38 @@ async fn refusals(ctx: Ctx) -> R {
     if let Err(e) = check_refusal("a GET without Upgrade", &resp, 426, "upgrade_required") {
         failures.push(e);
     }
-    // The same token and path do upgrade: the cases above failed for their one defect only.
-    let resp = http::get_upgrade(ctx.port, &ws_path(&room, Some(&good)), es::T).await?;
-    if resp.status != 101 {
-        failures.push(format!("the good token should upgrade: {} {}", resp.status, resp.body));
-    }
-    let resp = http::get_upgrade(ctx.port, &ws_path(&other, Some(&star)), es::T).await?;
-    if resp.status != 101 {
-        failures.push(format!("the `*` token should upgrade: {} {}", resp.status, resp.body));
+    // The same token and path are welcomed: the cases above failed for their one defect only.
+    // So are the tokens a rotation and the transition leave in users' hands.
+    let previous = homeroom::auth::Key {
+        secret: es::PREVIOUS_SECRET.as_bytes().to_vec(),
+        kid: Some(es::PREVIOUS_KID.into()),
+    };
+    let unnamed_previous = homeroom::auth::Key::new(es::PREVIOUS_SECRET.as_bytes());
+    let welcomed = [
+        ("the good token", room.clone(), good.clone()),
+        ("the `*` token", other.clone(), star.clone()),
+        (
+            "a token signed with the previous secret, naming its kid",
+            room.clone(),
+            homeroom::auth::mint(&previous, &homeroom::auth::Claims::new(&room, "alice", later)),
+        ),
+        (
+            "a token signed with the previous secret, no kid",
+            room.clone(),
+            homeroom::auth::mint(
+                &unnamed_previous,
+                &homeroom::auth::Claims::new(&room, "alice", later),
+            ),
+        ),
+        ("a token of the format before JWTs", room.clone(), es::legacy_token(&room, "alice")),
+    ];
+    for (what, r, t) in &welcomed {
+        let dial = Dial::new(ctx.port, r, &support::session("auth-ok")).token(t);
+        match dial.connect().await {
+            Ok(c) if c.welcome["user"] == "alice" => c.close().await,
+            Ok(c) => failures.push(format!("{what}: welcomed as {}", c.welcome["user"])),
+            Err(e) => failures.push(format!("{what} should be welcomed: {e}")),
+        }
     }
     // No token, secret or query string reaches the log (refusals log the path only).
     // (The Worker's own lines; wrangler's request lines show the path only, too.)
@@ -224,10 +341,54 @@ async fn refusals(ctx: Ctx) -> R {
         Err(format!(
             "{} of {} refusal checks failed:\n{}",
             failures.len(),
-            cases.len() + 3,
+            cases.len() + welcomed.len() + 1,
             failures.join("\n")
         ))
     }
+}
+
+/// A token's `info` is the member's verified `info` in presence, seen by everyone; a `room`
+/// claim ending in `*` covers the rooms that start with it, and no other.
+async fn info_and_patterns(ctx: Ctx) -> R {
+    let prefix = support::room("auth-pat");
+    let room = format!("{prefix}-lot7");
+    let claims = json!({"room": format!("{prefix}*"), "sub": "carol", "exp": es::now_secs() + 600,
+        "iat": es::now_secs(), "nbf": es::now_secs(), "info": {"name": "Carol", "role": "bidder"}});
+    let carol_token = es::sign_raw(&claims.to_string());
+    let mut watcher = Dial::new(ctx.port, &room, &support::session("watch"))
+        .token(&token(&room, "w"))
+        .connect()
+        .await?;
+    let sc = support::session("carol");
+    let carol = Dial::new(ctx.port, &room, &sc).token(&carol_token).connect().await?;
+    check!(
+        carol.welcome["presence"]["members"][&sc]["info"]
+            == json!({"name": "Carol", "role": "bidder"}),
+        "the welcome should show carol's verified info: {}",
+        carol.welcome["presence"]
+    );
+    let joined = read_until(&mut watcher, "carol's join", es::T, |f| {
+        f["type"] == "presence" && f["joins"][&sc].is_object()
+    })
+    .await?;
+    check!(
+        joined["joins"][&sc]["info"] == json!({"name": "Carol", "role": "bidder"})
+            && joined["joins"][&sc]["user"] == "carol",
+        "the others should see carol's info: {joined}"
+    );
+    // The pattern is a prefix of the room name, not a glob: a room that does not start with it
+    // is another room.
+    let elsewhere = support::room("auth-elsewhere");
+    let path = format!("/rooms/{elsewhere}/ws?session={sc}&token={}", enc(&carol_token));
+    es::check_token_close(
+        "a pattern token outside its prefix",
+        ctx.port,
+        &path,
+        "token_wrong_room",
+    )
+    .await?;
+    carol.close().await;
+    Ok(())
 }
 
 async fn token_user(ctx: Ctx) -> R {
@@ -270,8 +431,13 @@ async fn token_user(ctx: Ctx) -> R {
     // (Raw HTTP: the WebSocket client does not always hand over a refusal's body.)
     let path =
         format!("/rooms/{room2}/ws?session={sa}&token={}", enc(&token(&room, "alice@example.com")));
-    let resp = http::get_upgrade(ctx.port, &path, es::T).await?;
-    check_refusal(&format!("alice's token for {room} in {room2}"), &resp, 403, "token_wrong_room")?;
+    es::check_token_close(
+        &format!("alice's token for {room} in {room2}"),
+        ctx.port,
+        &path,
+        "token_wrong_room",
+    )
+    .await?;
     a.close().await;
     Ok(())
 }

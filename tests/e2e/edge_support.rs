@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use homeroom::auth::{mint, Claims};
+use homeroom::auth::{mint, Claims, Key};
 use serde_json::{json, Value};
 
 use crate::harness::{alone, Spec};
@@ -29,6 +29,12 @@ use crate::support::{Ctx, R};
 pub const SECRET: &str = "e2e-edge-secret-4f1c9a-0123456789abcdef";
 pub const ADMIN_KEY: &str = "e2e-admin-key-77d2b0-0123456789abcdef";
 
+/// The secret the token runtime is rotating away from (`AUTH_SECRET_PREVIOUS`), and the key
+/// ids of both (`AUTH_SECRET_PREVIOUS_KID`, `AUTH_SECRET_KID`).
+pub const PREVIOUS_SECRET: &str = "e2e-previous-secret-31b7e5-0123456789abcdef";
+pub const PREVIOUS_KID: &str = "2026-10";
+pub const CURRENT_KID: &str = "2026-11";
+
 /// How long one HTTP exchange may take.
 pub const T: Duration = Duration::from_secs(10);
 
@@ -36,6 +42,12 @@ pub static TOKENS: LazyRuntime = LazyRuntime::new("edge-tokens", || {
     args(&[
         "--var",
         &format!("AUTH_SECRET:{SECRET}"),
+        "--var",
+        &format!("AUTH_SECRET_KID:{CURRENT_KID}"),
+        "--var",
+        &format!("AUTH_SECRET_PREVIOUS:{PREVIOUS_SECRET}"),
+        "--var",
+        &format!("AUTH_SECRET_PREVIOUS_KID:{PREVIOUS_KID}"),
         "--var",
         &format!("ADMIN_KEY:{ADMIN_KEY}"),
         "--test-scheduled",
@@ -100,39 +112,93 @@ pub fn token(room: &str, sub: &str) -> String {
     token_exp(room, sub, now_secs() + 3600)
 }
 
+/// An HS256 JWT signed with [`SECRET`] for `room` until `exp`.
 pub fn token_exp(room: &str, sub: &str, exp: u64) -> String {
-    mint(SECRET.as_bytes(), &Claims { room: room.into(), sub: sub.into(), exp })
+    mint(&Key::new(SECRET.as_bytes()), &Claims::new(room, sub, exp))
+}
+
+/// A token of the format before JWTs (two parts, no header), accepted during the transition.
+pub fn legacy_token(room: &str, sub: &str) -> String {
+    homeroom::auth::legacy::mint(SECRET.as_bytes(), &Claims::new(room, sub, now_secs() + 3600))
+}
+
+/// Unpadded base64url of `text`.
+pub fn b64(text: &str) -> String {
+    URL_SAFE_NO_PAD.encode(text)
+}
+
+/// The parts of a JWT: header, payload, signature (still base64url).
+fn parts(token: &str) -> (&str, &str, &str) {
+    let mut it = token.splitn(3, '.');
+    match (it.next(), it.next(), it.next()) {
+        (Some(h), Some(p), Some(s)) => (h, p, s),
+        _ => panic!("a JWT has three parts: {token}"),
+    }
 }
 
 /// `token` with its signature's bytes changed by `f` (re-encoded, so still well-formed).
 pub fn with_signature(token: &str, f: impl FnOnce(&mut Vec<u8>)) -> String {
-    let (payload, sig) = token.split_once('.').expect("a token has two parts");
+    let (header, payload, sig) = parts(token);
     let mut bytes = URL_SAFE_NO_PAD.decode(sig).expect("signature is base64url");
     f(&mut bytes);
-    format!("{payload}.{}", URL_SAFE_NO_PAD.encode(bytes))
+    format!("{header}.{payload}.{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
 /// `token`'s signature on another payload (what an attacker who edits the claims gets).
 pub fn with_payload(token: &str, payload: &Value) -> String {
-    let (_, sig) = token.split_once('.').expect("a token has two parts");
-    format!("{}.{sig}", URL_SAFE_NO_PAD.encode(payload.to_string()))
+    let (header, _, sig) = parts(token);
+    format!("{header}.{}.{sig}", URL_SAFE_NO_PAD.encode(payload.to_string()))
 }
 
-/// A token for any payload text, signed with [`SECRET`] (for payloads `mint` would not write).
-pub fn sign_raw(payload: &str) -> String {
+/// A JWT for any header and payload text, signed with `secret` (for tokens `mint` would not
+/// write: other algorithms, key ids, bad claims).
+pub fn sign_jwt(secret: &[u8], header: &str, payload: &str) -> String {
     use hmac::{KeyInit, Mac};
-    let p64 = URL_SAFE_NO_PAD.encode(payload);
-    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes())
+    let signing = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
+    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret)
         .expect("HMAC takes keys of any length");
-    mac.update(p64.as_bytes());
-    format!("{p64}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
+    mac.update(signing.as_bytes());
+    format!("{signing}.{}", URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
+}
+
+/// A JWT for any payload text, signed with [`SECRET`] under the usual header.
+pub fn sign_raw(payload: &str) -> String {
+    sign_jwt(SECRET.as_bytes(), r#"{"alg":"HS256","typ":"JWT"}"#, payload)
 }
 
 /// The claims a token carries (decoded, not verified).
 pub fn claims_of(token: &str) -> Value {
-    let (payload, _) = token.split_once('.').expect("a token has two parts");
+    let (_, payload, _) = parts(token);
     let bytes = URL_SAFE_NO_PAD.decode(payload).expect("payload is base64url");
     serde_json::from_slice(&bytes).expect("payload is JSON")
+}
+
+/// How a WebSocket upgrade at `path` ended: the close code and reason of a socket that was
+/// opened and then closed by the server, or an error (an HTTP refusal, a frame before the
+/// close, no close within [`T`]).
+pub async fn upgrade_closed(port: u16, path: &str) -> R<(u16, String)> {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let url = format!("ws://127.0.0.1:{port}{path}");
+    let (mut ws, _) = tokio::time::timeout(T, tokio_tungstenite::connect_async(url.as_str()))
+        .await
+        .map_err(|_| "the upgrade timed out".to_string())?
+        .map_err(|e| format!("the upgrade failed: {e}"))?;
+    let next = tokio::time::timeout(T, ws.next()).await.map_err(|_| "no close".to_string())?;
+    match next {
+        Some(Ok(Message::Close(Some(f)))) => Ok((u16::from(f.code), f.reason.to_string())),
+        other => Err(format!("expected a close frame first, got {other:?}")),
+    }
+}
+
+/// A token refusal on an upgrade: the socket opens and closes at once with 4401 and the
+/// refusal's `code` as the reason (a browser cannot read an HTTP status).
+pub async fn check_token_close(what: &str, port: u16, path: &str, code: &str) -> R {
+    match upgrade_closed(port, path).await {
+        Ok((4401, reason)) if reason == code => Ok(()),
+        Ok((c, reason)) => Err(format!("{what}: expected close 4401 {code}, got {c} {reason}")),
+        Err(e) => Err(format!("{what}: expected close 4401 {code}: {e}")),
+    }
 }
 
 /// The response must have exactly `status` and the body `{"error": code, "message": <string>}`.

@@ -20,6 +20,7 @@ struct Seen {
     loaded: Vec<u64>,
     currents: Vec<Option<(Value, u64)>>,
     infos: Vec<Option<Value>>,
+    join_infos: Vec<Option<Value>>,
 }
 
 /// Test rules: refuse the topic `forbidden`; rewrite `shout` to upper case;
@@ -39,7 +40,14 @@ impl Rules for TestRules {
         if who.user == "banned" {
             return Join::Refuse(Refusal::new("banned_here", "not in this room"));
         }
+        self.seen
+            .borrow_mut()
+            .join_infos
+            .push(who.info.map(|i| serde_json::from_str(i.get()).unwrap()));
         room.send(who.session, "hello", &json!({"members": room.members().len()}));
+        if who.info.is_some() {
+            return Join::Accept; // the token's verified info stands
+        }
         Join::AcceptWith(raw(json!({"role": if who.user == "host" { "host" } else { "guest" }})))
     }
 
@@ -282,6 +290,24 @@ fn joins_can_be_refused_or_given_info_that_later_hooks_see() {
     assert_eq!(seen.borrow().infos.last().unwrap(), &Some(json!({"role":"guest"})));
     s.drop_conn(&g);
     assert_eq!(seen.borrow().leaves, ["sess-gues"]);
+}
+
+/// A token's `info` claim arrives as the hello's info: the rules see it at the join and in
+/// every later hook, and it is the member's `info` in presence unless the rules replace it.
+#[test]
+fn a_tokens_info_is_the_verified_identity_the_rules_see() {
+    let (mut s, seen) = sim();
+    let c = s.connect_with_info("sess-caro", "carol", "EU", r#"{"name":"Carol","tier":"gold"}"#);
+    let f = s.take(&c);
+    let info = json!({"name": "Carol", "tier": "gold"});
+    assert_eq!(seen.borrow().join_infos, [Some(info.clone())]);
+    assert_eq!(f[0]["presence"]["members"]["sess-caro"]["info"], info);
+    s.publish(&c, "m1", "1");
+    assert_eq!(seen.borrow().infos.last().unwrap(), &Some(info.clone()));
+    // Without one, the join sees none.
+    let d = s.connect_as("sess-dave", "dave", "EU", None);
+    s.take(&d);
+    assert_eq!(seen.borrow().join_infos.last().unwrap(), &None);
 }
 
 #[test]

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use homeroom::auth::{mint, Claims};
+use homeroom::auth::{mint, Claims, Key};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -244,9 +244,8 @@ async fn weak_secret(ctx: Ctx) -> R {
     let session = support::session("weak");
     // Whoever has (or guessed) the 8-byte secret mints a perfectly valid token.
     let exp = now_secs() + 600;
-    let forged =
-        mint(WEAK_SECRET.as_bytes(), &Claims { room: room.clone(), sub: "eve".into(), exp });
-    let any = mint(WEAK_SECRET.as_bytes(), &Claims { room: "*".into(), sub: "eve".into(), exp });
+    let forged = mint(&Key::new(WEAK_SECRET.as_bytes()), &Claims::new(&room, "eve", exp));
+    let any = mint(&Key::new(WEAK_SECRET.as_bytes()), &Claims::new("*", "eve", exp));
     for (how, t) in
         [("a room token", Some(&forged)), ("a `*` token", Some(&any)), ("no token", None)]
     {
@@ -411,8 +410,13 @@ async fn connect_with_exp(ctx: &Ctx, room: &str, ahead: u64) -> R<Result<Value, 
 async fn check_too_long(ctx: &Ctx, room: &str, ahead: u64) -> R {
     let t = token_exp(room, "tess", now_secs() + ahead);
     let path = format!("/rooms/{room}/ws?session={}&token={t}", support::session("ttl"));
-    let resp = http::get_upgrade(ctx.port, &path, es::T).await?;
-    check_refusal(&format!("upgrade with exp {ahead} s ahead"), &resp, 401, "token_lifetime")?;
+    es::check_token_close(
+        &format!("upgrade with exp {ahead} s ahead"),
+        ctx.port,
+        &path,
+        "token_lifetime",
+    )
+    .await?;
     let bearer = format!("Bearer {t}");
     let resp = es::get(ctx.port, &format!("/rooms/{room}/presence"), &[("Authorization", &bearer)])
         .await?;

@@ -15,7 +15,6 @@ use crate::edge_support::{
     self as es, admin, bearer_admin, check_refusal, now_secs, token, token_exp, TOKENS,
 };
 use crate::harness::Spec;
-use crate::http;
 use crate::support::{self, check_contiguous, seq, Ctx, R};
 
 pub fn trials() -> Vec<Spec> {
@@ -77,8 +76,8 @@ async fn ends_at_exp(ctx: Ctx) -> R {
     // The same token no longer opens anything.
     let tok = token_exp(&room, "ann", exp);
     let path = format!("/rooms/{room}/ws?session={short}&token={}", enc(&tok));
-    let resp = http::get_upgrade(ctx.port, &path, es::T).await?;
-    check_refusal("a reconnect with the expired token", &resp, 401, "token_expired")?;
+    es::check_token_close("a reconnect with the expired token", ctx.port, &path, "token_expired")
+        .await?;
     Ok(())
 }
 
@@ -256,8 +255,8 @@ async fn lifetime(ctx: Ctx) -> R {
     for (what, exp) in cases {
         let tok = token_exp(&room, "longlived", exp);
         let ws = format!("/rooms/{room}/ws?session={}&token={}", support::session("ll"), enc(&tok));
-        let resp = http::get_upgrade(ctx.port, &ws, es::T).await?;
-        check_refusal(&format!("a connect with {what}"), &resp, 401, "token_lifetime")?;
+        es::check_token_close(&format!("a connect with {what}"), ctx.port, &ws, "token_lifetime")
+            .await?;
         let pres = format!("/rooms/{room}/presence?token={}", enc(&tok));
         let resp = es::get(ctx.port, &pres, &[]).await?;
         check_refusal(&format!("a presence read with {what}"), &resp, 401, "token_lifetime")?;

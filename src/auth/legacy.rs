@@ -1,164 +1,19 @@
-//! Room tokens and the admin key (PROTOCOL.md "Auth").
-//!
-//! A token is
+//! The token format before JWTs (PROTOCOL.md "Auth", version 1):
 //! `base64url(payload) "." base64url(HMAC-SHA256(secret, base64url(payload)))`,
-//! base64url without padding, where the payload is the JSON object
-//! `{"room": room or "*", "sub": user, "exp": unix seconds}`. The MAC covers
-//! the base64url text of the payload exactly as sent, so a token has one
-//! spelling: a re-encoded payload is a different token with a bad signature.
-//!
-//! Everything here is pure (the clock comes in as `now_secs`) and builds
-//! natively and for wasm32. The secret is the UTF-8 bytes of `AUTH_SECRET` as
-//! configured, used as the HMAC key as is; `scripts/mint-token` signs the same
-//! way.
+//! payload `{"room","sub","exp"}`. Still accepted, with either live secret,
+//! while deployments move to JWTs (README, "Tokens"); a JWT is what
+//! [`super::mint`] makes. The MAC covers the base64url text of the payload
+//! exactly as sent, so a token has one spelling.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use hmac::{Hmac, KeyInit, Mac};
-use serde::{Deserialize, Serialize};
-use sha2::Sha256;
+use hmac::Mac;
 
-use crate::protocol::names;
+use super::{claims_of, is_base64url, mac, AuthError, Claims, Keys};
 
-type HmacSha256 = Hmac<Sha256>;
-
-/// The `room` claim of a token good in every room.
-pub const ANY_ROOM: &str = "*";
-
-/// Longest token accepted, in bytes; a longer one is [`AuthError::Malformed`]
-/// before any decoding. Real tokens are about 150 bytes.
-pub const MAX_TOKEN_LEN: usize = 2048;
-
-/// Longest `sub`, in characters.
-pub const MAX_USER: usize = 64;
-
-/// The shortest `AUTH_SECRET` the Worker accepts, in bytes: a short secret
-/// falls to an offline brute force from a single token anyone holds.
-pub const MIN_SECRET_BYTES: usize = 32;
-
-/// What a valid token says. Serialized in this field order by [`mint`].
-/// Unknown payload fields are ignored, so issuers may add their own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
-    /// The room the token is good for, or `"*"` ([`ANY_ROOM`]) for every room.
-    pub room: String,
-    /// The user: becomes the connection's `user`, shown to other clients.
-    pub sub: String,
-    /// Expiry in unix seconds; the token is refused from this second on.
-    pub exp: u64,
-}
-
-/// Why a token was refused. Each has a stable [`code`](AuthError::code) and
-/// an HTTP [`status`](AuthError::status) for the refusal body
-/// `{"error": code, "message": text}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthError {
-    /// No token was given (absent or empty).
-    Missing,
-    /// Too long, not two base64url parts, bad JSON or missing fields, or a bad `sub`/`room` claim.
-    Malformed,
-    /// The signature does not match the payload under this deployment's secret.
-    BadSignature,
-    /// The token's `exp` is not after now.
-    Expired,
-    /// A valid token for another room.
-    WrongRoom,
-    /// The token's `exp` is further ahead than the deployment's longest
-    /// token lifetime (`TOKEN_MAX_TTL_SECS`).
-    TooLongLived,
-}
-
-impl AuthError {
-    /// HTTP status of the refusal: 403 for [`AuthError::WrongRoom`], else 401.
-    pub fn status(&self) -> u16 {
-        match self {
-            AuthError::WrongRoom => 403,
-            _ => 401,
-        }
-    }
-
-    /// Stable error code for the refusal body and logs.
-    pub fn code(&self) -> &'static str {
-        match self {
-            AuthError::Missing => "token_missing",
-            AuthError::Malformed => "token_malformed",
-            AuthError::BadSignature => "token_bad_signature",
-            AuthError::Expired => "token_expired",
-            AuthError::WrongRoom => "token_wrong_room",
-            AuthError::TooLongLived => "token_lifetime",
-        }
-    }
-
-    /// Human-readable explanation for the refusal body.
-    pub fn message(&self) -> String {
-        match self {
-            AuthError::Missing => {
-                "this deployment requires a token: pass ?token=<room token> (PROTOCOL.md \"Auth\")"
-                    .into()
-            }
-            AuthError::Malformed => format!(
-                "the token is not base64url(payload).base64url(signature) with a JSON payload \
-                 {{\"room\", \"sub\", \"exp\"}} (room: a room name or \"*\"; sub: 1-{MAX_USER} \
-                 characters of A-Z a-z 0-9 . _ - : @ + |; at most {MAX_TOKEN_LEN} bytes)"
-            ),
-            AuthError::BadSignature => {
-                "the token's signature does not match: it was altered or signed with another secret"
-                    .into()
-            }
-            AuthError::Expired => "the token has expired; get a new one".into(),
-            AuthError::WrongRoom => "the token is for another room".into(),
-            AuthError::TooLongLived => {
-                "the token's exp is further ahead than this deployment accepts \
-                 (TOKEN_MAX_TTL_SECS, default 24 h): mint shorter-lived tokens"
-                    .into()
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for AuthError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code(), self.message())
-    }
-}
-
-impl std::error::Error for AuthError {}
-
-/// A user id as a token's `sub` may carry it: 1-64 characters of
-/// `A-Z a-z 0-9 . _ - : @ + |`.
-///
-/// Wide enough for opaque ids, e-mail addresses and provider-prefixed ids
-/// (`github:123`, `auth0|abc`); it excludes whitespace, quotes, `<>&`,
-/// backslash, `/`, `%`, non-ASCII and control characters, since the user id is
-/// shown to every other client of the room and written into logs.
-pub fn valid_user(sub: &str) -> bool {
-    (1..=MAX_USER).contains(&sub.len())
-        && sub.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'@' | b'+' | b'|')
-        })
-}
-
-/// Checks `token` (the `token` query parameter, if any) for `room` at
-/// `now_secs` (unix seconds) and returns its claims.
-///
-/// In order: absent or empty → [`Missing`](AuthError::Missing); longer than
-/// [`MAX_TOKEN_LEN`] or not two non-empty base64url parts →
-/// [`Malformed`](AuthError::Malformed); signature not the HMAC-SHA256 of the
-/// first part (compared in constant time, before the payload is decoded) →
-/// [`BadSignature`](AuthError::BadSignature); payload not base64url JSON with
-/// `room` (a valid room name or `"*"`), `sub` ([`valid_user`]) and integer
-/// `exp` → `Malformed`; `exp <= now_secs` → [`Expired`](AuthError::Expired);
-/// `room` claim neither `room` nor `"*"` → [`WrongRoom`](AuthError::WrongRoom).
-pub fn verify(
-    secret: &[u8],
-    token: Option<&str>,
-    room: &str,
-    now_secs: u64,
-) -> Result<Claims, AuthError> {
-    let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
-    if token.len() > MAX_TOKEN_LEN {
-        return Err(AuthError::Malformed);
-    }
+/// Checks a two-part token's signature with each live secret (compared in
+/// constant time, before the payload is decoded), then decodes its claims.
+pub fn verify(keys: &Keys, token: &str) -> Result<Claims, AuthError> {
     let (payload_b64, sig_b64) = token.split_once('.').ok_or(AuthError::Malformed)?;
     if !is_base64url(payload_b64) || !is_base64url(sig_b64) {
         return Err(AuthError::Malformed);
@@ -166,30 +21,26 @@ pub fn verify(
     // Valid characters that do not decode (bad length, non-zero trailing bits)
     // cannot be this payload's MAC either.
     let sig = URL_SAFE_NO_PAD.decode(sig_b64).map_err(|_| AuthError::BadSignature)?;
-    mac(secret, payload_b64).verify_slice(&sig).map_err(|_| AuthError::BadSignature)?;
-
+    let secrets = std::iter::once(&keys.current).chain(keys.previous.as_ref());
+    let matched = secrets
+        .map(|k| mac(&k.secret, payload_b64).verify_slice(&sig).is_ok())
+        .fold(false, |any, ok| any | ok);
+    if !matched {
+        return Err(AuthError::BadSignature);
+    }
     let payload = URL_SAFE_NO_PAD.decode(payload_b64).map_err(|_| AuthError::Malformed)?;
-    // An object (serde would also take a positional array), without
-    // duplicate fields (parsers disagree on which one wins).
-    if payload.iter().find(|b| !b" \t\n\r".contains(b)) != Some(&b'{') {
+    let claims = claims_of(&payload)?;
+    // This format never had these: a token that carries them is a JWT's
+    // claims put in the wrong wrapper.
+    if claims.nbf.is_some() || claims.info.is_some() {
         return Err(AuthError::Malformed);
-    }
-    let claims: Claims = serde_json::from_slice(&payload).map_err(|_| AuthError::Malformed)?;
-    if !valid_user(&claims.sub) || !(claims.room == ANY_ROOM || names::valid_room(&claims.room)) {
-        return Err(AuthError::Malformed);
-    }
-    if claims.exp <= now_secs {
-        return Err(AuthError::Expired);
-    }
-    if claims.room != ANY_ROOM && claims.room != room {
-        return Err(AuthError::WrongRoom);
     }
     Ok(claims)
 }
 
-/// Signs `claims` into a token (tests, `scripts/mint-token`'s Rust twin).
-/// The payload is `{"room":…,"sub":…,"exp":…}` in that order, byte for byte
-/// what `scripts/mint-token` produces. It does not validate the claims.
+/// Signs `claims` in this format (tests of the transition; the
+/// `scripts/mint-token --legacy` twin). The payload is
+/// `{"room":…,"sub":…,"exp":…}` in that order.
 pub fn mint(secret: &[u8], claims: &Claims) -> String {
     let json = serde_json::to_vec(claims).expect("claims serialize to JSON");
     let payload = URL_SAFE_NO_PAD.encode(json);
@@ -197,46 +48,29 @@ pub fn mint(secret: &[u8], claims: &Claims) -> String {
     format!("{payload}.{}", URL_SAFE_NO_PAD.encode(tag))
 }
 
-/// Whether an `Authorization` header value (`given`, raw) is
-/// `Bearer <expected>`. The scheme is matched case-insensitively (RFC 9110)
-/// and may be followed by several spaces; the key itself is compared in
-/// constant time (both sides are reduced to HMAC-SHA256 tags first, so neither
-/// the content nor the length of `expected` leaks through timing). An empty
-/// `expected` matches nothing.
-pub fn admin_key_matches(expected: &str, given: Option<&str>) -> bool {
-    const DOMAIN: &[u8] = b"homeroom admin key comparison";
-    let Some(given) = given else { return false };
-    let Some((scheme, key)) = given.trim().split_once(' ') else {
-        return false;
-    };
-    let key = key.trim_start_matches(' ');
-    if expected.is_empty() || key.is_empty() || !scheme.eq_ignore_ascii_case("bearer") {
-        return false;
-    }
-    let want = mac(DOMAIN, expected).finalize().into_bytes();
-    mac(DOMAIN, key).verify_slice(&want).is_ok()
-}
-
-fn mac(key: &[u8], msg: &str) -> HmacSha256 {
-    let mut m =
-        <HmacSha256 as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
-    m.update(msg.as_bytes());
-    m
-}
-
-fn is_base64url(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{admin_key_matches, valid_user, AuthError, Claims, Keys, MAX_TOKEN_LEN};
 
     const SECRET: &[u8] = b"homeroom-test-secret";
+
+    fn verify(
+        secret: &[u8],
+        token: Option<&str>,
+        room: &str,
+        now: u64,
+    ) -> Result<Claims, AuthError> {
+        crate::auth::verify(&Keys::one(secret), token, room, now)
+    }
+
+    fn mint(secret: &[u8], claims: &Claims) -> String {
+        super::mint(secret, claims)
+    }
     const NOW: u64 = 1_764_460_000;
 
     fn claims(room: &str, sub: &str, exp: u64) -> Claims {
-        Claims { room: room.into(), sub: sub.into(), exp }
+        Claims::new(room, sub, exp)
     }
 
     fn token(room: &str, sub: &str, exp: u64) -> String {
@@ -398,16 +232,18 @@ mod tests {
             format!("{p}.+{s}"),
             format!("{p}.{s}/"),
             "ünïcödé.ünïcödé".into(),
-            "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl".into(),
         ] {
             assert_eq!(verify(SECRET, Some(&bad), "r1", NOW), Err(AuthError::Malformed), "{bad}");
         }
+        // Three parts are a JWT: this one's signature is no secret's.
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl";
+        assert_eq!(verify(SECRET, Some(jwt), "r1", NOW), Err(AuthError::BadSignature));
     }
 
     #[test]
     fn too_long_is_malformed_before_anything_else() {
         // Correctly signed, but its sub makes it longer than the bound.
-        let long = token("r1", &"a".repeat(1600), NOW + 60);
+        let long = token("r1", &"a".repeat(3100), NOW + 60);
         assert!(long.len() > MAX_TOKEN_LEN);
         assert_eq!(verify(SECRET, Some(&long), "r1", NOW), Err(AuthError::Malformed));
         let huge = "A".repeat(1 << 20);
@@ -455,7 +291,7 @@ mod tests {
         let t = signed(&format!("\n {{\"room\":\"r1\",\"sub\":\"alice\",\"exp\":{exp}}} "));
         assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Ok(claims("r1", "alice", exp)));
         // Unknown fields are ignored.
-        let t = signed(&format!(r#"{{"room":"r1","sub":"alice","exp":{exp},"iat":1,"x":{{}}}}"#));
+        let t = signed(&format!(r#"{{"room":"r1","sub":"alice","exp":{exp},"iss":1,"x":{{}}}}"#));
         assert_eq!(verify(SECRET, Some(&t), "r1", NOW), Ok(claims("r1", "alice", exp)));
     }
 
