@@ -23,6 +23,7 @@
 //! ```
 
 pub mod auth;
+pub mod origins;
 pub mod protocol;
 pub mod regions;
 pub mod room;

@@ -42,6 +42,8 @@ pub struct Deployment {
     pub token_max_ttl_secs: u64,
     /// The kinds of room the Worker serves; the canary uses the first.
     pub kinds: &'static [super::Kind],
+    /// `CORS_ORIGINS`: the origins whose pages may call the HTTP room routes.
+    pub cors: crate::origins::Origins,
 }
 
 impl Deployment {
@@ -139,6 +141,16 @@ impl Deployment {
                 )}),
             );
         }
+        let (cors, not_origins) = crate::origins::Origins::parse(text("CORS_ORIGINS").as_deref());
+        if !not_origins.is_empty() {
+            super::log(
+                "config_error",
+                serde_json::json!({"problem": format!(
+                    "CORS_ORIGINS entries that are not origins (scheme://host[:port]) are ignored: {}",
+                    not_origins.join(", ")
+                )}),
+            );
+        }
         Deployment {
             auth,
             admin_key,
@@ -150,6 +162,7 @@ impl Deployment {
                 .filter(|n: &u64| *n > 0)
                 .unwrap_or(24 * 3600),
             kinds,
+            cors,
         }
     }
 }

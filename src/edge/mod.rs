@@ -7,6 +7,7 @@
 //! handlers with the kinds of room it serves ([`crate::worker!`] writes them).
 
 pub(crate) mod config;
+mod cors;
 mod health;
 mod home;
 mod probe;
@@ -14,7 +15,7 @@ mod refusal;
 mod region;
 mod rooms;
 
-use worker::{Env, Request, Response, Result};
+use worker::{Env, Method, Request, Response, Result};
 
 pub(crate) use crate::logline::log;
 use config::Deployment;
@@ -36,6 +37,18 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
     let dep = Deployment::current(&env, kinds);
     let path = req.path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // A page of an allowed origin may read the room routes' answers.
+    let origin = match segments.as_slice() {
+        [kind, _, ..] if kinds.iter().any(|k| k.path == *kind) => {
+            req.headers().get("Origin")?.filter(|o| dep.cors.allows(o))
+        }
+        _ => None,
+    };
+    if let Some(origin) = &origin {
+        if req.method() == Method::Options && req.headers().has("Access-Control-Request-Method")? {
+            return cors::preflight(origin);
+        }
+    }
     let outcome = match segments.as_slice() {
         ["probe"] => probe::probe(&req),
         ["region"] => probe::whereabouts(&req, &env),
@@ -54,16 +67,20 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
         },
         _ => Err(HttpRefusal::NotFound),
     };
-    match outcome {
-        Ok(resp) => Ok(resp),
+    let resp = match outcome {
+        Ok(resp) => resp,
         Err(refusal) => {
             // The path only: a query may carry a token.
             log(
                 "refused",
                 serde_json::json!({"path": path, "status": refusal.status(), "code": refusal.code()}),
             );
-            refusal.response()
+            refusal.response()?
         }
+    };
+    match origin {
+        Some(origin) => cors::allow(resp, &origin),
+        None => Ok(resp),
     }
 }
 

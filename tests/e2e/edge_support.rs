@@ -50,9 +50,16 @@ pub static TOKENS: LazyRuntime = LazyRuntime::new("edge-tokens", || {
         &format!("AUTH_SECRET_PREVIOUS_KID:{PREVIOUS_KID}"),
         "--var",
         &format!("ADMIN_KEY:{ADMIN_KEY}"),
+        "--var",
+        &format!("CORS_ORIGINS:{APP_ORIGIN}, {OTHER_APP_ORIGIN}/, {NOT_AN_ORIGIN}"),
         "--test-scheduled",
     ])
 });
+
+/// The origins the token runtime's `CORS_ORIGINS` allows, and an entry in it that is no origin.
+pub const APP_ORIGIN: &str = "https://app.example.test";
+pub const OTHER_APP_ORIGIN: &str = "http://127.0.0.1:5173";
+pub const NOT_AN_ORIGIN: &str = "app.example.test/path";
 
 /// The canary room of [`CLOSED`]: `/` makes it no room name, so the canary fails at `connect`.
 pub const BAD_CANARY_ROOM: &str = "bad/room";

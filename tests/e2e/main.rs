@@ -15,6 +15,7 @@ mod bad_input;
 mod cas;
 mod edge_admin;
 mod edge_auth;
+mod edge_cors;
 mod edge_drain;
 mod edge_home;
 mod edge_logs;
@@ -59,6 +60,7 @@ fn main() {
         refusals::trials(),
         bad_input::trials(),
         edge_auth::trials(),
+        edge_cors::trials(),
         edge_admin::trials(),
         edge_probe::trials(),
         edge_home::trials(),
