@@ -25,6 +25,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("edge_auth::token_sub_is_the_user_and_star_is_any_room", &TOKENS, token_user),
         es::on("edge_auth::one_user_two_sessions_is_one_user", &TOKENS, one_user_two_sessions),
         es::on("edge_auth::token_info_and_room_patterns", &TOKENS, info_and_patterns),
+        es::on("edge_auth::tokens_from_pyjwt_are_accepted", &TOKENS, pyjwt),
         es::on("edge_auth::presence_route_takes_query_or_bearer", &TOKENS, presence_route),
         es::on("edge_auth::unconfigured_deployment_refuses_rooms", &CLOSED, unconfigured),
     ]
@@ -388,6 +389,64 @@ async fn info_and_patterns(ctx: Ctx) -> R {
     )
     .await?;
     carol.close().await;
+    Ok(())
+}
+
+/// `examples/tokens/mint_token.py` (PyJWT, what the README shows a Python backend doing) mints
+/// tokens the Worker takes: with the current secret and its kid, with the previous one during a
+/// rotation, and with an `info` every member sees. PyJWT is installed by `scripts/setup`.
+async fn pyjwt(ctx: Ctx) -> R {
+    let room = support::room("pyjwt");
+    let mint = |secret: &str, kid: &str, user: &str, name: Option<&str>| -> R<String> {
+        let script = format!("{}/examples/tokens/mint_token.py", env!("CARGO_MANIFEST_DIR"));
+        let lib = std::env::var("HOMEROOM_PYTHON").unwrap_or_else(|_| {
+            format!("{}/.cache/homeroom/tools/python", std::env::var("HOME").unwrap_or_default())
+        });
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg(&script).arg(&room).arg(user).args(name);
+        cmd.env("PYTHONPATH", &lib).env("AUTH_SECRET", secret).env("AUTH_SECRET_KID", kid);
+        let out = cmd.output().map_err(|e| format!("python3 {script}: {e}"))?;
+        check!(
+            out.status.success(),
+            "python3 {script} failed (scripts/setup installs PyJWT into {lib}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let cases = [
+        ("the current secret, its kid", es::SECRET, es::CURRENT_KID, "py-ann"),
+        ("the current secret, no kid", es::SECRET, "", "py-bob"),
+        ("the previous secret, its kid", es::PREVIOUS_SECRET, es::PREVIOUS_KID, "py-cy"),
+    ];
+    let mut members = Vec::new();
+    for (what, secret, kid, user) in cases {
+        let t = mint(secret, kid, user, Some("Py Thon"))?;
+        check!(t.matches('.').count() == 2, "{what}: PyJWT printed no JWT: {t}");
+        let s = support::session(user);
+        let c = Dial::new(ctx.port, &room, &s)
+            .token(&t)
+            .connect()
+            .await
+            .map_err(|e| format!("{what}: a PyJWT token was not welcomed: {e}"))?;
+        check!(
+            c.welcome["user"] == user
+                && c.welcome["presence"]["members"][&s]["info"] == json!({"name": "Py Thon"}),
+            "{what}: welcomed as {} with {}",
+            c.welcome["user"],
+            c.welcome["presence"]["members"][&s]
+        );
+        members.push(c);
+    }
+    // PyJWT with a secret the deployment does not hold, under a kid it does not know.
+    let stranger =
+        mint("a-secret-this-deployment-never-had-0123456789", "2025-01", "py-eve", None)?;
+    let path =
+        format!("/rooms/{room}/ws?session={}&token={}", support::session("eve"), enc(&stranger));
+    es::check_token_close("PyJWT with an unknown kid", ctx.port, &path, "token_unknown_kid")
+        .await?;
+    for c in members {
+        c.close().await;
+    }
     Ok(())
 }
 

@@ -63,7 +63,8 @@ async fn allowed_origins_only(ctx: Ctx) -> R {
         es::get(ctx.port, &presence, &[("Origin", APP_ORIGIN), ("Authorization", &bearer)]).await?;
     let body = es::json_200("presence from an allowed origin", &resp)?;
     check!(
-        body["summary"]["members"] == 1 && resp.header("Access-Control-Allow-Origin") == Some(APP_ORIGIN),
+        body["summary"]["members"] == 1
+            && resp.header("Access-Control-Allow-Origin") == Some(APP_ORIGIN),
         "a presence read from {APP_ORIGIN}: {:?} {body}",
         resp.headers
     );
