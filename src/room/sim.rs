@@ -450,3 +450,36 @@ impl Sim {
         self.pump();
     }
 }
+
+impl Sim {
+    /// Opens a socket with `since` and `epoch` given apart (a client may
+    /// send `since` without `epoch`, or an epoch the room never had) and a
+    /// token expiry: what the fuzzer's clients do.
+    pub fn connect_hello(
+        &mut self,
+        session: &str,
+        user: &str,
+        region: &str,
+        since: Option<u64>,
+        epoch: Option<&str>,
+        expires: Option<u64>,
+    ) -> String {
+        self.next_conn += 1;
+        let conn = format!("c-{}", self.next_conn);
+        self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
+        let hello = Hello {
+            conn: conn.clone(),
+            session: session.into(),
+            user: user.into(),
+            region: region.into(),
+            since,
+            epoch: epoch.map(str::to_owned),
+            rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
+            secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            expires,
+        };
+        self.room.handle(self.now, Input::Open(hello));
+        self.pump();
+        conn
+    }
+}

@@ -2,6 +2,7 @@
 //! tests for each protocol behaviour, and property tests over interleavings.
 
 mod attacks;
+mod fuzz;
 mod load;
 mod operator;
 mod presence;
