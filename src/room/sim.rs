@@ -131,7 +131,7 @@ impl Sim {
         since: Option<(u64, &str)>,
         expires: Option<u64>,
     ) -> String {
-        self.open(session, user, region, since, expires, None)
+        self.open(session, user, region, (since.map(|s| s.0), since.map(|s| s.1)), expires, None)
     }
 
     /// Connects as `user` with the verified `info` (JSON text) a token's
@@ -144,7 +144,7 @@ impl Sim {
         info: &str,
     ) -> String {
         let info = RawValue::from_string(info.to_owned()).expect("info is JSON");
-        self.open(session, user, region, None, None, Some(info))
+        self.open(session, user, region, (None, None), None, Some(info))
     }
 
     fn open(
@@ -152,7 +152,7 @@ impl Sim {
         session: &str,
         user: &str,
         region: &str,
-        since: Option<(u64, &str)>,
+        (since, epoch): (Option<u64>, Option<&str>),
         expires: Option<u64>,
         info: Option<Box<RawValue>>,
     ) -> String {
@@ -164,8 +164,8 @@ impl Sim {
             session: session.into(),
             user: user.into(),
             region: region.into(),
-            since: since.map(|s| s.0),
-            epoch: since.map(|s| s.1.to_owned()),
+            since,
+            epoch: epoch.map(str::to_owned),
             // deterministic "randomness": spread over the jitter range
             rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
             secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -464,22 +464,6 @@ impl Sim {
         epoch: Option<&str>,
         expires: Option<u64>,
     ) -> String {
-        self.next_conn += 1;
-        let conn = format!("c-{}", self.next_conn);
-        self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
-        let hello = Hello {
-            conn: conn.clone(),
-            session: session.into(),
-            user: user.into(),
-            region: region.into(),
-            since,
-            epoch: epoch.map(str::to_owned),
-            rand: self.next_conn.wrapping_mul(2_654_435_761) % 10_007,
-            secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            expires,
-        };
-        self.room.handle(self.now, Input::Open(hello));
-        self.pump();
-        conn
+        self.open(session, user, region, (since, epoch), expires, None)
     }
 }

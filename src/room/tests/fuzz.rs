@@ -44,13 +44,13 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::sim::Sim;
 use crate::protocol::client::MAX_DEPTH;
 use crate::protocol::json::{deeper_than, depth, frame_types};
 use crate::protocol::names;
 use crate::protocol::server::{carries, Message};
 use crate::protocol::{parse, ClientFrame, FrameError};
 use crate::room::outbox::pack;
+use crate::room::sim::Sim;
 use crate::room::{Block, RoomConfig};
 
 // ---- harness ----------------------------------------------------------------
@@ -3417,7 +3417,7 @@ fn finding_frames_waiting_for_a_window_are_lost_on_eviction() {
         s.publish(&p, "m3", "1");
         let mut seqs = Vec::new();
         for _ in 0..5 {
-            seqs.extend(super::sim::seqs(&s.take(&r)));
+            seqs.extend(crate::room::sim::seqs(&s.take(&r)));
         }
         seqs
     };
@@ -3725,7 +3725,7 @@ fn finding_a_release_that_stops_short_of_a_mark_stalls_the_connection() {
         let mut seqs = Vec::new();
         for _ in 0..5 {
             s.settle();
-            seqs.extend(super::sim::seqs(&s.take(&c))); // reads, echoes every mark
+            seqs.extend(crate::room::sim::seqs(&s.take(&c))); // reads, echoes every mark
         }
         seqs
     };
