@@ -322,8 +322,8 @@ fn claims_of(payload: &[u8]) -> Result<Claims, AuthError> {
     if let Some(info) = &claims.info {
         let text = info.get();
         let object = text.trim_start().starts_with('{');
-        let shallow = !crate::protocol::json::deeper_than(text, crate::protocol::client::MAX_DEPTH);
-        if !object || text.len() > MAX_INFO || !shallow {
+        let readable = crate::protocol::client::check_value(info, "info").is_ok();
+        if !object || text.len() > MAX_INFO || !readable {
             return Err(AuthError::Malformed);
         }
     }

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::json::deeper_than;
+use super::json::{deeper_than, unportable, Unportable};
 use super::names;
 
 /// How deeply `data`, `value` and presence `state` may nest arrays and
@@ -87,14 +87,14 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
             let fail = |message: String| FrameError::Invalid { id: Some(id.clone()), message };
             let topic = topic_field(loose.topic).map_err(fail)?;
             let data = loose.data.ok_or_else(|| fail("missing `data`".into()))?;
-            shallow(&data, "data").map_err(fail)?;
+            check_value(&data, "data").map_err(fail)?;
             Ok(ClientFrame::Publish { id, topic, data })
         }
         "signal" => {
             let fail = |message: String| FrameError::Invalid { id: None, message };
             let topic = topic_field(loose.topic).map_err(fail)?;
             let data = loose.data.ok_or_else(|| fail("missing `data`".into()))?;
-            shallow(&data, "data").map_err(fail)?;
+            check_value(&data, "data").map_err(fail)?;
             Ok(ClientFrame::Signal { topic, data })
         }
         "set" => {
@@ -105,7 +105,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
                 return Err(fail("`key` must be 1-64 characters".into()));
             }
             let value = loose.value.ok_or_else(|| fail("missing `value`".into()))?;
-            shallow(&value, "value").map_err(fail)?;
+            check_value(&value, "value").map_err(fail)?;
             let if_version = match loose.if_version {
                 None => None,
                 Some(raw) if raw.get() == "null" => None,
@@ -127,7 +127,7 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
                     message: "`state` must be an object".into(),
                 });
             }
-            shallow(&state, "state")
+            check_value(&state, "state")
                 .map_err(|message| FrameError::Invalid { id: None, message })?;
             Ok(ClientFrame::Presence { state })
         }
@@ -148,12 +148,22 @@ pub fn parse(text: &str) -> Result<ClientFrame, FrameError> {
     }
 }
 
-/// Refuses a value nested deeper than [`MAX_DEPTH`].
-pub fn shallow(value: &RawValue, name: &str) -> Result<(), String> {
+/// Refuses a value nested deeper than [`MAX_DEPTH`], or one that not every
+/// JSON reader takes ([`unportable`]): a member must not be able to hand
+/// the others a frame their reader refuses whole.
+pub fn check_value(value: &RawValue, name: &str) -> Result<(), String> {
     if deeper_than(value.get(), MAX_DEPTH) {
         return Err(format!("`{name}` nests deeper than {MAX_DEPTH} levels"));
     }
-    Ok(())
+    match unportable(value.get()) {
+        Some(Unportable::LoneSurrogate) => Err(format!(
+            "`{name}` holds a \\u escape of half a surrogate pair, which not every JSON reader takes"
+        )),
+        Some(Unportable::NumberOutOfRange) => Err(format!(
+            "`{name}` holds a number beyond a 64-bit float's range, which not every JSON reader takes"
+        )),
+        None => Ok(()),
+    }
 }
 
 fn string_field(raw: Option<&RawValue>, name: &str) -> Result<String, String> {
@@ -272,6 +282,43 @@ mod tests {
         assert_eq!(code(&state(&nest(MAX_DEPTH))), "invalid");
         let err = parse(&format!(r#"{{"type":"publish","id":"m7","topic":"t","data":{far}}}"#));
         assert!(matches!(err, Err(FrameError::Invalid { id: Some(ref id), .. }) if id == "m7"));
+    }
+
+    #[test]
+    fn refuses_values_a_strict_json_reader_would_not_read() {
+        // A member must not put in front of the others a frame their
+        // reader refuses whole (fuzzer finding 4).
+        for v in [r#""\ud800""#, r#"["\udfff",1]"#, r#"{"n":1e999}"#, r#"-2e308"#, r#""\ud83dx""#] {
+            assert_eq!(
+                code(&format!(r#"{{"type":"publish","id":"m","topic":"t","data":{v}}}"#)),
+                "invalid",
+                "{v}"
+            );
+            assert_eq!(
+                code(&format!(r#"{{"type":"set","id":"m","key":"k","value":{v}}}"#)),
+                "invalid",
+                "{v}"
+            );
+            assert_eq!(
+                code(&format!(r#"{{"type":"presence","state":{{"a":{v}}}}}"#)),
+                "invalid",
+                "{v}"
+            );
+        }
+        // Pairs, escapes of other characters, big and tiny numbers are fine.
+        for v in [
+            r#""\ud83d\ude00""#,
+            r#""\u00e9\n""#,
+            "1e308",
+            "1e-999",
+            "123456789012345678901234567890",
+        ] {
+            assert_eq!(
+                code(&format!(r#"{{"type":"publish","id":"m","topic":"t","data":{v}}}"#)),
+                "ok",
+                "{v}"
+            );
+        }
     }
 
     #[test]

@@ -49,6 +49,82 @@ pub fn deeper_than(text: &str, max: usize) -> bool {
     false
 }
 
+/// What makes a value one that not every JSON reader takes (RFC 7493,
+/// I-JSON): browsers read it, strict readers (serde_json, Go, Python with
+/// `parse_constant` checks) refuse the whole frame that carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unportable {
+    /// A `\u` escape of half a surrogate pair, without its other half.
+    LoneSurrogate,
+    /// A number beyond the range of a 64-bit float (`1e999`).
+    NumberOutOfRange,
+}
+
+/// The first reason `text`, a JSON value (already validated), is not
+/// portable, if any; one pass over its bytes, no recursion.
+///
+/// ```
+/// use homeroom::protocol::json::{unportable, Unportable};
+/// assert_eq!(unportable(r#"{"a":"\ud83d\ude00","n":1e300}"#), None);
+/// assert_eq!(unportable(r#"["\ud800x"]"#), Some(Unportable::LoneSurrogate));
+/// assert_eq!(unportable(r#"{"n":-1e999}"#), Some(Unportable::NumberOutOfRange));
+/// ```
+pub fn unportable(text: &str) -> Option<Unportable> {
+    let b = text.as_bytes();
+    let hex = |at: usize| -> Option<u32> {
+        let digits = b.get(at..at + 4)?;
+        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] != b'\\' {
+                        i += 1;
+                        continue;
+                    }
+                    if b.get(i + 1) != Some(&b'u') {
+                        i += 2;
+                        continue;
+                    }
+                    let unit = hex(i + 2).unwrap_or(0);
+                    match unit {
+                        0xD800..=0xDBFF => {
+                            let low =
+                                (b.get(i + 6..i + 8) == Some(b"\\u")).then(|| hex(i + 8)).flatten();
+                            if !low.is_some_and(|l| (0xDC00..=0xDFFF).contains(&l)) {
+                                return Some(Unportable::LoneSurrogate);
+                            }
+                            i += 12;
+                        }
+                        0xDC00..=0xDFFF => return Some(Unportable::LoneSurrogate),
+                        _ => i += 6,
+                    }
+                }
+                i += 1; // the closing quote
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    i += 1;
+                }
+                let number = &text[start..i];
+                // Only an exponent or many digits can leave a double's range.
+                if (number.len() > 300 || number.contains(['e', 'E']))
+                    && !number.parse::<f64>().is_ok_and(f64::is_finite)
+                {
+                    return Some(Unportable::NumberOutOfRange);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 /// Moves past the rest of a string whose opening quote was just read.
 fn skip_string(bytes: &mut std::str::Bytes<'_>) {
     while let Some(b) = bytes.next() {

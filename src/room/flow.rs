@@ -64,7 +64,8 @@ impl Flow {
         self.unconfirmed() < window
     }
 
-    /// Room left in `window` (at least one frame always fits an open window).
+    /// Room left in `window`: frames go while less than this has gone, so
+    /// the last may overshoot it by up to one frame.
     pub fn room_left(&self, window: u64) -> u64 {
         window.saturating_sub(self.unconfirmed())
     }

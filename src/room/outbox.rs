@@ -20,6 +20,8 @@ pub struct Outbox {
     /// Durable frames are queued for the end of the turn (the connection is
     /// on the room's turn list).
     pub due: bool,
+    /// Bytes of a queued catch-up not yet taken: on top of the backlog bound.
+    pub allowance: u64,
 }
 
 impl Outbox {
@@ -45,6 +47,14 @@ impl Outbox {
         self.bytes
     }
 
+    /// Whether more waits than a reader may have: `max` bytes, plus what is
+    /// left of a catch-up queued at once (a resume's replay is bounded by
+    /// the replay limit, not the backlog; counting it would close a resume
+    /// with a long catch-up on every attempt).
+    pub fn over(&self, max: u64) -> bool {
+        self.bytes > max.saturating_add(self.allowance)
+    }
+
     /// Queues a frame in order.
     pub fn push(&mut self, frame: Rc<str>) {
         self.bytes += frame.len() as u64;
@@ -68,20 +78,25 @@ impl Outbox {
     pub fn take(&mut self) -> Vec<Rc<str>> {
         self.signals.clear();
         self.bytes = 0;
+        self.allowance = 0;
         std::mem::take(&mut self.queue)
     }
 
-    /// Takes the frames at the front that fit in `budget` bytes (always at
-    /// least one), in order; the rest stay queued.
+    /// Takes frames from the front, in order, while fewer than `budget`
+    /// bytes are taken (always at least one): the last one may go past it.
+    /// So a window is left either with nothing queued or full, and a full
+    /// window has a mark outstanding whose echo opens it again; stopping
+    /// short of the budget could leave frames queued with nothing for the
+    /// client to echo.
     pub fn take_upto(&mut self, budget: u64) -> Vec<Rc<str>> {
         let mut size = 0u64;
         let n = self
             .queue
             .iter()
             .take_while(|f| {
-                let first = size == 0;
+                let under = size == 0 || size < budget;
                 size += f.len() as u64;
-                first || size <= budget
+                under
             })
             .count();
         if n == self.queue.len() {
@@ -89,7 +104,9 @@ impl Outbox {
         }
         let rest = self.queue.split_off(n);
         let taken = std::mem::replace(&mut self.queue, rest);
-        self.bytes -= taken.iter().map(|f| f.len() as u64).sum::<u64>();
+        let bytes = taken.iter().map(|f| f.len() as u64).sum::<u64>();
+        self.bytes -= bytes;
+        self.allowance = self.allowance.saturating_sub(bytes);
         // Signals still queued moved up by `n`; the ones taken are gone.
         self.signals.retain(|_, i| *i >= n);
         for i in self.signals.values_mut() {
@@ -171,8 +188,8 @@ mod tests {
         o.push(rc("cccccc"));
         o.push_signal("t\0c", rc("dd"));
         assert_eq!(o.bytes(), 14);
-        let got: Vec<String> = o.take_upto(6).iter().map(|f| f.to_string()).collect();
-        assert_eq!(got, ["aaaa", "bb"]);
+        let got: Vec<String> = o.take_upto(5).iter().map(|f| f.to_string()).collect();
+        assert_eq!(got, ["aaaa", "bb"], "the frame that crosses the budget goes too");
         assert_eq!(o.bytes(), 8);
         assert!(o.push_signal("t\0c", rc("ee")), "the queued signal is still replaced in place");
         assert!(!o.push_signal("s\0c", rc("ff")), "the taken one is not");

@@ -42,6 +42,9 @@ pub struct SummaryThrottle {
     pub sent_at: Option<u64>,
     /// A summary is held back until then.
     pub due: Option<u64>,
+    /// Connections welcomed since `sent` with other counts than it: they
+    /// get the next summary even when it equals `sent`.
+    pub behind: Vec<String>,
 }
 
 #[derive(Debug, Default)]

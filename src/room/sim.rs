@@ -208,7 +208,42 @@ impl Sim {
     /// The object is evicted: memory is gone, storage and open sockets stay.
     /// A pending timer keeps an object in memory, so the end of a turn that
     /// is due runs first.
+    /// Whether the runtime could hibernate the room now: no timer of the
+    /// room's is pending (the end of the turn counts as over). The runtime
+    /// hibernates only objects with no `setTimeout` pending, and the room
+    /// keeps one while it owes its clients something that lives in memory.
+    pub fn hibernatable(&mut self) -> bool {
+        self.end_turn();
+        self.wake.is_none()
+    }
+
+    /// The room goes idle and the runtime hibernates it; the next event
+    /// rebuilds it from storage and the sockets' attachments. Idle: the
+    /// room's pending timers fire first (the virtual clock moves to each),
+    /// since the runtime hibernates only an object with none pending.
+    /// Panics if the room keeps re-arming one (it waits for an echo).
     pub fn evict(&mut self) {
+        for _ in 0..100 {
+            self.settle();
+            assert!(
+                !self.waiting_for_echo(),
+                "frames wait for a client's echo: the room keeps a timer and never hibernates"
+            );
+            if self.hibernatable() {
+                return self.reload();
+            }
+            // A timer asked for work that has gone since (a closed
+            // connection's hold): it fires, finds nothing, and is over.
+            let at = self.wake.expect("not hibernatable: a timer is pending");
+            self.run_until(at.max(self.now));
+        }
+        panic!("the room keeps asking for a timer with nothing to do");
+    }
+
+    /// The room is rebuilt from storage and the sockets' attachments, as
+    /// after any eviction (tests of what survives one that the runtime
+    /// does not hibernate use this directly).
+    pub fn reload(&mut self) {
         self.end_turn();
         let recent_from = self.disk.seq.saturating_sub(self.config.replay_limit);
         let snap = Snapshot {
@@ -423,16 +458,23 @@ impl Sim {
         }
     }
 
-    /// Lets every pending flush fire (turn ends, windows, replay holds), as
-    /// a room with no more inputs would; alarms due on the way fire too.
+    /// Lets every pending flush fire (turn ends, windows, replay holds, due
+    /// summaries), as a room with no more inputs would; alarms due on the
+    /// way fire too. A keep-alive (frames wait for a client's echo) is left
+    /// pending: only the client can end it.
     pub fn settle(&mut self) {
         for _ in 0..1_000 {
-            match self.wake {
+            match self.room.flush_work() {
                 Some(at) => self.run_until(at.max(self.now)),
                 None => return,
             }
         }
         panic!("the flush timer keeps re-arming with nothing to send");
+    }
+
+    /// Whether frames wait in the room for a client's echo of a mark.
+    pub fn waiting_for_echo(&self) -> bool {
+        self.room.waiting_for_echo()
     }
 
     /// Fires the alarm now, whatever it was set to (an early alarm).

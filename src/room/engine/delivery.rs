@@ -17,6 +17,10 @@ use crate::room::io::Output;
 use crate::room::outbox::pack;
 use crate::room::CloseCode;
 
+/// How often the keep-alive timer fires while frames wait for a client's
+/// echo (well under the runtime's 10 s before it may hibernate an object).
+const KEEPALIVE_MS: u64 = 5_000;
+
 /// Frames sent per second, counted in whole-second buckets.
 #[derive(Debug, Default)]
 pub struct Meter {
@@ -78,7 +82,11 @@ impl Room {
         };
         // Signals waiting in a window go first: they were queued earlier.
         c.out.push(frame);
-        if c.out.hold_until.is_some_and(|t| t > now) || !c.flow.open(window) {
+        if !c.flow.open(window) {
+            self.echo_wait = true;
+            return self.check_backlog(conn);
+        }
+        if c.out.hold_until.is_some_and(|t| t > now) {
             return self.check_backlog(conn);
         }
         if batching {
@@ -92,19 +100,36 @@ impl Room {
         let left = !c.out.is_empty();
         self.emit(conn, frames);
         if left {
+            self.echo_wait = true; // what is left waits for the window
             self.check_backlog(conn);
         }
     }
 
-    /// Closes a connection that has more waiting for it than the room
-    /// keeps for one reader (4013): it resumes from its last `seq`.
+    /// Dooms a connection that has more waiting for it than the room keeps
+    /// for one reader: it is closed (4013) when the operation under way is
+    /// done ([`Room::close_doomed`]), and resumes from its last `seq`.
     pub(super) fn check_backlog(&mut self, conn: &str) {
-        let over = self.conns.get(conn).is_some_and(|c| c.out.bytes() > self.config.max_backlog);
-        if over {
-            self.stats.backlog_closes += 1;
-            let now = self.now;
-            self.close(now, conn, CloseCode::Backlog);
+        let max = self.config.max_backlog;
+        if self.conns.get(conn).is_some_and(|c| c.out.over(max)) {
+            self.doomed.insert(conn.to_owned());
         }
+    }
+
+    /// Closes the doomed connections (4013), in order. Their leaves may doom
+    /// others, closed in the same loop.
+    pub(super) fn close_doomed(&mut self) {
+        if self.closing_doomed {
+            return;
+        }
+        self.closing_doomed = true;
+        while let Some(conn) = self.doomed.pop_first() {
+            if self.conns.contains_key(&conn) {
+                self.stats.backlog_closes += 1;
+                let now = self.now;
+                self.close(now, &conn, CloseCode::Backlog);
+            }
+        }
+        self.closing_doomed = false;
     }
 
     /// A mark echo opened `conn`'s window: frames that waited only for it go.
@@ -119,6 +144,7 @@ impl Room {
             return;
         }
         let frames = c.out.take_upto(c.flow.room_left(window));
+        self.echo_wait |= !c.out.is_empty();
         self.emit(conn, frames);
     }
 
@@ -134,7 +160,7 @@ impl Room {
                     continue;
                 }
                 c.out.push(frame.clone());
-                if c.out.bytes() > max_backlog {
+                if c.out.over(max_backlog) {
                     over.push(id.clone());
                 } else if !c.out.due && c.out.hold_until.is_none_or(|t| t <= now) {
                     c.out.due = true;
@@ -220,9 +246,11 @@ impl Room {
                 continue; // its hold releases it; or a signal flushed it already
             }
             if !c.flow.open(window) {
+                self.echo_wait = true;
                 continue; // a mark echo releases it
             }
             let frames = c.out.take_upto(c.flow.room_left(window));
+            self.echo_wait |= !c.out.is_empty();
             let key: Vec<*const u8> = frames.iter().map(|f| f.as_ptr()).collect();
             match index.get(&key) {
                 Some(&i) => groups[i].1.push(conn),
@@ -261,9 +289,10 @@ impl Room {
         let mut over = Vec::new();
         for conn in &waiting {
             let c = self.conns.get_mut(conn).expect("listed above");
+            self.echo_wait |= !c.flow.open(window);
             if c.out.push_signal(key, frame.clone()) {
                 self.stats.signals_coalesced += 1;
-            } else if c.out.bytes() > self.config.max_backlog {
+            } else if c.out.over(self.config.max_backlog) {
                 over.push(conn.clone());
             }
         }
@@ -271,6 +300,7 @@ impl Room {
             let c = self.conns.get_mut(conn).expect("listed above");
             c.out.push_signal(key, frame.clone());
             let frames = c.out.take_upto(c.flow.room_left(window));
+            self.echo_wait |= !c.out.is_empty();
             self.emit(conn, frames);
             self.open_window(conn);
         }
@@ -318,22 +348,48 @@ impl Room {
             if c.out.window_until.is_some_and(|t| t <= now) {
                 c.out.window_until = None;
             }
-            if c.out.holding(now) || c.out.is_empty() || !c.flow.open(window) {
-                continue; // a later deadline, or a mark echo, releases it
+            if c.out.holding(now) || c.out.is_empty() {
+                continue; // a later deadline releases it
+            }
+            if !c.flow.open(window) {
+                self.echo_wait = true;
+                continue; // a mark echo releases it
             }
             let frames = c.out.take_upto(c.flow.room_left(window));
+            self.echo_wait |= !c.out.is_empty();
             self.emit(&conn, frames);
             self.open_window(&conn);
         }
     }
 
     /// The end of the turn when frames wait for it, else the earliest
-    /// window or hold end: when the wake-up timer must fire.
-    pub(super) fn next_flush(&self) -> Option<u64> {
+    /// window or hold end, or a due summary: when the wake-up timer must
+    /// fire. While a client's echo is awaited with frames queued for it, a
+    /// keep-alive: the runtime hibernates an object only when no timer of
+    /// its own is pending, and what the room owes its clients (queued
+    /// frames, a due summary, held presence) lives in memory only.
+    pub(super) fn next_flush(&mut self) -> Option<u64> {
+        if self.echo_wait {
+            self.echo_wait = self.waiting_for_echo();
+        }
+        let keepalive = self.echo_wait.then(|| self.now + KEEPALIVE_MS);
+        [self.flush_work(), keepalive].into_iter().flatten().min()
+    }
+
+    /// When the wake-up timer has work to do (the end of the turn, a window
+    /// or hold that ends, a due summary), the keep-alive aside.
+    pub(crate) fn flush_work(&self) -> Option<u64> {
         if !self.turn.is_empty() {
             return Some(self.now);
         }
-        self.deadlines.first().map(|(at, _)| *at)
+        [self.deadlines.first().map(|(at, _)| *at), self.summary.due].into_iter().flatten().min()
+    }
+
+    /// Whether some connection has frames queued behind its flow window:
+    /// only its client's echo releases them.
+    pub(crate) fn waiting_for_echo(&self) -> bool {
+        let window = self.config.send_window;
+        self.conns.values().any(|c| !c.out.is_empty() && !c.flow.open(window))
     }
 
     fn open_window(&mut self, conn: &str) {

@@ -210,7 +210,7 @@ impl Room {
         if value.get().len() > self.config.max_frame {
             return Err(format!("over {} bytes", self.config.max_frame));
         }
-        crate::protocol::client::shallow(value, "value")
+        crate::protocol::client::check_value(value, "value")
     }
 
     /// Applies what a hook asked for, in order: the rules' writes

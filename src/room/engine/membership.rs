@@ -3,6 +3,7 @@
 //! large-room switch, the heartbeat sweep and the alarm that drives them.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use serde_json::value::RawValue;
 
@@ -202,6 +203,9 @@ impl Room {
 
     /// The room closes a socket: forget it (a leave for its member) and say so.
     pub(super) fn close(&mut self, now: u64, conn: &str, code: CloseCode) {
+        if !self.conns.contains_key(conn) {
+            return; // closed already (a sweep or kick listing it, and a cascade)
+        }
         // The close goes first, so the adapter has let the socket go before
         // the leave is broadcast: a closed client is not told of its own leave.
         self.push(Output::Close { conn: conn.to_owned(), code });
@@ -259,13 +263,15 @@ impl Room {
     /// Asks the adapter for an alarm at the earliest deadline, if the one
     /// already requested is not early enough.
     pub(super) fn arm(&mut self) {
+        self.close_doomed();
         let rule_timer = self.timers.values().min().copied();
         let want =
             [self.sweep_at, self.summary.due, self.next_expiry(), self.retain_at, rule_timer]
                 .into_iter()
                 .flatten()
                 .min();
-        if let Some(at) = self.wake.want(self.next_flush(), self.now) {
+        let flush = self.next_flush();
+        if let Some(at) = self.wake.want(flush, self.now) {
             self.push(Output::Wake(at));
         }
         if let Some(at) = self.alarm.want(want, self.now) {
@@ -365,7 +371,7 @@ impl Room {
 
     /// Sends the summary if it differs from the last one sent (and, once the
     /// room is under its budget again, the member list diffs were held from).
-    fn flush_summary(&mut self, now: u64, except: Option<&str>) {
+    pub(super) fn flush_summary(&mut self, now: u64, except: Option<&str>) {
         self.summary.due = None;
         if self.presence_stale && !self.large && self.busy() {
             // still shedding: look again one interval later
@@ -379,7 +385,20 @@ impl Room {
             self.broadcast(frame.into(), None);
         }
         let summary = self.presence.summary(self.conns.len());
+        let behind = std::mem::take(&mut self.summary.behind);
         if self.summary.sent.as_ref() == Some(&summary) {
+            // Nothing changed for those who had the last one; those welcomed
+            // with other counts since still need it.
+            let behind: Vec<String> = behind
+                .into_iter()
+                .filter(|c| Some(c.as_str()) != except && self.conns.contains_key(c))
+                .collect();
+            if !behind.is_empty() {
+                let frame: Rc<str> = ServerFrame::Summary(&summary).to_text().into();
+                for conn in behind {
+                    self.send(&conn, frame.clone());
+                }
+            }
             return;
         }
         let frame = ServerFrame::Summary(&summary).to_text();

@@ -82,6 +82,16 @@ pub struct Room {
     /// Presence diffs were held back under load; the next summary sends
     /// the whole member list.
     presence_stale: bool,
+    /// Connections over their backlog, closed (4013) once the operation that
+    /// took them over is done: a close in the middle of a broadcast would
+    /// run the whole leave path inside it (a leave reaching a socket before
+    /// its welcome, a summary recorded out of order, a socket closed twice).
+    doomed: BTreeSet<String>,
+    /// Set while [`Room::close_doomed`] runs (its closes may doom others).
+    closing_doomed: bool,
+    /// Some connection may have frames waiting for its client's echo
+    /// (checked, and cleared, when the wake-up timer is set).
+    echo_wait: bool,
     /// When to look for connections that stopped answering heartbeats.
     sweep_at: Option<u64>,
     alarm: Alarm,
@@ -183,6 +193,9 @@ impl Room {
             summary: SummaryThrottle::default(),
             large: false,
             presence_stale: false,
+            doomed: BTreeSet::new(),
+            closing_doomed: false,
+            echo_wait: false,
             sweep_at: None,
             // The storage alarm may be late by a loaded room's backlog;
             // asking again costs a storage write, so only when long overdue.
@@ -280,6 +293,12 @@ impl Room {
                 self.wake.fired();
                 self.flush_turn();
                 self.flush_due();
+                // A summary due at the end of its interval goes on this
+                // timer too (the storage alarm alone lets the object
+                // hibernate, and the summary with it).
+                if self.summary.due.is_some_and(|due| due <= now) {
+                    self.flush_summary(now, None);
+                }
             }
         }
         self.arm();
@@ -339,6 +358,12 @@ impl Room {
         // The welcome is the connection's first frame and leaves at once,
         // even when the room batches or a storm defers the replay.
         self.emit(&conn, vec![welcome.into()]);
+        // Its counts are the newcomer's until the next summary: if they are
+        // not the last ones broadcast, the next summary must reach it even
+        // if it equals that last one.
+        if self.summary.sent.as_ref() != Some(&summary) {
+            self.summary.behind.push(conn.clone());
+        }
         let catch_up = match replay {
             Ok(Some(frames)) => {
                 self.resumes.add(now, 1);
@@ -368,8 +393,12 @@ impl Room {
             self.stats.deferred_replays += 1;
         }
         if wait > 0 {
-            // The catch-up and everything after it wait, in order.
+            // The catch-up and everything after it wait, in order. The
+            // catch-up is the replay limit's to bound, not the backlog's.
             self.hold(&conn, now + wait);
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.out.allowance = bytes;
+            }
             for frame in catch_up {
                 self.send(&conn, frame);
             }

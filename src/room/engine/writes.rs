@@ -108,7 +108,7 @@ impl Room {
                 "`key` must be 1-64 characters, not starting with `$`".into(),
             ));
         }
-        crate::protocol::client::shallow(&value, "value").map_err(Refusal::Invalid)?;
+        crate::protocol::client::check_value(&value, "value").map_err(Refusal::Invalid)?;
         let id = match id {
             Some(id) if names::bounded(&id) => id,
             Some(_) => return Err(Refusal::Invalid("`id` must be 1-64 characters".into())),
@@ -165,7 +165,7 @@ impl Room {
         if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
             return Ok(seq);
         }
-        crate::protocol::client::shallow(&data, "data").map_err(Refusal::Invalid)?;
+        crate::protocol::client::check_value(&data, "data").map_err(Refusal::Invalid)?;
         self.now = self.now.max(now);
         let author = Author::server(region);
         let trigger = write_trigger(SERVER_SESSION, &id);
