@@ -544,7 +544,8 @@ export class Room {
     };
     socket.onclose = (ev) => {
       if (gen !== this.generation) return;
-      this.info.lastClose = { code: ev.code, reason: ev.reason ?? "" };
+      // Frozen, and new for every close: a snapshot's lastClose changes identity only with a new close.
+      this.info.lastClose = Object.freeze({ code: ev.code, reason: ev.reason ?? "" });
       this.fail({ kind: "close", code: ev.code, reason: ev.reason, welcomed: this.welcomed });
     };
     socket.onerror = () => {

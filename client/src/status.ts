@@ -63,21 +63,17 @@ export const IDLE_STATUS: Readonly<Status> = Object.freeze({
   pending: 0,
 });
 
-/** Whether two statuses say the same (field by field; `lastClose` by value). */
+/**
+ * Whether two statuses say the same, field by field. `lastClose` is kept
+ * frozen and replaced only by a new close, so identity tells a new close
+ * from an old one, even with the same code and reason.
+ */
 export function sameStatus(a: Status, b: Status): boolean {
-  for (const k of Object.keys(a) as Array<keyof Status>) {
-    if (k === "lastClose") {
-      const [x, y] = [a.lastClose, b.lastClose];
-      if (x === y) continue;
-      if (x === null || y === null || x.code !== y.code || x.reason !== y.reason) return false;
-    } else if (a[k] !== b[k]) {
-      return false;
-    }
-  }
+  for (const k of Object.keys(a) as Array<keyof Status>) if (a[k] !== b[k]) return false;
   return true;
 }
 
-/** A frozen copy of `s` (its `lastClose` too). */
+/** A frozen copy of `s` (its `lastClose` is frozen already). */
 export function frozenStatus(s: Status): Readonly<Status> {
-  return Object.freeze({ ...s, lastClose: s.lastClose && Object.freeze({ ...s.lastClose }) });
+  return Object.freeze({ ...s });
 }

@@ -28,6 +28,16 @@ describe("snapshots", () => {
     const c = r.status;
     assert.ok(Object.isFrozen(c.lastClose));
     assert.equal(r.status, c);
+    await w.clock.advance(c.retryAt! - w.clock.t);
+    const d = r.status;
+    assert.equal(d.lastClose, c.lastClose, "the same close: the same object");
+    w.last().refuse();
+    w.last().serverClose(1006, "gone"); // ignored: already closed
+    const e = r.status;
+    assert.deepEqual(e.lastClose, { code: 1006, reason: "" });
+    await w.clock.advance(e.retryAt! - w.clock.t);
+    w.last().serverClose(1006, "");
+    assert.notEqual(r.status.lastClose, e.lastClose, "another close with the same code and reason: a new object");
   });
 
   it("status before start is the idle one", async () => {
