@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it, type TestContext } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 
-import { context, FROM, launch, screenshot } from "./browser.js";
+import { launch, screenshot } from "./browser.js";
 import { freePort, Wrangler } from "./runtime.js";
 import { ScratchApp } from "./scratch.js";
 
@@ -56,7 +56,10 @@ interface Tab {
 
 /** A tab of the app as `user`; `route` may answer its requests first. */
 async function tab(user: string, label: string, route?: (p: Page) => Promise<void>): Promise<Tab> {
-  const ctx = await context(browser, FROM.sydney);
+  // No MF-CF-Blob header here (browser.ts's `context` adds one): a real
+  // page sends none, and the cross-origin presence call's preflight would
+  // have to allow it.
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   contexts.push(ctx);
   const page = await ctx.newPage();
   const t: Tab = { page, sockets: [], tokenCalls: 0 };
