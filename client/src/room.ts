@@ -739,8 +739,7 @@ export class Room {
     this.presenceStore.welcome(f);
     this.repace();
     this.heartbeat.start();
-    this.sender.resume();
-    if (!askedResume) this.sender.askState();
+    this.sender.resume(!askedResume);
     const mine = f.presence?.members?.[this.session];
     if (this.myPresence && (!mine || JSON.stringify(mine.state) !== JSON.stringify(this.myPresence))) {
       this.sender.presence(JSON.stringify({ type: "presence", state: this.myPresence }));

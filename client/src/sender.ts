@@ -55,9 +55,13 @@ export class Sender {
     this.pump();
   }
 
-  /** A connection got its welcome: resend every unacked durable send. */
-  resume(): void {
+  /**
+   * A connection got its welcome: resend every unacked durable send, after
+   * a `get_state` when `askState` (a fresh start, not a resume).
+   */
+  resume(askState = false): void {
     this.online = true;
+    this.wantState = askState;
     this.outbox.resume();
     this.pump();
   }
@@ -69,13 +73,6 @@ export class Sender {
     this.outbox.pause();
     this.latest.clear();
     this.cancelTimer();
-  }
-
-  /** Asks the room for the whole state, before anything else. */
-  askState(): void {
-    if (!this.online) return;
-    this.wantState = true;
-    this.pump();
   }
 
   /** A durable send, kept until acked. */
