@@ -334,7 +334,7 @@ export class Room {
       return Promise.reject(new HomeroomError("invalid", "topic must be 1-64 chars, not starting with $"));
     }
     const id = this.ids.next();
-    return this.durable(id, JSON.stringify({ type: "publish", id, topic, data }), data, "data");
+    return this.durable(id, JSON.stringify({ type: "publish", id, topic, data }), "data");
   }
 
   /**
@@ -349,7 +349,7 @@ export class Room {
     const id = this.ids.next();
     const frame: Record<string, Json> = { type: "set", id, key, value };
     if (opts.ifVersion !== undefined) frame.if_version = opts.ifVersion;
-    return this.durable(id, JSON.stringify(frame), value, "value");
+    return this.durable(id, JSON.stringify(frame), "value");
   }
 
   /**
@@ -364,7 +364,7 @@ export class Room {
   signal(topic: string, data: Json): boolean {
     if (!validTopic(topic)) return false;
     const text = JSON.stringify({ type: "signal", topic, data });
-    this.check(text, data, "data");
+    this.check(text, "data");
     if (!this.welcomed) return false;
     return this.sender.signal(topic, text);
   }
@@ -793,10 +793,10 @@ export class Room {
     this.events.emit("error", err);
   }
 
-  private durable(id: string, text: string, payload: Json, what: "data" | "value"): Promise<number> {
+  private durable(id: string, text: string, what: "data" | "value"): Promise<number> {
     if (this.closedForGood) return Promise.reject(new HomeroomError("closed", "the room handle is closed"));
     try {
-      this.check(text, payload, what, id);
+      this.check(text, what, id);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -810,11 +810,12 @@ export class Room {
    * a payload nested deeper than `max_depth`), by the last welcome's limits:
    * a typed error for the caller instead of a refusal or a close later.
    */
-  private check(text: string, payload: Json, what: string, id?: string): void {
+  private check(text: string, what: string, id?: string): void {
     const extra = id === undefined ? {} : { id };
     const max = this.limitsNow.max_frame;
     if (byteLength(text) > max) throw new HomeroomError("too_large", `frame over ${max} bytes`, extra);
-    if (jsonDepth(JSON.stringify(payload) ?? "null") > this.limitsNow.max_depth) {
+    // The frame is an object of scalars around one payload: one level more than it.
+    if (jsonDepth(text) - 1 > this.limitsNow.max_depth) {
       throw new HomeroomError("invalid", `${what} nested deeper than ${this.limitsNow.max_depth}`, extra);
     }
   }
@@ -823,7 +824,7 @@ export class Room {
     if (typeof state !== "object" || state === null || Array.isArray(state)) {
       throw new HomeroomError("invalid", "presence state must be an object");
     }
-    this.check(text, state, "presence state");
+    this.check(text, "presence state");
     const max = this.limitsNow.presence_max;
     if (byteLength(JSON.stringify(state)) > max) throw new HomeroomError("too_large", `presence state over ${max} bytes`);
   }
