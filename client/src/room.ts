@@ -462,10 +462,17 @@ export class Room {
 
   /**
    * The page came back online or became visible: a room waiting out a
-   * backoff connects at once (not one waiting out a room's 4029/4429).
+   * backoff connects at once (not one waiting out a room's 4029/4429); an
+   * open one checks its socket at once (a ping whose pong must come soon),
+   * since a sleep or a network change can leave it dead but open.
    */
   private wake(_why: WakeWhy): void {
-    if (!this.started || this.closedForGood || this.retryTimer === null || this.retryImposed) return;
+    if (!this.started || this.closedForGood) return;
+    if (this.welcomed) {
+      this.heartbeat.checkNow();
+      return;
+    }
+    if (this.retryTimer === null || this.retryImposed) return;
     this.env.clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.open();

@@ -168,10 +168,32 @@ describe("the page's wake-ups", () => {
       assert.equal(w.sockets.length, before + 1, "dialled in the same tick");
       welcome(w.last(), { resumed: true });
       assert.equal(r.status.state, "open");
-      w.page.fire(why); // open: nothing to do
-      assert.equal(w.sockets.length, before + 1);
     });
   }
+
+  it("an open room checks its socket at once: kept when the pong comes, dropped and resumed when it does not", async () => {
+    const { w, r } = await connected({ welcome: { seq: 3, epoch: "e-w" } });
+    const s = w.last();
+    const pings = (): number => s.ofType("ping").length;
+    w.page.fire("visible");
+    assert.equal(pings(), 1, "a ping at once");
+    w.page.fire("online");
+    assert.equal(pings(), 1, "one check at a time");
+    await w.clock.advance(1_000);
+    s.receive({ type: "pong" });
+    await w.clock.advance(10_000);
+    assert.equal(r.status.state, "open", "alive: kept");
+    assert.equal(w.sockets.length, 1);
+    w.page.fire("online");
+    assert.equal(pings(), 2);
+    await w.clock.advance(4_999);
+    assert.equal(r.status.state, "open");
+    await w.clock.advance(1);
+    assert.equal(r.status.state, "reconnecting", "no pong in 5 s: dead");
+    assert.equal(s.closedByClient?.code, 4002);
+    await w.clock.advance(r.status.retryAt! - w.clock.t);
+    assert.equal(w.last().params.get("since"), "3");
+  });
 
   it("does not cut short the wait a room imposed (4029), nor wake a closed room", async () => {
     const { w, r } = await connected();
