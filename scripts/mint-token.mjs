@@ -16,7 +16,8 @@ const DEV_VARS = join(ROOT, ".dev.vars");
 const TOKEN_JS = join(ROOT, "client/dist/token.js");
 
 const USAGE = `usage: scripts/mint-token --sub <user> [--room <room>] [--ttl <seconds> | --exp <unix seconds>]
-                         [--iat <unix seconds>] [--info <json object>] [--kid <key id>] [--legacy]
+                         [--iat <unix seconds>] [--info <json object>] [--kid <key id>]
+                         [--max-ttl <seconds>] [--legacy]
 
 Prints a token for GET /rooms/{room}/ws?token=... (an HS256 JWT; README "Tokens").
 
@@ -30,11 +31,12 @@ Prints a token for GET /rooms/{room}/ws?token=... (an HS256 JWT; README "Tokens"
   --iat <unix>    issued-at (default now; with --exp: deterministic output)
   --info <json>   a JSON object of at most 1 KiB: the member's verified info
   --kid <id>      the secret's key id (AUTH_SECRET_KID), put in the header
+  --max-ttl <s>   the deployment's TOKEN_MAX_TTL_SECS if not the default 86400
   --legacy        the two-part format of before JWTs (room, sub, exp only)
 
 The secret is $AUTH_SECRET, or else the AUTH_SECRET= line of ${DEV_VARS}.`;
 
-const FLAGS = ["--sub", "--room", "--ttl", "--exp", "--iat", "--info", "--kid"];
+const FLAGS = ["--sub", "--room", "--ttl", "--exp", "--iat", "--info", "--kid", "--max-ttl"];
 
 function fail(msg) {
   process.stderr.write(`mint-token: ${msg}\n`);
@@ -120,7 +122,7 @@ const room = opts.room ?? "*";
 let token;
 let exp;
 if (opts.legacy) {
-  for (const f of ["info", "kid", "iat"]) if (opts[f] !== undefined) fail(`--${f} has no place in a --legacy token`);
+  for (const f of ["info", "kid", "iat", "max-ttl"]) if (opts[f] !== undefined) fail(`--${f} has no place in a --legacy token`);
   if (!/^[A-Za-z0-9._\-:@+|]{1,64}$/.test(opts.sub)) fail("--sub must be 1-64 characters of A-Z a-z 0-9 . _ - : @ + |");
   if (room !== "*" && !(/^[A-Za-z0-9._:-]{1,64}$/.test(room) && room !== "." && room !== "..")) {
     fail("--room must be '*' or a room name (a --legacy token takes no prefix)");
@@ -138,6 +140,7 @@ if (opts.legacy) {
   if (opts.ttl !== undefined) o.ttl = integer("ttl", opts.ttl);
   if (opts.iat !== undefined) o.iat = integer("iat", opts.iat);
   if (opts.kid !== undefined) o.kid = opts.kid;
+  if (opts["max-ttl"] !== undefined) o.maxTtl = integer("max-ttl", opts["max-ttl"]);
   if (opts.info !== undefined) {
     try {
       o.info = JSON.parse(opts.info);
@@ -148,7 +151,7 @@ if (opts.legacy) {
   try {
     token = await mintToken(o);
   } catch (e) {
-    fail(String(e.message).replace(/^mintToken: /, ""));
+    fail(String(e.message).replace(/^mintToken: /, "").replace("pass maxTtl", "pass --max-ttl"));
   }
   exp = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).exp;
 }
