@@ -1,38 +1,47 @@
-// scripts/mint-token.mjs: mints a room token as PROTOCOL.md "Auth" defines it,
-//   base64url(payload) "." base64url(HMAC-SHA256(secret, base64url(payload)))
-// (base64url without padding), payload {"room": room or "*", "sub": user, "exp": unix seconds}.
-// Run it through scripts/mint-token. Node built-ins only. src/auth.rs is the
-// verifier; its known-answer test pins this script's output.
+// scripts/mint-token.mjs: prints a room token for development, minted by the
+// client package's own `mintToken()` (client/src/token.ts, the `homeroom/token`
+// entry point: an HS256 JWT over WebCrypto), imported from the built
+// client/dist. This file only reads flags and the secret. Run it through
+// scripts/mint-token. `--legacy` makes the two-part format of before JWTs
+// (src/auth/legacy.rs, accepted during the transition; its known-answer
+// tests were computed with it).
 
 import { createHmac } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const DEV_VARS = join(ROOT, ".dev.vars");
+const TOKEN_JS = join(ROOT, "client/dist/token.js");
 
 const USAGE = `usage: scripts/mint-token --sub <user> [--room <room>] [--ttl <seconds> | --exp <unix seconds>]
+                         [--iat <unix seconds>] [--info <json object>] [--kid <key id>]
+                         [--max-ttl <seconds>] [--legacy]
 
-Prints a token for GET /rooms/{room}/ws?token=... (PROTOCOL.md "Auth").
+Prints a token for GET /rooms/{room}/ws?token=... (an HS256 JWT; README "Tokens").
 
-  --sub <user>   the user id (1-64 chars of A-Z a-z 0-9 . _ - : @ + |)
-  --room <room>  the room the token is good for; omit it (or pass '*', quoted so
-                 the shell does not expand it) for a token good in every room
-  --ttl <secs>   lifetime from now, default 3600
-  --exp <unix>   absolute expiry in unix seconds instead of --ttl (deterministic output)
+  --sub <user>    the user id (1-64 chars of A-Z a-z 0-9 . _ - : @ + |)
+  --room <room>   the room the token is good for: a room name, a prefix ending
+                  in * ('auction:*'), or '*' for every room (the default).
+                  Quote a * so the shell does not expand it
+  --ttl <secs>    lifetime from now, default 3600 (at most 86400, the Worker's
+                  default TOKEN_MAX_TTL_SECS)
+  --exp <unix>    absolute expiry in unix seconds instead of --ttl
+  --iat <unix>    issued-at (default now; with --exp: deterministic output)
+  --info <json>   a JSON object of at most 1 KiB: the member's verified info
+  --kid <id>      the secret's key id (AUTH_SECRET_KID), put in the header
+  --max-ttl <s>   the deployment's TOKEN_MAX_TTL_SECS if not the default 86400
+  --legacy        the two-part format of before JWTs (room, sub, exp only)
 
 The secret is $AUTH_SECRET, or else the AUTH_SECRET= line of ${DEV_VARS}.`;
+
+const FLAGS = ["--sub", "--room", "--ttl", "--exp", "--iat", "--info", "--kid", "--max-ttl"];
 
 function fail(msg) {
   process.stderr.write(`mint-token: ${msg}\n`);
   process.exit(2);
 }
-
-// The same rules as src/auth.rs (valid_user) and src/protocol/names.rs (valid_room).
-const validUser = (s) => /^[A-Za-z0-9._\-:@+|]{1,64}$/.test(s);
-const validRoom = (s) => /^[A-Za-z0-9._:\-]{1,64}$/.test(s) && s !== "." && s !== "..";
-const unixSeconds = (s) => /^[0-9]{1,15}$/.test(s);
 
 function parseArgs(argv) {
   const opts = {};
@@ -42,13 +51,17 @@ function parseArgs(argv) {
       process.stdout.write(USAGE + "\n");
       process.exit(0);
     }
+    if (arg === "--legacy") {
+      opts.legacy = true;
+      continue;
+    }
     let value;
     const eq = arg.indexOf("=");
     if (arg.startsWith("--") && eq > 0) {
       value = arg.slice(eq + 1);
       arg = arg.slice(0, eq);
     }
-    if (!["--sub", "--room", "--ttl", "--exp"].includes(arg)) {
+    if (!FLAGS.includes(arg)) {
       fail(`unexpected argument \`${argv[i]}\` (an unquoted * expands to file names: quote it)\n\n${USAGE}`);
     }
     if (value === undefined) {
@@ -82,23 +95,15 @@ function secretFromDevVars() {
   return found;
 }
 
+/** A flag of unix seconds (or a ttl) as a number; the minter checks the rest. */
+function integer(flag, s) {
+  if (!/^[0-9]{1,15}$/.test(s)) fail(`--${flag} must be a non-negative integer`);
+  return Number(s);
+}
+
 const opts = parseArgs(process.argv.slice(2));
 if (opts.sub === undefined) fail(`--sub is required\n\n${USAGE}`);
-if (!validUser(opts.sub)) fail("--sub must be 1-64 characters of A-Z a-z 0-9 . _ - : @ + |");
-const room = opts.room ?? "*";
-if (room !== "*" && !validRoom(room)) {
-  fail("--room must be '*' or 1-64 characters of A-Z a-z 0-9 . _ : - (not . or ..)");
-}
 if (opts.ttl !== undefined && opts.exp !== undefined) fail("give --ttl or --exp, not both");
-let exp;
-if (opts.exp !== undefined) {
-  if (!unixSeconds(opts.exp)) fail("--exp must be unix seconds (a non-negative integer)");
-  exp = Number(opts.exp);
-} else {
-  const ttl = opts.ttl ?? "3600";
-  if (!/^[0-9]{1,10}$/.test(ttl) || Number(ttl) === 0) fail("--ttl must be a positive integer of seconds");
-  exp = Math.floor(Date.now() / 1000) + Number(ttl);
-}
 
 let secret = process.env.AUTH_SECRET;
 let source = "$AUTH_SECRET";
@@ -113,10 +118,45 @@ if (secret === undefined || secret === "") {
   );
 }
 
-// Key order room, sub, exp: the same bytes src/auth.rs `mint` produces.
-const payload = Buffer.from(JSON.stringify({ room, sub: opts.sub, exp }), "utf8").toString("base64url");
-const sig = createHmac("sha256", Buffer.from(secret, "utf8")).update(payload, "ascii").digest("base64url");
-process.stdout.write(`${payload}.${sig}\n`);
+const room = opts.room ?? "*";
+let token;
+let exp;
+if (opts.legacy) {
+  for (const f of ["info", "kid", "iat", "max-ttl"]) if (opts[f] !== undefined) fail(`--${f} has no place in a --legacy token`);
+  if (!/^[A-Za-z0-9._\-:@+|]{1,64}$/.test(opts.sub)) fail("--sub must be 1-64 characters of A-Z a-z 0-9 . _ - : @ + |");
+  if (room !== "*" && !(/^[A-Za-z0-9._:-]{1,64}$/.test(room) && room !== "." && room !== "..")) {
+    fail("--room must be '*' or a room name (a --legacy token takes no prefix)");
+  }
+  exp = opts.exp !== undefined ? integer("exp", opts.exp) : Math.floor(Date.now() / 1000) + integer("ttl", opts.ttl ?? "3600");
+  // Key order room, sub, exp: the bytes src/auth/legacy.rs `mint` makes.
+  const payload = Buffer.from(JSON.stringify({ room, sub: opts.sub, exp }), "utf8").toString("base64url");
+  const sig = createHmac("sha256", Buffer.from(secret, "utf8")).update(payload, "ascii").digest("base64url");
+  token = `${payload}.${sig}`;
+} else {
+  if (!existsSync(TOKEN_JS)) fail(`${TOKEN_JS} is missing: run scripts/build-client first`);
+  const { mintToken } = await import(pathToFileURL(TOKEN_JS).href);
+  const o = { secret, room, sub: opts.sub };
+  if (opts.exp !== undefined) o.exp = integer("exp", opts.exp);
+  if (opts.ttl !== undefined) o.ttl = integer("ttl", opts.ttl);
+  if (opts.iat !== undefined) o.iat = integer("iat", opts.iat);
+  if (opts.kid !== undefined) o.kid = opts.kid;
+  if (opts["max-ttl"] !== undefined) o.maxTtl = integer("max-ttl", opts["max-ttl"]);
+  if (opts.info !== undefined) {
+    try {
+      o.info = JSON.parse(opts.info);
+    } catch (e) {
+      fail(`--info is not JSON: ${e.message}`);
+    }
+  }
+  try {
+    token = await mintToken(o);
+  } catch (e) {
+    fail(String(e.message).replace(/^mintToken: /, "").replace("pass maxTtl", "pass --max-ttl"));
+  }
+  exp = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")).exp;
+}
+
+process.stdout.write(`${token}\n`);
 if (process.stderr.isTTY) {
   process.stderr.write(
     `mint-token: room=${room} sub=${opts.sub} exp=${exp} (${new Date(exp * 1000).toISOString()}), secret from ${source}\n`,

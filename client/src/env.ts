@@ -1,5 +1,8 @@
-//! The outside world the client touches (time, randomness, sockets, storage),
-//! gathered in one injectable object so tests run on a fake clock and sockets.
+//! The outside world the client touches (time, randomness, sockets, storage,
+//! the page's online/visibility events), gathered in one injectable object so
+//! tests run on a fake clock and sockets. Resolved lazily: building a Room
+//! (during server-side rendering, say) reads no `WebSocket`, storage, `window`
+//! or `document` until it is started.
 
 /** The subset of the browser WebSocket the client uses. */
 export interface SocketLike {
@@ -24,6 +27,15 @@ export interface StorageLike {
 
 export type TimerHandle = unknown;
 
+/** Why the page says now is a good time to reconnect. */
+export type WakeWhy = "online" | "visible";
+
+/**
+ * Subscribes to the page's wake-ups (the browser's `online` event, a hidden
+ * tab becoming visible); returns the unsubscribe.
+ */
+export type WakeSource = (fn: (why: WakeWhy) => void) => () => void;
+
 /** Everything the client reads from its surroundings. */
 export interface Env {
   /** Wall-clock milliseconds (Date.now). */
@@ -39,6 +51,8 @@ export interface Env {
   sessionStorage: StorageLike | null;
   /** Per origin: the chosen region endpoint lives here. `null` when unavailable. */
   localStorage: StorageLike | null;
+  /** The page's wake-ups; `null` off a page (server, worker, Node). */
+  onWake: WakeSource | null;
 }
 
 export const OPEN = 1;
@@ -64,22 +78,69 @@ function defaultRandomBytes(bytes: Uint8Array): Uint8Array {
   return bytes;
 }
 
-/** The browser's environment, with any part replaced by `overrides`. */
+/** `online` on window, `visibilitychange` to visible on document, if there is a page. */
+function pageWake(): WakeSource | null {
+  const g = globalThis as unknown as {
+    window?: { addEventListener(t: string, f: () => void): void; removeEventListener(t: string, f: () => void): void };
+    document?: {
+      visibilityState?: string;
+      addEventListener(t: string, f: () => void): void;
+      removeEventListener(t: string, f: () => void): void;
+    };
+  };
+  const win = g.window;
+  const doc = g.document;
+  if (!win || typeof win.addEventListener !== "function") return null;
+  return (fn) => {
+    const online = (): void => fn("online");
+    const visible = (): void => {
+      if (doc?.visibilityState === "visible") fn("visible");
+    };
+    win.addEventListener("online", online);
+    doc?.addEventListener("visibilitychange", visible);
+    return () => {
+      win.removeEventListener("online", online);
+      doc?.removeEventListener("visibilitychange", visible);
+    };
+  };
+}
+
+/** Defines `key` on `env` as computed on first read (then kept). */
+function lazy<K extends keyof Env>(env: Env, key: K, make: () => Env[K]): void {
+  Object.defineProperty(env, key, {
+    configurable: true,
+    enumerable: true,
+    get() {
+      const value = make();
+      Object.defineProperty(env, key, { value, writable: true, enumerable: true, configurable: true });
+      return value;
+    },
+  });
+}
+
+/**
+ * The browser's environment, with any part replaced by `overrides`. Nothing
+ * of the page is read here: `WebSocket`, the storages and the wake-up source
+ * are looked up on first use (a missing `WebSocket` throws then).
+ */
 export function resolveEnv(overrides: Partial<Env> = {}): Env {
-  const g = globalThis as unknown as { WebSocket?: SocketFactory };
-  const env: Env = {
+  const env = {
     now: () => Date.now(),
-    setTimeout: (fn, ms) => globalThis.setTimeout(fn, ms),
-    clearTimeout: (h) => globalThis.clearTimeout(h as ReturnType<typeof globalThis.setTimeout>),
+    setTimeout: (fn: () => void, ms: number) => globalThis.setTimeout(fn, ms),
+    clearTimeout: (h: TimerHandle) => globalThis.clearTimeout(h as ReturnType<typeof globalThis.setTimeout>),
     random: Math.random,
     randomBytes: defaultRandomBytes,
-    WebSocket: g.WebSocket as SocketFactory,
-    sessionStorage: "sessionStorage" in overrides ? null : storage("sessionStorage"),
-    localStorage: "localStorage" in overrides ? null : storage("localStorage"),
-    ...overrides,
-  };
-  if (typeof env.WebSocket !== "function") {
-    throw new TypeError("homeroom: no WebSocket in this environment; pass env.WebSocket");
+  } as Env;
+  lazy(env, "WebSocket", () => {
+    const ws = (globalThis as unknown as { WebSocket?: SocketFactory }).WebSocket;
+    if (typeof ws !== "function") throw new TypeError("homeroom: no WebSocket in this environment; pass env.WebSocket");
+    return ws;
+  });
+  lazy(env, "sessionStorage", () => storage("sessionStorage"));
+  lazy(env, "localStorage", () => storage("localStorage"));
+  lazy(env, "onWake", pageWake);
+  for (const [key, value] of Object.entries(overrides)) {
+    Object.defineProperty(env, key, { value, writable: true, enumerable: true, configurable: true });
   }
   return env;
 }

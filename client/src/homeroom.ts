@@ -4,10 +4,14 @@
 
 import { Room, type ConnectOptions } from "./room.js";
 
-/** Connects to a room; the handle reconnects by itself until `close()`. */
+/**
+ * Connects to a room; the handle reconnects by itself until `close()`.
+ * With `autoConnect: false` nothing happens (nothing of the page is read)
+ * until `room.start()`.
+ */
 export function connect(opts: ConnectOptions): Room {
   const room = new Room(opts);
-  room.start();
+  if (opts.autoConnect !== false) room.start();
   return room;
 }
 
@@ -29,10 +33,12 @@ export { DEFAULT_HEARTBEAT } from "./heartbeat.js";
 export type { HeartbeatOptions } from "./heartbeat.js";
 export { DEFAULT_REGIONS, EndpointChooser, PIN_KEY } from "./regions.js";
 export type { ChoiceWhy, RegionOptions } from "./regions.js";
-export { DEFAULT_RATE } from "./outbox.js";
-export type { RateOptions } from "./outbox.js";
+export { DEFAULT_RATE, paceFor } from "./bucket.js";
+export type { Pace, RateOptions } from "./bucket.js";
+export { IDLE_STATUS } from "./status.js";
+export { EMPTY_PRESENCE } from "./presence.js";
 export { SESSION_KEY, validSession } from "./session.js";
 export type { Presence } from "./presence.js";
-export type { Env, SocketFactory, SocketLike, StorageLike } from "./env.js";
-export { CLOSE, PING, markEcho } from "./protocol.js";
+export type { Env, SocketFactory, SocketLike, StorageLike, WakeSource, WakeWhy } from "./env.js";
+export { CLOSE, DEFAULT_LIMITS, PING, markEcho } from "./protocol.js";
 export type * from "./protocol.js";

@@ -1,11 +1,12 @@
 //! Who is in the room: the member list (per session) kept from `welcome` and
-//! `presence` diffs, and the per-region summary kept from `summary` frames.
+//! `presence` diffs, and the per-region summary kept from `summary` frames;
+//! handed out as immutable snapshots (one object until something changes).
 
 import type { Member, PresenceFrame, RegionCount, Summary, WelcomeFrame } from "./protocol.js";
 
 const EMPTY_SUMMARY: Summary = { members: 0, users: 0, connections: 0, regions: {} };
 
-/** A read-only view of the room's presence. */
+/** The room's presence, as an immutable snapshot. */
 export interface Presence {
   /** Members by session. Empty in a large room (see `large`). */
   readonly members: ReadonlyMap<string, Member>;
@@ -21,10 +22,46 @@ export interface Presence {
   readonly large: boolean;
 }
 
+/** The presence of a room with nobody known in it (never connected, or rendering on a server). */
+export const EMPTY_PRESENCE: Presence = Object.freeze({
+  members: new Map<string, Member>(),
+  count: 0,
+  users: 0,
+  regions: Object.freeze({}),
+  summary: EMPTY_SUMMARY,
+  large: false,
+});
+
 export class PresenceStore implements Presence {
   members = new Map<string, Member>();
   summary: Summary = EMPTY_SUMMARY;
   large = false;
+  private snap: Presence | null = null;
+
+  /**
+   * An immutable view of now: the same object until the next change, so a
+   * `===` check (React's `useSyncExternalStore`) tells whether it changed.
+   */
+  snapshot(): Presence {
+    if (this.snap === null) {
+      this.snap = Object.freeze({
+        members: new Map(this.members),
+        count: this.count,
+        users: this.users,
+        regions: Object.freeze(this.regions),
+        summary: this.summary,
+        large: this.large,
+      });
+    }
+    return this.snap;
+  }
+
+  /** Members whose user is `user` (this user's other tabs and devices share its budget). */
+  sessionsOf(user: string): number {
+    let n = 0;
+    for (const m of this.members.values()) if (m.user === user) n += 1;
+    return n;
+  }
 
   /** The member list is exact between summaries; the summary wins in large rooms. */
   get count(): number {
@@ -50,6 +87,7 @@ export class PresenceStore implements Presence {
   }
 
   welcome(f: WelcomeFrame): void {
+    this.snap = null;
     this.large = f.presence?.large === true;
     this.members = new Map(Object.entries(f.presence?.members ?? {}));
     if (f.presence?.summary) this.summary = f.presence.summary;
@@ -57,6 +95,7 @@ export class PresenceStore implements Presence {
 
   /** Applies a diff; returns the sessions that joined (or changed) and left. */
   apply(f: PresenceFrame): { joins: string[]; leaves: string[] } {
+    this.snap = null;
     // A reset states the mode (absent `large` = a normal room again); a diff
     // can only switch large mode on.
     if (f.reset) this.large = f.large === true;
@@ -82,15 +121,18 @@ export class PresenceStore implements Presence {
   updateSelf(session: string, state: Member["state"]): boolean {
     const me = this.members.get(session);
     if (!me) return false;
+    this.snap = null;
     this.members.set(session, { ...me, state });
     return true;
   }
 
   setSummary(s: Summary): void {
+    this.snap = null;
     this.summary = { members: s.members, users: s.users, connections: s.connections, regions: s.regions ?? {} };
   }
 
   clear(): void {
+    this.snap = null;
     this.members = new Map();
     this.large = false;
     this.summary = EMPTY_SUMMARY;

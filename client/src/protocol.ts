@@ -50,7 +50,48 @@ export interface WelcomeFrame {
     summary?: Summary;
     large?: boolean;
   };
+  /** The room's limits (an added field; absent from older servers). */
+  limits?: Partial<Limits>;
 }
+
+/**
+ * The limits a room announces in `welcome`: the client paces itself by them
+ * (see sender.ts) and refuses locally what the room would refuse.
+ */
+export interface Limits {
+  /** Frames per second per connection, and its burst. */
+  rate: number;
+  burst: number;
+  /** Frames per second per user over all their connections, and its burst. */
+  user_rate: number;
+  user_burst: number;
+  /** Connections one user may hold in the room. */
+  user_connections: number;
+  /** Largest frame the room accepts, bytes. */
+  max_frame: number;
+  /** Largest presence state, bytes of JSON. */
+  presence_max: number;
+  /** Deepest nesting of `data`, `value` and presence `state`. */
+  max_depth: number;
+  /** Bytes of state/resync/catch-up one user is sent per second. */
+  reply_bytes_per_sec: number;
+  /** Bytes a connection may leave unconfirmed by `mark` echoes. */
+  send_window: number;
+}
+
+/** The server's defaults: what the client assumes before its first welcome. */
+export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
+  rate: 20,
+  burst: 50,
+  user_rate: 40,
+  user_burst: 100,
+  user_connections: 10,
+  max_frame: 65536,
+  presence_max: 1024,
+  max_depth: 32,
+  reply_bytes_per_sec: 256 * 1024,
+  send_window: 1 << 20,
+});
 
 export interface MessageFrame {
   type: "message";

@@ -1,22 +1,27 @@
 //! The room handle: one logical connection to a room that survives socket
-//! drops. Owns the connect/reconnect cycle, resume (since/epoch, replay,
-//! resync, gap detection), the room state and presence views, and the
-//! mapping of acks and errors to the promises of durable sends.
+//! drops. Owns the connect/reconnect cycle (start, manual reconnect, reopen
+//! after close, reconnect on the page's wake-ups), resume (since/epoch,
+//! replay, resync, gap detection), the room state and presence snapshots,
+//! the local checks against the room's limits, and the mapping of acks and
+//! errors to the promises of durable sends. Building one touches nothing of
+//! the page: that waits for `start()`.
 
 import { DEFAULT_BACKOFF, plan, type BackoffOptions, type Cause, type StopWhy } from "./backoff.js";
+import { DEFAULT_RATE, paceFor, type RateOptions } from "./bucket.js";
 import { Emitter } from "./emitter.js";
-import { OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle } from "./env.js";
+import { OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle, type WakeWhy } from "./env.js";
 import { HomeroomError } from "./errors.js";
 import { DEFAULT_HEARTBEAT, Heartbeat, type HeartbeatOptions } from "./heartbeat.js";
-import { DEFAULT_RATE, Outbox, type RateOptions } from "./outbox.js";
+import { byteLength, jsonDepth } from "./json.js";
 import { PresenceStore, type Presence } from "./presence.js";
 import {
   CLOSE,
+  DEFAULT_LIMITS,
   markEcho,
-  MAX_FRAME_BYTES,
   PING,
   STATE_TOPIC,
   type Json,
+  type Limits,
   type MessageFrame,
   type ServerFrame,
   type SignalFrame,
@@ -24,8 +29,12 @@ import {
   type Summary,
   type WelcomeFrame,
 } from "./protocol.js";
-import { DEFAULT_REGIONS, EndpointChooser, wsBase, type ChoiceWhy, type RegionOptions } from "./regions.js";
-import { freshSession, IdMaker, tabSession } from "./session.js";
+import { DEFAULT_REGIONS, EndpointChooser, wsBase, type RegionOptions } from "./regions.js";
+import { Sender } from "./sender.js";
+import { freshSession, IdMaker, tabSession, validSession } from "./session.js";
+import { frozenStatus, IDLE_STATUS, sameStatus, type Status } from "./status.js";
+
+export type { ConnectionState, Status } from "./status.js";
 
 export interface ConnectOptions {
   /** The room name: 1-64 chars of A-Z a-z 0-9 . _ : - */
@@ -64,45 +73,19 @@ export interface ConnectOptions {
   backoff?: Partial<BackoffOptions>;
   heartbeat?: Partial<HeartbeatOptions>;
   probe?: Partial<RegionOptions>;
+  /**
+   * Pacing: the share of the room's limits to use (`headroom`, default 0.8),
+   * optional caps of its own (`burst`, `perSec`), and the latest-wins
+   * intervals (`presenceIntervalMs` 100, `signalIntervalMs` 50).
+   */
   rate?: Partial<RateOptions>;
   /** A connect that has no welcome by then is abandoned, ms. Default 10 s. */
   connectTimeoutMs?: number;
-}
-
-export type ConnectionState = "connecting" | "open" | "reconnecting" | "closed";
-
-export interface Status {
-  state: ConnectionState;
-  /** The endpoint of the current or last connection, and how it was chosen. */
-  endpoint: string | null;
-  endpointChoice: ChoiceWhy | null;
-  /** From the last welcome: where this client connected, and the room's home. */
-  region: string | null;
-  home: string | null;
-  user: string | null;
-  conn: string | null;
-  /** The highest seq applied, and the epoch of the room's log. */
-  seq: number;
-  epoch: string | null;
-  /** Whether the last connect resumed, and how many messages it replayed. */
-  resumed: boolean;
-  missed: number;
-  /** Failures in a row (reset by a connection that stays up 10 s). */
-  attempt: number;
-  /** When the next connect is due (epoch ms), while waiting to reconnect. */
-  retryAt: number | null;
-  /** The last close code and reason the client saw. */
-  lastClose: { code: number; reason: string } | null;
   /**
-   * Why the connection is down or closed, in a word. Once closed: `closed`,
-   * `superseded` (4001), `auth` (4401: no good token), `session_taken`
-   * (4409 again and again), or a 4403 reason (`kicked`, `blocked`, ...).
+   * `connect()` starts the connection at once unless this is false; then
+   * call `room.start()` (what the React hooks do, in an effect).
    */
-  why: string | null;
-  /** The session this client connects with (changes after a 4409). */
-  session: string;
-  /** Unacknowledged publishes and sets. */
-  pending: number;
+  autoConnect?: boolean;
 }
 
 export interface MessageEvent extends MessageFrame {
@@ -148,7 +131,7 @@ const KIND_RE = /^[A-Za-z0-9_-]{1,32}$/;
 const TOPIC_MAX = 64;
 
 /** Client-initiated close codes (browsers allow 1000 and 3000-4999). */
-const CLIENT_CLOSE = { GAP: 4000, HEARTBEAT: 4002, TIMEOUT: 4003 } as const;
+const CLIENT_CLOSE = { GAP: 4000, HEARTBEAT: 4002, TIMEOUT: 4003, RECONNECT: 4004 } as const;
 
 export class Room {
   readonly room: string;
@@ -157,31 +140,42 @@ export class Room {
 
   private readonly env: Env;
   private readonly events = new Emitter<RoomEvents>();
-  private readonly chooser: EndpointChooser;
   private readonly ids: IdMaker;
-  private readonly outbox: Outbox;
+  private readonly sender: Sender;
+  private readonly rate: RateOptions;
   private readonly heartbeat: Heartbeat;
   private readonly backoffOpts: BackoffOptions;
   private readonly connectTimeoutMs: number;
   private readonly presenceStore = new PresenceStore();
   private readonly stateMap = new Map<string, StateEntry>();
+  /** The endpoints given (null: the page's origin, looked up at start). */
+  private readonly endpoints: readonly string[] | null;
+  private readonly probeOpts: RegionOptions;
+  private chooserOrNull: EndpointChooser | null = null;
+  /** The limits of the last welcome (the server's defaults before one). */
+  private limitsNow: Readonly<Limits> = DEFAULT_LIMITS;
 
   private socket: SocketLike | null = null;
   /** Bumped for every connect attempt; callbacks of older attempts are ignored. */
   private generation = 0;
+  private started = false;
   private welcomed = false;
   private everOpen = false;
   private closedForGood = false;
   private retryTimer: TimerHandle | null = null;
+  /** The pending retry is a long wait the room asked for (4029, 4429): a wake-up does not cut it short. */
+  private retryImposed = false;
   private connectTimer: TimerHandle | null = null;
   private rewriteTimer: TimerHandle | null = null;
+  private stopWake: (() => void) | null = null;
   private attempt = 0;
   private welcomedAt: number | null = null;
   /** 4401 and 4409 closes since the last welcome. */
   private authRefusals = 0;
   private sessionTaken = 0;
 
-  private sessionId: string;
+  /** Resolved at start (sessionStorage), unless given. */
+  private sessionId: string | null;
   /** The session came from sessionStorage (a fresh one replaces it there). */
   private readonly sessionStored: boolean;
 
@@ -195,6 +189,10 @@ export class Room {
   private baseline = false;
   private replayUntil = 0;
   private myPresence: Record<string, Json> | null;
+
+  // Snapshots: the same object until something they show changes.
+  private statusSnap: Readonly<Status> = IDLE_STATUS;
+  private stateSnap: ReadonlyMap<string, StateEntry> | null = null;
 
   private info: Omit<Status, "state" | "seq" | "epoch" | "attempt" | "pending" | "endpoint" | "endpointChoice" | "session"> = {
     region: null,
@@ -216,8 +214,12 @@ export class Room {
     const kind = opts.kind ?? "rooms";
     if (!KIND_RE.test(kind)) throw new TypeError("homeroom: kind must be 1-32 chars of A-Z a-z 0-9 _ -");
     this.kind = kind;
+    if (opts.session !== undefined && !validSession(opts.session)) {
+      throw new TypeError("homeroom: session must be 8-64 chars of A-Z a-z 0-9 _ -");
+    }
+    // Nothing below reads the page: the environment resolves lazily.
     this.env = resolveEnv(opts.env);
-    this.sessionId = tabSession(this.env, opts.session);
+    this.sessionId = opts.session ?? null;
     this.sessionStored = opts.session === undefined;
     this.ids = new IdMaker(this.env);
     this.backoffOpts = { ...DEFAULT_BACKOFF, ...opts.backoff };
@@ -233,10 +235,12 @@ export class Room {
     this.needToken = this.token === undefined && this.getToken !== undefined;
     this.myPresence = opts.presence ?? null;
 
-    const endpoints = opts.regions?.length ? [...opts.regions] : [opts.url ?? pageOrigin()];
-    endpoints.forEach(wsBase); // throws early on a bad URL
-    this.chooser = new EndpointChooser(this.env, endpoints, { ...DEFAULT_REGIONS, ...opts.probe });
-    this.outbox = new Outbox(this.env, { ...DEFAULT_RATE, ...opts.rate }, (text) => this.write(text));
+    const given = opts.regions?.length ? [...opts.regions] : opts.url !== undefined ? [opts.url] : null;
+    given?.forEach(wsBase); // throws early on a bad URL
+    this.endpoints = given;
+    this.probeOpts = { ...DEFAULT_REGIONS, ...opts.probe };
+    this.rate = { ...DEFAULT_RATE, ...opts.rate };
+    this.sender = new Sender(this.env, this.rate, paceFor(DEFAULT_LIMITS, this.rate), (text) => this.write(text));
     this.heartbeat = new Heartbeat(
       this.env,
       { ...DEFAULT_HEARTBEAT, ...opts.heartbeat },
@@ -256,41 +260,62 @@ export class Room {
   }
 
   /**
+   * Calls `fn` after anything the snapshots (`status`, `presence`, `state`)
+   * show may have changed; returns the unsubscribe. For
+   * `useSyncExternalStore` and other stores: read the snapshot in `fn`.
+   */
+  subscribe(fn: () => void): () => void {
+    const offs = (["status", "presence", "summary", "state", "resync"] as const).map((e) => this.on(e, fn));
+    return () => offs.forEach((off) => off());
+  }
+
+  /**
    * This tab's session. Fixed for the handle's life, except after a 4409
-   * (the id belongs to another user): then a fresh one.
+   * (the id belongs to another user): then a fresh one. Read before
+   * `start()`, it is looked up (sessionStorage) then.
    */
   get session(): string {
-    return this.sessionId;
+    return (this.sessionId ??= tabSession(this.env));
   }
 
-  /** The room state: key to value and version. */
+  /** The room state, key to value and version: an immutable snapshot (the same Map until a key changes). */
   get state(): ReadonlyMap<string, StateEntry> {
-    return this.stateMap;
+    return (this.stateSnap ??= new Map(this.stateMap));
   }
 
+  /** Who is here: an immutable snapshot (the same object until presence changes). */
   get presence(): Presence {
-    return this.presenceStore;
+    return this.presenceStore.snapshot();
   }
 
+  /** The connection's status: a frozen snapshot, the same object until a field changes. */
   get status(): Status {
-    return {
+    const now: Status = {
       ...this.info,
-      lastClose: this.info.lastClose && { ...this.info.lastClose },
       state: this.closedForGood
         ? "closed"
-        : this.welcomed
+        : !this.started
+          ? "idle"
+          : this.welcomed
           ? "open"
           : this.everOpen
             ? "reconnecting"
             : "connecting",
-      endpoint: this.chooser.current,
-      endpointChoice: this.chooser.lastWhy,
+      endpoint: this.chooserOrNull?.current ?? null,
+      endpointChoice: this.chooserOrNull?.lastWhy ?? null,
       seq: this.seqApplied,
       epoch: this.epoch,
       attempt: this.attempt,
-      pending: this.outbox.size,
-      session: this.sessionId,
+      pending: this.sender.outbox.size,
+      session: this.sessionId ?? "",
     };
+    if (!sameStatus(now, this.statusSnap)) this.statusSnap = frozenStatus(now);
+    return this.statusSnap;
+  }
+
+  /** The limits the room announced in the last welcome (the server's defaults before one). */
+  get limits(): Readonly<Limits> {
+    return this.limitsNow;
   }
 
   /** The highest seq applied. */
@@ -300,14 +325,16 @@ export class Room {
 
   /**
    * A durable message: resolves with its seq once the room stored it. Kept
-   * and resent across reconnects until then.
+   * and resent across reconnects until then. Paced under the room's limits
+   * (see the README's "Pacing"); refused at once (`too_large`, `invalid`)
+   * when the room would refuse it.
    */
   publish(topic: string, data: Json): Promise<number> {
-    if (typeof topic !== "string" || topic.length < 1 || topic.length > TOPIC_MAX || topic.startsWith("$")) {
+    if (!validTopic(topic)) {
       return Promise.reject(new HomeroomError("invalid", "topic must be 1-64 chars, not starting with $"));
     }
     const id = this.ids.next();
-    return this.durable(id, JSON.stringify({ type: "publish", id, topic, data }));
+    return this.durable(id, JSON.stringify({ type: "publish", id, topic, data }), "data");
   }
 
   /**
@@ -322,28 +349,41 @@ export class Room {
     const id = this.ids.next();
     const frame: Record<string, Json> = { type: "set", id, key, value };
     if (opts.ifVersion !== undefined) frame.if_version = opts.ifVersion;
-    return this.durable(id, JSON.stringify(frame));
+    return this.durable(id, JSON.stringify(frame), "value");
   }
 
   /**
-   * An ephemeral message to the other connections. Sent only while connected
-   * and under the rate limit, never queued: returns whether it went out.
+   * An ephemeral message to the other connections, latest wins per topic:
+   * while connected, the newest `data` of a topic goes out no more than
+   * every `signalIntervalMs` (50 ms) and as the bucket allows, and the last
+   * one always goes (trailing edge). Returns whether it was taken (false
+   * while not connected: signals are never queued across connections).
+   * Throws a `HomeroomError` (`too_large`, `invalid`) for a frame the room
+   * would refuse.
    */
   signal(topic: string, data: Json): boolean {
-    if (!this.welcomed || typeof topic !== "string" || topic.length < 1 || topic.length > TOPIC_MAX) return false;
-    if (topic.startsWith("$")) return false;
+    if (!validTopic(topic)) return false;
     const text = JSON.stringify({ type: "signal", topic, data });
-    if (byteLength(text) > MAX_FRAME_BYTES) return false;
-    return this.outbox.ephemeral(text);
+    this.check(text, "data");
+    if (!this.welcomed) return false;
+    return this.sender.signal(topic, text);
   }
 
-  /** Replaces this session's presence state (kept and sent again on every connect). */
+  /**
+   * Replaces this session's presence state: kept, and sent again on every
+   * connect. Latest wins: at most one presence frame every
+   * `presenceIntervalMs` (100 ms) and as the bucket allows, the last state
+   * always. The local view (`presence`) changes at once. Throws a
+   * `HomeroomError` `too_large` over the room's `presence_max` (1 KiB).
+   */
   setPresence(state: Record<string, Json>): void {
+    const text = JSON.stringify({ type: "presence", state });
+    this.checkPresence(text, state);
     this.myPresence = state;
     if (!this.welcomed) return;
-    this.outbox.control(JSON.stringify({ type: "presence", state }));
-    if (this.presenceStore.updateSelf(this.sessionId, state)) {
-      this.events.emit("presence", { joins: [this.sessionId], leaves: [], reset: false, presence: this.presenceStore });
+    this.sender.presence(text);
+    if (this.presenceStore.updateSelf(this.session, state)) {
+      this.events.emit("presence", { joins: [this.session], leaves: [], reset: false, presence: this.presence });
     }
   }
 
@@ -364,7 +404,11 @@ export class Room {
     });
   }
 
-  /** Closes for good: no reconnect; unacknowledged sends reject with `closed`. */
+  /**
+   * Closes for good: no reconnect; unacknowledged sends reject with
+   * `closed`. `start()` or `reconnect()` opens it again (same session,
+   * resuming where it was).
+   */
   close(): void {
     if (this.closedForGood) return;
     const s = this.socket;
@@ -375,9 +419,67 @@ export class Room {
 
   // ---- connect cycle ------------------------------------------------------
 
-  /** Starts the first connect (called by `connect`). */
+  /**
+   * Starts connecting (`connect()` calls it unless `autoConnect: false`).
+   * The first call reads the page (WebSocket, sessionStorage, the page's
+   * origin) and listens for its `online` and `visibilitychange` events. On
+   * a room closed for good (by `close()` or the server), it opens it again:
+   * same session, resuming from the last seq applied. A no-op while running.
+   */
   start(): void {
+    if (this.started && !this.closedForGood) return;
+    void this.env.WebSocket; // no WebSocket here: throw now, not in a retry loop
+    this.session; // looked up now (sessionStorage), then fixed
+    this.ids.prime();
+    this.started = true;
+    if (this.closedForGood) {
+      this.closedForGood = false;
+      this.attempt = 0;
+      this.authRefusals = 0;
+      this.sessionTaken = 0;
+      this.info.why = null;
+    }
+    this.stopWake ??= this.env.onWake?.((why) => this.wake(why)) ?? null;
     this.open();
+  }
+
+  /**
+   * Drops the current socket (if any) and connects again at once, resuming
+   * from the last seq applied. Starts the room if it was never started or
+   * was closed for good.
+   */
+  reconnect(): void {
+    if (!this.started || this.closedForGood) {
+      this.start();
+      return;
+    }
+    const s = this.socket;
+    this.detach();
+    if (s) safeClose(s, CLIENT_CLOSE.RECONNECT, "reconnect");
+    this.chooser.disconnected();
+    this.open();
+  }
+
+  /**
+   * The page came back online or became visible: a room waiting out a
+   * backoff connects at once (not one waiting out a room's 4029/4429); an
+   * open one checks its socket at once (a ping whose pong must come soon),
+   * since a sleep or a network change can leave it dead but open.
+   */
+  private wake(_why: WakeWhy): void {
+    if (!this.started || this.closedForGood) return;
+    if (this.welcomed) {
+      this.heartbeat.checkNow();
+      return;
+    }
+    if (this.retryTimer === null || this.retryImposed) return;
+    this.env.clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.open();
+  }
+
+  private get chooser(): EndpointChooser {
+    return (this.chooserOrNull ??= new EndpointChooser(this.env, this.endpoints ?? [pageOrigin()], this.probeOpts));
   }
 
   /**
@@ -386,6 +488,7 @@ export class Room {
    */
   private open(): void {
     this.retryTimer = null;
+    this.retryImposed = false;
     this.info.retryAt = null;
     const gen = ++this.generation;
     const stale = (): boolean => gen !== this.generation || this.closedForGood;
@@ -448,7 +551,8 @@ export class Room {
     };
     socket.onclose = (ev) => {
       if (gen !== this.generation) return;
-      this.info.lastClose = { code: ev.code, reason: ev.reason ?? "" };
+      // Frozen, and new for every close: a snapshot's lastClose changes identity only with a new close.
+      this.info.lastClose = Object.freeze({ code: ev.code, reason: ev.reason ?? "" });
       this.fail({ kind: "close", code: ev.code, reason: ev.reason, welcomed: this.welcomed });
     };
     socket.onerror = () => {
@@ -457,7 +561,7 @@ export class Room {
   }
 
   private roomUrl(endpoint: string): string {
-    const q = new URLSearchParams({ session: this.sessionId });
+    const q = new URLSearchParams({ session: this.session });
     if (this.baseline && this.epoch !== null) {
       q.set("since", String(this.seqApplied));
       q.set("epoch", this.epoch);
@@ -474,7 +578,7 @@ export class Room {
     if (s) s.onopen = s.onmessage = s.onclose = s.onerror = null;
     this.welcomed = false;
     this.heartbeat.stop();
-    this.outbox.pause();
+    this.sender.pause();
     for (const t of [this.connectTimer, this.rewriteTimer, this.retryTimer]) if (t !== null) this.env.clearTimeout(t);
     this.connectTimer = this.rewriteTimer = this.retryTimer = null;
   }
@@ -507,6 +611,7 @@ export class Room {
     if (next.newSession) this.renewSession();
     this.info.why = cause.kind === "close" ? `close ${cause.code}` : cause.kind;
     this.info.retryAt = this.env.now() + next.delay;
+    this.retryImposed = cause.kind === "close" && (cause.code === CLOSE.RATE_ABUSE || cause.code === CLOSE.TOO_MANY_CONNECTIONS);
     this.retryTimer = this.env.setTimeout(() => this.open(), next.delay);
     this.emitStatus();
   }
@@ -517,8 +622,7 @@ export class Room {
    * and this tab's presence state are kept.
    */
   private renewSession(): void {
-    const old = this.sessionId;
-    this.sessionId = freshSession(this.env, this.sessionStored, old);
+    this.sessionId = freshSession(this.env, this.sessionStored, this.session);
   }
 
   private finish(why: string, err: HomeroomError): void {
@@ -526,7 +630,9 @@ export class Room {
     this.closedForGood = true;
     this.info.why = why;
     this.info.retryAt = null;
-    this.outbox.rejectAll(err);
+    this.stopWake?.();
+    this.stopWake = null;
+    this.sender.outbox.rejectAll(err);
     this.emitStatus();
   }
 
@@ -571,7 +677,7 @@ export class Room {
         this.emitStatus();
         return;
       case "ack":
-        if (this.outbox.ack(f.id, f.seq)) this.emitStatus();
+        if (this.sender.outbox.ack(f.id, f.seq)) this.emitStatus();
         return;
       case "error":
         return this.onError(f);
@@ -580,19 +686,20 @@ export class Room {
         return;
       case "presence": {
         const { joins, leaves } = this.presenceStore.apply(f);
-        this.events.emit("presence", { joins, leaves, reset: f.reset === true, presence: this.presenceStore });
+        this.repace();
+        this.events.emit("presence", { joins, leaves, reset: f.reset === true, presence: this.presence });
         return;
       }
       case "summary":
         this.presenceStore.setSummary(f);
-        this.events.emit("summary", this.presenceStore.summary);
+        this.events.emit("summary", this.presence.summary);
         return;
       case "pong":
         this.heartbeat.pong();
         return;
       case "mark":
         // Flow control: echo at once, verbatim, straight to the socket (not
-        // paced by the outbox: the room does not count echoes against the
+        // paced by the sender: the room does not count echoes against the
         // rate), welcomed or not. Never an event.
         if (typeof f.mark === "string") this.write(markEcho(f.mark));
         return;
@@ -622,6 +729,7 @@ export class Room {
       why: null,
     });
     this.epoch = f.epoch;
+    this.limitsNow = limitsOf(f.limits);
     if (askedResume && f.resumed) {
       // The missed messages follow, before any live frame.
       this.replayUntil = f.seq;
@@ -636,15 +744,15 @@ export class Room {
       this.seqApplied = f.seq;
     }
     this.presenceStore.welcome(f);
+    this.repace();
     this.heartbeat.start();
-    this.outbox.resume();
-    if (!askedResume) this.outbox.control('{"type":"get_state"}');
-    const mine = f.presence?.members?.[this.sessionId];
+    this.sender.resume(!askedResume);
+    const mine = f.presence?.members?.[this.session];
     if (this.myPresence && (!mine || JSON.stringify(mine.state) !== JSON.stringify(this.myPresence))) {
-      this.outbox.control(JSON.stringify({ type: "presence", state: this.myPresence }));
-      this.presenceStore.updateSelf(this.sessionId, this.myPresence);
+      this.sender.presence(JSON.stringify({ type: "presence", state: this.myPresence }));
+      this.presenceStore.updateSelf(this.session, this.myPresence);
     }
-    this.events.emit("presence", { joins: [...this.presenceStore.members.keys()], leaves: [], reset: true, presence: this.presenceStore });
+    this.events.emit("presence", { joins: [...this.presenceStore.members.keys()], leaves: [], reset: true, presence: this.presence });
     this.emitStatus();
   }
 
@@ -659,7 +767,10 @@ export class Room {
     if (f.topic === STATE_TOPIC && isStateData(f.data)) {
       const { key, value, version } = f.data;
       const had = this.stateMap.get(key);
-      if (!had || had.version < version) this.stateMap.set(key, { value, version });
+      if (!had || had.version < version) {
+        this.stateMap.set(key, Object.freeze({ value, version }));
+        this.stateSnap = null;
+      }
       this.events.emit("state", { key, value, version, message: f });
     }
     this.events.emit("message", { ...f, replayed: f.seq <= this.replayUntil });
@@ -671,17 +782,17 @@ export class Room {
     if (f.id !== undefined) extra.id = f.id;
     if (f.version !== undefined) extra.version = f.version;
     const err = new HomeroomError(f.code, f.message ?? f.code, extra);
-    if (f.id !== undefined && this.outbox.fail(f.id, err)) {
+    if (f.id !== undefined && this.sender.outbox.fail(f.id, err)) {
       this.emitStatus();
       return; // the send's promise carries it
     }
-    if (f.code === "rate_limited" && this.rewriteTimer === null && this.outbox.size > 0) {
+    if (f.code === "rate_limited" && this.rewriteTimer === null && this.sender.outbox.size > 0) {
       // The refused frame is not named: write the unacked sends again soon
       // (the room answers the ones it already has with their original ack).
       this.rewriteTimer = this.env.setTimeout(
         () => {
           this.rewriteTimer = null;
-          this.outbox.rewrite();
+          this.sender.rewrite();
         },
         1000 + this.env.random() * 1000,
       );
@@ -689,24 +800,75 @@ export class Room {
     this.events.emit("error", err);
   }
 
-  private durable(id: string, text: string): Promise<number> {
+  private durable(id: string, text: string, what: "data" | "value"): Promise<number> {
     if (this.closedForGood) return Promise.reject(new HomeroomError("closed", "the room handle is closed"));
-    if (byteLength(text) > MAX_FRAME_BYTES) {
-      return Promise.reject(new HomeroomError("too_large", `frame over ${MAX_FRAME_BYTES} bytes`, { id }));
+    try {
+      this.check(text, what, id);
+    } catch (e) {
+      return Promise.reject(e);
     }
-    const p = this.outbox.add(id, text);
+    const p = this.sender.durable(id, text);
     this.emitStatus();
     return p;
   }
 
+  /**
+   * Refuses here what the room would refuse (a frame over `max_frame`,
+   * a payload nested deeper than `max_depth`), by the last welcome's limits:
+   * a typed error for the caller instead of a refusal or a close later.
+   */
+  private check(text: string, what: string, id?: string): void {
+    const extra = id === undefined ? {} : { id };
+    const max = this.limitsNow.max_frame;
+    if (byteLength(text) > max) throw new HomeroomError("too_large", `frame over ${max} bytes`, extra);
+    // The frame is an object of scalars around one payload: one level more than it.
+    if (jsonDepth(text) - 1 > this.limitsNow.max_depth) {
+      throw new HomeroomError("invalid", `${what} nested deeper than ${this.limitsNow.max_depth}`, extra);
+    }
+  }
+
+  private checkPresence(text: string, state: Record<string, Json>): void {
+    if (typeof state !== "object" || state === null || Array.isArray(state)) {
+      throw new HomeroomError("invalid", "presence state must be an object");
+    }
+    this.check(text, "presence state");
+    const max = this.limitsNow.presence_max;
+    if (byteLength(JSON.stringify(state)) > max) throw new HomeroomError("too_large", `presence state over ${max} bytes`);
+  }
+
+  /** Paces the sender by the room's limits and this user's share of them. */
+  private repace(): void {
+    const user = this.info.user;
+    const sharers = this.presenceStore.large || user === null ? 1 : this.presenceStore.sessionsOf(user);
+    const pace = paceFor(this.limitsNow, this.rate, sharers);
+    const now = this.sender.bucket.current;
+    if (pace.perSec !== now.perSec || pace.burst !== now.burst) this.sender.setPace(pace);
+  }
+
   private replaceState(state: Record<string, StateEntry> | undefined): void {
     this.stateMap.clear();
-    for (const [k, v] of Object.entries(state ?? {})) this.stateMap.set(k, { value: v.value, version: v.version });
+    for (const [k, v] of Object.entries(state ?? {})) this.stateMap.set(k, Object.freeze({ value: v.value, version: v.version }));
+    this.stateSnap = null;
   }
 
   private emitStatus(): void {
     this.events.emit("status", this.status);
   }
+}
+
+/** The welcome's limits over the defaults; a field that is not a positive number keeps its default. */
+function limitsOf(given: Partial<Limits> | undefined): Readonly<Limits> {
+  if (!given) return DEFAULT_LIMITS;
+  const out: Limits = { ...DEFAULT_LIMITS };
+  for (const k of Object.keys(out) as Array<keyof Limits>) {
+    const v = given[k];
+    if (typeof v === "number" && Number.isFinite(v) && v > 0) out[k] = v;
+  }
+  return Object.freeze(out);
+}
+
+function validTopic(topic: unknown): topic is string {
+  return typeof topic === "string" && topic.length >= 1 && topic.length <= TOPIC_MAX && !topic.startsWith("$");
 }
 
 function isStateData(d: Json): d is { key: string; value: Json; version: number } {
@@ -738,9 +900,6 @@ function safeClose(s: SocketLike, code: number, reason: string): void {
   }
 }
 
-function byteLength(text: string): number {
-  return typeof TextEncoder === "function" ? new TextEncoder().encode(text).length : text.length * 3;
-}
 
 function pageOrigin(): string {
   const loc = (globalThis as { location?: { origin?: string } }).location;
@@ -748,11 +907,16 @@ function pageOrigin(): string {
   throw new TypeError("homeroom: pass `url` or `regions` (no page origin here)");
 }
 
-/** A homeroom token's `exp` has passed (or is within 30 s). Unknown formats never expire. */
+/**
+ * A room token's `exp` has passed (or is within 30 s). Reads a JWT's
+ * payload (the middle part) and the older two-part format's (the first).
+ * Unknown formats never expire.
+ */
 export function tokenExpired(token: string | undefined, now: number): boolean {
   if (token === undefined) return false;
   try {
-    const b64 = token.split(".")[0]!.replace(/-/g, "+").replace(/_/g, "/");
+    const parts = token.split(".");
+    const b64 = parts[parts.length === 3 ? 1 : 0]!.replace(/-/g, "+").replace(/_/g, "/");
     const payload = JSON.parse(atob(b64 + "===".slice((b64.length + 3) % 4))) as { exp?: unknown };
     return typeof payload.exp === "number" && payload.exp * 1000 - 30_000 <= now;
   } catch {

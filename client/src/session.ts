@@ -68,14 +68,19 @@ function safeGet(env: Env, key: string): string | null {
  */
 export class IdMaker {
   private counter = 0;
-  private readonly prefix: string;
+  /** Drawn at the first id (building a Room reads no randomness). */
+  private prefix: string | null = null;
 
-  constructor(env: Env) {
-    this.prefix = randomText(env, 8);
+  constructor(private readonly env: Env) {}
+
+  /** Draws the random part now (a Room does at start), if not drawn yet. */
+  prime(): void {
+    this.prefix ??= randomText(this.env, 8);
   }
 
   next(): string {
     this.counter += 1;
+    this.prime();
     return `${this.prefix}-${this.counter.toString(36)}`;
   }
 }

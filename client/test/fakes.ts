@@ -1,7 +1,7 @@
 //! Test doubles: a fake clock (virtual time, ordered timers), fake sockets
 //! with a scriptable server side, in-memory storage and a seeded random.
 
-import type { Env, SocketLike, StorageLike } from "../src/env.js";
+import type { Env, SocketLike, StorageLike, WakeWhy } from "../src/env.js";
 
 /** Deterministic uniform [0,1) generator (mulberry32). */
 export function seeded(seed: number): () => number {
@@ -194,8 +194,29 @@ export class FakeSocket implements SocketLike {
   }
 }
 
+/** The page's `online` / `visibilitychange` events, fired by the test. */
+export class FakePage {
+  private listeners = new Set<(why: WakeWhy) => void>();
+
+  /** What `env.onWake` is. */
+  source = (fn: (why: WakeWhy) => void): (() => void) => {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  };
+
+  /** Listeners installed now. */
+  get listening(): number {
+    return this.listeners.size;
+  }
+
+  fire(why: WakeWhy): void {
+    for (const fn of [...this.listeners]) fn(why);
+  }
+}
+
 export interface World {
   clock: FakeClock;
+  page: FakePage;
   env: Env;
   sockets: FakeSocket[];
   session: MemoryStorage;
@@ -211,6 +232,7 @@ export function world(opts: { seed?: number; clock?: FakeClock; onSocket?: (s: F
   const session = new MemoryStorage();
   const local = new MemoryStorage();
   const random = seeded(opts.seed ?? 1);
+  const page = new FakePage();
   const onSocket = opts.onSocket;
   class Socket extends FakeSocket {
     constructor(url: string) {
@@ -231,9 +253,11 @@ export function world(opts: { seed?: number; clock?: FakeClock; onSocket?: (s: F
     WebSocket: Socket,
     sessionStorage: session,
     localStorage: local,
+    onWake: page.source,
   };
   return {
     clock,
+    page,
     env,
     sockets,
     session,
@@ -255,6 +279,10 @@ export interface WelcomeOpts {
   home?: string;
   members?: Record<string, unknown>;
   large?: boolean;
+  /** The welcome's `limits` (absent: none, as from an older server). */
+  limits?: Record<string, number>;
+  /** The user the room says this session is (default: the session). */
+  user?: string;
 }
 
 /** Opens `s` and sends it a welcome for the session in its URL. */
@@ -265,7 +293,7 @@ export function welcome(s: FakeSocket, o: WelcomeOpts = {}): void {
     type: "welcome",
     room: decodeURIComponent(s.path.split("/")[2] ?? ""),
     session,
-    user: session,
+    user: o.user ?? session,
     conn: "c-" + s.createdAt,
     region: o.region ?? "OC",
     ...(o.home ? { home: o.home } : {}),
@@ -274,10 +302,11 @@ export function welcome(s: FakeSocket, o: WelcomeOpts = {}): void {
     resumed: o.resumed ?? false,
     missed: o.missed ?? 0,
     presence: {
-      members: o.members ?? { [session]: { user: session, region: o.region ?? "OC", state: {}, since: 1 } },
+      members: o.members ?? { [session]: { user: o.user ?? session, region: o.region ?? "OC", state: {}, since: 1 } },
       summary: { members: 1, users: 1, connections: 1, regions: { OC: { members: 1, users: 1 } } },
       ...(o.large ? { large: true } : {}),
     },
+    ...(o.limits ? { limits: o.limits } : {}),
   });
 }
 

@@ -171,6 +171,7 @@ describe("resend after reconnect", () => {
     const p = r.publish("chat", "early");
     await w.clock.advance(0);
     welcome(w.last());
+    assert.deepEqual(w.last().frames().map((f) => f.type), ["get_state", "publish"], "the state first, then the queued send");
     const [f] = w.last().ofType("publish");
     w.last().receive({ type: "ack", id: f!.id, seq: 1 });
     assert.equal(await p, 1);

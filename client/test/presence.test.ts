@@ -57,8 +57,10 @@ describe("presence", () => {
     assert.deepEqual(w.last().ofType("presence"), [{ type: "presence", state: { name: "Ada" } }]);
     assert.deepEqual(r.presence.members.get("s-me-000001")?.state, { name: "Ada" }, "the local copy shows it at once");
     r.setPresence({ name: "Ada L." });
+    assert.deepEqual(r.presence.members.get("s-me-000001")?.state, { name: "Ada L." }, "the local copy at once");
+    assert.equal(w.last().ofType("presence").length, 1, "latest wins: within 100 ms of the last presence frame, it waits");
+    await w.clock.advance(100);
     assert.equal(w.last().ofType("presence").length, 2);
-    assert.deepEqual(r.presence.members.get("s-me-000001")?.state, { name: "Ada L." });
     w.last().serverClose(1006);
     await w.clock.advance(r.status.retryAt! - w.clock.t);
     // The room kept it: nothing to send.
