@@ -101,6 +101,20 @@ mod tests {
         format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
+    /// Known answer, computed by the client package's `mintToken()`
+    /// (WebCrypto; client/test/token.test.ts cross-checks it with
+    /// node:crypto): this side mints the same bytes and accepts them.
+    #[test]
+    fn known_answer_of_the_client_mint_token() {
+        const TOKEN: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.\
+            eyJyb29tIjoicjEiLCJzdWIiOiJhbGljZSIsImV4cCI6MTc2NDQ2MDA2MCwiaWF0IjoxNzY0NDYwMDAwfQ.\
+            7BsoNJvibL0zW3OBdUB9OCmENIcQnlDwouoTd3rBuFQ";
+        let claims =
+            Claims { iat: Some(1_764_460_000), ..Claims::new("r1", "alice", 1_764_460_060) };
+        assert_eq!(mint(&keys().current, &claims), TOKEN);
+        assert_eq!(check(&keys(), Some(TOKEN), "r1", NOW), Ok(claims));
+    }
+
     /// The shape standard libraries make (PyJWT's header is exactly
     /// `{"alg":"HS256","typ":"JWT"}`; others add spaces, drop `typ` or add
     /// claims of their own). The e2e tests sign with PyJWT itself.
