@@ -64,6 +64,11 @@ pub struct RoomConfig {
     /// Bytes that may wait in the room for one connection (its window is
     /// full, or its catch-up is held); past it the socket is closed (4013).
     pub max_backlog: u64,
+    /// A connection with frames waiting behind its flow window whose
+    /// client confirms nothing for this long (ms) is closed (4013): a
+    /// reader that is stuck, not slow (a slow one echoes a mark every
+    /// `mark_every` bytes it reads). Checked every 5 s.
+    pub echo_deadline_ms: u64,
     /// Longest token lifetime accepted (`exp` at most this far ahead), s.
     pub token_max_ttl_secs: u64,
     /// The retained log also stays under this many bytes of message data.
@@ -103,6 +108,7 @@ impl Default for RoomConfig {
             send_window: 1024 * 1024,
             mark_every: 256 * 1024,
             max_backlog: 4 * 1024 * 1024,
+            echo_deadline_ms: 60_000,
             token_max_ttl_secs: 24 * 3600,
             log_retain_bytes: 16 * 1024 * 1024,
             retention_ms: 90 * 24 * 3600 * 1000,
@@ -117,7 +123,7 @@ impl RoomConfig {
     /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `OUTBOUND_BUDGET`,
     /// `STORM_RESUMES_PER_SEC`, `USER_CONNECTIONS`, `USER_RATE_PER_SEC`,
     /// `USER_RATE_BURST`, `REPLY_BYTES_PER_SEC`, `SEND_WINDOW_BYTES`,
-    /// `MAX_BACKLOG_BYTES`, `TOKEN_MAX_TTL_SECS`, `LOG_RETAIN_BYTES`,
+    /// `MAX_BACKLOG_BYTES`, `ECHO_DEADLINE_MS`, `TOKEN_MAX_TTL_SECS`, `LOG_RETAIN_BYTES`,
     /// `ROOM_RETENTION_DAYS` (0 allowed: keep forever)). A value that is not
     /// a positive integer is reported and the default kept, so a typo never
     /// takes a room down.
@@ -148,6 +154,7 @@ impl RoomConfig {
         read("REPLY_BYTES_PER_SEC", &mut config.reply_bytes_per_sec);
         read("SEND_WINDOW_BYTES", &mut config.send_window);
         read("MAX_BACKLOG_BYTES", &mut config.max_backlog);
+        read("ECHO_DEADLINE_MS", &mut config.echo_deadline_ms);
         read("TOKEN_MAX_TTL_SECS", &mut config.token_max_ttl_secs);
         read("LOG_RETAIN_BYTES", &mut config.log_retain_bytes);
         let mut user_connections = config.user_connections as u64;

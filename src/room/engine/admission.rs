@@ -130,6 +130,7 @@ impl Room {
         };
         match c.flow.echo(mark) {
             Echo::Advanced => {
+                c.stalled_since = None;
                 self.release(conn);
                 true
             }

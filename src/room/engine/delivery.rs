@@ -115,6 +115,36 @@ impl Room {
         }
     }
 
+    /// Dooms (4013) each connection whose frames have waited behind its
+    /// full window for `echo_deadline_ms` without an echo: a client that
+    /// pings but never reads would otherwise keep the room's object awake
+    /// (the keep-alive) for as long as its token lasts. Runs on the
+    /// wake-up timer, which fires at least every [`KEEPALIVE_MS`] while
+    /// anything waits for an echo.
+    pub(super) fn check_stalled(&mut self, now: u64) {
+        if !self.echo_wait {
+            return;
+        }
+        let window = self.config.send_window;
+        let deadline = self.config.echo_deadline_ms;
+        let mut stuck = Vec::new();
+        for (id, c) in self.conns.iter_mut() {
+            if c.out.is_empty() || c.flow.open(window) {
+                c.stalled_since = None;
+                continue;
+            }
+            let since = *c.stalled_since.get_or_insert(now);
+            if now.saturating_sub(since) >= deadline {
+                stuck.push(id.clone());
+            }
+        }
+        for conn in stuck {
+            if self.doomed.insert(conn) {
+                self.stats.stalled_closes += 1;
+            }
+        }
+    }
+
     /// Closes the doomed connections (4013), in order. Their leaves may doom
     /// others, closed in the same loop.
     pub(super) fn close_doomed(&mut self) {

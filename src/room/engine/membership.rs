@@ -45,6 +45,7 @@ impl Room {
                 // window starts empty, which bounds the runtime's buffer the same.
                 flow: Flow::new(p.key),
                 expires: p.exp,
+                stalled_since: None,
             };
             self.add_conn(&p.conn, conn, now);
             let member = Member {
@@ -100,6 +101,7 @@ impl Room {
             out: Default::default(),
             flow: Flow::new(key),
             expires,
+            stalled_since: None,
         };
         let member = Member {
             conn: conn.to_owned(),

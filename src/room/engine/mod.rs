@@ -55,6 +55,9 @@ struct Conn {
     flow: Flow,
     /// When its token expires (ms).
     expires: Option<u64>,
+    /// Since when frames have waited behind its full flow window with no
+    /// echo confirming anything (ms), as seen by the keep-alive.
+    stalled_since: Option<u64>,
 }
 
 impl Conn {
@@ -293,6 +296,7 @@ impl Room {
                 self.wake.fired();
                 self.flush_turn();
                 self.flush_due();
+                self.check_stalled(now);
                 // A summary due at the end of its interval goes on this
                 // timer too (the storage alarm alone lets the object
                 // hibernate, and the summary with it).

@@ -35,6 +35,9 @@ pub struct Counters {
     pub expired: u64,
     /// Connections closed because too much waited for them (4013).
     pub backlog_closes: u64,
+    /// Of those, connections closed because they confirmed nothing for
+    /// `echo_deadline_ms` while frames waited (a stuck reader).
+    pub stalled_closes: u64,
     /// Things the rules asked for that the room could not do, and the last.
     pub rule_problems: u64,
     pub last_rule_problem: Option<String>,
@@ -80,6 +83,7 @@ impl Room {
             "refused_opens": c.refused_opens,
             "expired": c.expired,
             "backlog_closes": c.backlog_closes,
+            "stalled_closes": c.stalled_closes,
             "rule_problems": c.rule_problems,
             "last_rule_problem": c.last_rule_problem,
             "rule_timers": self.timers.len(),

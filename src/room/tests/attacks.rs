@@ -181,6 +181,82 @@ fn a_slow_reader_waits_then_catches_up_without_loss() {
 }
 
 #[test]
+fn a_member_that_pings_but_never_reads_is_closed_after_the_echo_deadline() {
+    // Without a deadline such a member keeps a quiet room's object awake
+    // (the keep-alive) for as long as its token lasts; a slow reader that
+    // confirms something now and then must not be caught by it.
+    let mut config = RoomConfig { send_window: 4096, ..RoomConfig::default() };
+    config.finish(); // a mark every 1,024 bytes
+    let deadline = config.echo_deadline_ms;
+    let mut s = Sim::new(config);
+    let p = s.connect_as("sess-publisher", "pub", "EU", None);
+    let hog = s.connect_as("sess-hog", "mallory", "EU", None);
+    let slow = s.connect_as("sess-slow", "ann", "EU", None);
+    for c in [&p, &hog, &slow] {
+        s.take(c);
+    }
+    s.sockets.get_mut(&hog).unwrap().silent = true;
+    s.sockets.get_mut(&slow).unwrap().silent = true;
+    let pad = "p".repeat(3_000);
+    let mut n = 0;
+    let mut publish = |s: &mut Sim| {
+        for _ in 0..3 {
+            s.publish(&p, &format!("m{n}"), &format!(r#""{pad}""#));
+            n += 1;
+        }
+        s.take(&p);
+    };
+    publish(&mut s);
+    s.settle();
+    assert!(s.waiting_for_echo(), "frames wait for both readers");
+    let start = s.now;
+    let mut hog_closed_at = None;
+    let mut slow_seqs = Vec::new();
+    for step in 1..=24 {
+        // Every 5 s everyone pings (the runtime answers), so no heartbeat
+        // silence closes anyone; every 30 s the slow reader reads and
+        // confirms, and the publisher sends more for it to fall behind on.
+        for c in [&p, &hog, &slow] {
+            s.ping_runtime(c);
+        }
+        let t = s.now + 5_000;
+        s.run_until(t);
+        if step % 6 == 0 {
+            s.sockets.get_mut(&slow).unwrap().silent = false;
+            slow_seqs.extend(seqs(&s.take(&slow)));
+            s.sockets.get_mut(&slow).unwrap().silent = true;
+            publish(&mut s);
+        }
+        if hog_closed_at.is_none() && closed(&s, &hog).is_some() {
+            hog_closed_at = Some(s.now - start);
+        }
+    }
+    assert_eq!(closed(&s, &hog), Some(4013), "the stuck reader is let go");
+    let after = hog_closed_at.unwrap();
+    assert!(
+        after >= deadline && after <= deadline + 10_000,
+        "closed {after} ms after it stalled (deadline {deadline} ms)"
+    );
+    assert_eq!(closed(&s, &slow), None, "the slow reader stays");
+    assert_eq!(closed(&s, &p), None);
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert_eq!(stats["stalled_closes"], 1);
+    // The slow reader got everything sent so far, in order, without a gap.
+    s.sockets.get_mut(&slow).unwrap().silent = false;
+    for _ in 0..10 {
+        slow_seqs.extend(seqs(&s.take(&slow)));
+    }
+    assert_eq!(slow_seqs, (1..=s.room.seq()).collect::<Vec<u64>>());
+    // The hog resumes from where it was and misses nothing either.
+    let back = s.connect_as("sess-hog", "mallory", "EU", Some((1, "e-1")));
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        got.extend(seqs(&s.take(&back)));
+    }
+    assert_eq!(got, (2..=s.room.seq()).collect::<Vec<u64>>());
+}
+
+#[test]
 fn a_forged_mark_confirms_nothing() {
     let mut s = sim();
     let p = busy_room(&mut s);

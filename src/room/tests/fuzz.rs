@@ -1602,6 +1602,7 @@ fn gen_config(rng: &mut Rng) -> RoomConfig {
     c.storm_jitter_ms = (lo, lo + rng.below(2_000));
     c.user_connections = rng.range(1, 4) as usize;
     c.retention_ms = rng.pick(&[0, 10_000, 120_000, 3_600_000, 90 * 24 * 3_600_000]);
+    c.echo_deadline_ms = rng.pick(&[3_000, 20_000, 60_000]);
     c.log_retain = c.log_retain.max(c.replay_limit);
     c.finish();
     // The backlog a reader may have waiting: often at least the largest
@@ -1965,6 +1966,7 @@ impl EngineStats {
             "refused_opens",
             "expired",
             "backlog_closes",
+            "stalled_closes",
         ] {
             *self.room.entry(key.to_owned()).or_default() += v[key].as_u64().unwrap_or(0);
         }
@@ -3196,6 +3198,7 @@ fn fuzz_engine() {
             "deferred_replays",
             "held_replies",
             "backlog_closes",
+            "stalled_closes",
             "rate_limited",
         ] {
             assert!(stats.room.get(key).is_some_and(|n| *n > 0), "room counter {key} never moved");
@@ -3248,9 +3251,9 @@ fn finding_1_frames_waiting_for_an_echo_keep_the_room_awake() {
     s.settle();
     assert!(s.waiting_for_echo() && !s.hibernatable(), "a timer keeps the room in memory");
     // The keep-alive goes on firing while they wait (both clients alive,
-    // the reader just slow), and sends nothing.
+    // the reader just slow, under the echo deadline), and sends nothing.
     let before = s.sockets[&r].bytes;
-    for _ in 0..6 {
+    for _ in 0..4 {
         s.ping_runtime(&p);
         s.ping_runtime(&r);
         let t = s.now + 10_000;

@@ -26,6 +26,9 @@ pub fn trials() -> Vec<Spec> {
         alone("attacks::memory::a_hog_in_a_busy_room_is_closed_4013", || {
             on_own_runtime("att-mem-busy", busy_hog)
         }),
+        alone("attacks::memory::a_hog_that_pings_but_never_reads_is_let_go", || {
+            on_own_runtime_with("att-mem-stuck", &["--var", "ECHO_DEADLINE_MS:3000"], stuck_hog)
+        }),
     ]
 }
 
@@ -44,12 +47,23 @@ where
     F: FnOnce(u16) -> Fut,
     Fut: std::future::Future<Output = R>,
 {
+    on_own_runtime_with(label, &[], f).await
+}
+
+/// [`on_own_runtime`] with more `wrangler dev` arguments.
+async fn on_own_runtime_with<F, Fut>(label: &'static str, extra: &[&str], f: F) -> R
+where
+    F: FnOnce(u16) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
     let dir = tempfile::Builder::new()
         .prefix(&format!("homeroom-e2e-{label}-"))
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
     let key = format!("ADMIN_KEY:{}", es::ADMIN_KEY);
-    let mut rt = Runtime::start_with(label, dir.path(), &["--var", &key]).await?;
+    let mut args = vec!["--var", key.as_str()];
+    args.extend_from_slice(extra);
+    let mut rt = Runtime::start_with(label, dir.path(), &args).await?;
     let result = f(rt.port).await;
     rt.stop().await;
     result.map_err(|e| with_log_tail(e, &rt.log))
@@ -308,5 +322,56 @@ async fn busy_hog(port: u16) -> R {
         peak.saturating_sub(before) < GROWTH_BOUND_KB,
         "workerd grew from {before} KiB to {peak} KiB (bound +{GROWTH_BOUND_KB} KiB)"
     );
+    Ok(())
+}
+
+/// The hog stops reading once a publisher has sent it more than its window (1 MiB), but keeps
+/// pinging, so no heartbeat silence ends it and too little waits for its backlog bound: without
+/// an echo deadline it would keep the room's object awake as long as its token lasts. On this
+/// runtime the deadline is 3 s (`ECHO_DEADLINE_MS`, default 60 s); the hog comes back and resumes.
+async fn stuck_hog(port: u16) -> R {
+    let room = support::room("att-mem-stuck");
+    let hog_session = support::session("hog");
+    let mut hog = Dial::new(port, &room, &hog_session).connect().await?;
+    let reader = Dial::new(port, &room, &support::session("reader")).connect().await?;
+    let mut publisher = Dial::new(port, &room, &support::session("pub")).connect().await?;
+    const N: u64 = 24; // 24 x 60 KB: about 1.4 MB, over the window, far under the backlog bound
+    let reading = tokio::spawn(read_all(reader, N));
+    for i in 0..N {
+        let id = format!("m{i}");
+        publisher.publish_acked(&id, "chat", json!({"i": i, "pad": "x".repeat(60_000)})).await?;
+    }
+    let stalled = Instant::now();
+    let (reader, got) = reading.await.map_err(|e| format!("reader task: {e}"))??;
+    check_contiguous("reader", &got, 1)?;
+    // The hog pings once a second (the runtime answers) and reads nothing.
+    let mut closed_after = None;
+    while stalled.elapsed() < Duration::from_secs(20) {
+        let _ = hog.send_text(r#"{"type":"ping"}"#.to_string()).await;
+        let stats = es::stats(port, &room).await?;
+        if stats["stalled_closes"] == 1 {
+            closed_after = Some(stalled.elapsed());
+            break;
+        }
+        check!(stats["stalled_closes"] == 0, "stats: {stats}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let closed_after = closed_after.ok_or("the stuck hog was not let go within 20 s")?;
+    eprintln!("attacks::memory::stuck_hog: let go {closed_after:?} after its window filled");
+    // Its window filled during the burst: the close cannot come much earlier than the deadline.
+    check!(closed_after >= Duration::from_secs(2), "let go after only {closed_after:?}");
+    let d = drain(&mut hog, Duration::from_secs(5)).await;
+    check!(d.closed == Some(Some(4013)), "the hog should be closed with 4013: {d:?}");
+    check_contiguous("hog", &d.messages, 1)?;
+    let last = d.messages.last().map_or(0, seq);
+    check!(last < N, "the hog was sent everything ({last}) without confirming");
+    // It resumes where it was and gets the rest, once each.
+    let back = Dial::new(port, &room, &hog_session).since(last, &hog.epoch()).connect().await?;
+    let (_back, rest) = read_all(back, N).await?;
+    check_contiguous("hog after resuming", &rest, last + 1)?;
+    // The others were not touched: the reader is still there and reads a new message.
+    publisher.publish_acked("after", "chat", json!("after")).await?;
+    let (_reader, more) = read_all(reader, N + 1).await?;
+    check!(more.len() == 1 && seq(&more[0]) == N + 1, "the reader after the close: {more:?}");
     Ok(())
 }
