@@ -20,7 +20,7 @@ pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 /// The `MF-CF-Blob` that makes local dev see the request as coming from Sydney (region "OC").
 pub const CF_SYDNEY: &str = r#"{"colo":"SYD","continent":"OC","country":"AU"}"#;
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Percent-encodes a query value (everything but unreserved characters).
 pub fn enc(s: &str) -> String {
@@ -113,6 +113,32 @@ impl Dial {
         url
     }
 
+    /// The bare WebSocket of this dial (with its region header), opened within `timeout`; an
+    /// HTTP refusal is an error naming its status and body.
+    pub async fn socket(&self, timeout: Duration) -> R<Ws> {
+        let url = self.url();
+        let mut req =
+            url.as_str().into_client_request().map_err(|e| format!("bad url {url}: {e}"))?;
+        if let Some(cf) = &self.cf {
+            req.headers_mut().insert("MF-CF-Blob", cf.parse().expect("header value"));
+        }
+        let (ws, _resp) = tokio::time::timeout(timeout, tokio_tungstenite::connect_async(req))
+            .await
+            .map_err(|_| format!("connect {url}: timed out"))?
+            .map_err(|e| match e {
+                WsError::Http(resp) => format!(
+                    "connect {url}: refused with HTTP {} {}",
+                    resp.status(),
+                    resp.body()
+                        .as_ref()
+                        .map(|b| String::from_utf8_lossy(b).to_string())
+                        .unwrap_or_default()
+                ),
+                e => format!("connect {url}: {e}"),
+            })?;
+        Ok(ws)
+    }
+
     /// Opens the socket and reads the first frame, which must be `welcome`.
     pub async fn connect(self) -> R<Client> {
         let mut c = self.open().await?;
@@ -126,27 +152,7 @@ impl Dial {
 
     /// Opens the socket without reading anything.
     pub async fn open(self) -> R<Client> {
-        let url = self.url();
-        let mut req =
-            url.as_str().into_client_request().map_err(|e| format!("bad url {url}: {e}"))?;
-        if let Some(cf) = &self.cf {
-            req.headers_mut().insert("MF-CF-Blob", cf.parse().expect("header value"));
-        }
-        let (ws, _resp) =
-            tokio::time::timeout(FRAME_TIMEOUT, tokio_tungstenite::connect_async(req))
-                .await
-                .map_err(|_| format!("connect {url}: timed out"))?
-                .map_err(|e| match e {
-                    WsError::Http(resp) => format!(
-                        "connect {url}: refused with HTTP {} {}",
-                        resp.status(),
-                        resp.body()
-                            .as_ref()
-                            .map(|b| String::from_utf8_lossy(b).to_string())
-                            .unwrap_or_default()
-                    ),
-                    e => format!("connect {url}: {e}"),
-                })?;
+        let ws = self.socket(FRAME_TIMEOUT).await?;
         Ok(Client {
             room: self.room,
             session: self.session,

@@ -93,7 +93,9 @@ pub async fn call(
     request(port, req, timeout).await
 }
 
-async fn request(port: u16, req: String, timeout: Duration) -> Result<Response, String> {
+/// Sends `req` (a whole HTTP/1.1 request, head and body, as written) to `port` and reads the
+/// answer: a 101 without a body, else the body by length, by chunks or up to the end of the stream.
+pub async fn request(port: u16, req: String, timeout: Duration) -> Result<Response, String> {
     tokio::time::timeout(timeout, async move {
         let mut s = TcpStream::connect(("127.0.0.1", port))
             .await

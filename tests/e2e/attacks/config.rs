@@ -15,8 +15,6 @@ use std::time::Duration;
 
 use homeroom::auth::{mint, Claims, Key};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
@@ -93,90 +91,9 @@ pub async fn raw_http(
     }
     req.push_str("\r\n");
     req.push_str(body);
-    let exchange = async {
-        let mut s = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
-        s.write_all(req.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 8192];
-        loop {
-            if let Some(resp) = parse_response(&buf, false)? {
-                return Ok(resp);
-            }
-            let n = s.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
-            if n == 0 {
-                return parse_response(&buf, true)?.ok_or_else(|| {
-                    format!("connection closed mid-answer: {}", String::from_utf8_lossy(&buf))
-                });
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    };
-    tokio::time::timeout(es::T, exchange)
+    crate::http::request(port, req, es::T)
         .await
-        .map_err(|_| format!("{method} {path} (Host {host}) timed out"))?
-}
-
-/// The response in `buf` if it is complete (head, and a body by length, by chunks, or up to
-/// `eof`); `None` if more must be read.
-fn parse_response(buf: &[u8], eof: bool) -> R<Option<Response>> {
-    let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Ok(None);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut resp = Response { status, headers, body: String::new() };
-    let rest = &buf[head_end + 4..];
-    if status == 101 || status == 204 || status == 304 {
-        return Ok(Some(resp));
-    }
-    if let Some(len) = resp.header("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        if rest.len() < len {
-            return Ok(None);
-        }
-        resp.body = String::from_utf8_lossy(&rest[..len]).to_string();
-        return Ok(Some(resp));
-    }
-    if resp.header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
-    {
-        let mut body = Vec::new();
-        let mut pos = 0;
-        loop {
-            let Some(eol) = rest[pos..].windows(2).position(|w| w == b"\r\n") else {
-                return Ok(None);
-            };
-            let size_text = String::from_utf8_lossy(&rest[pos..pos + eol]).to_string();
-            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| format!("bad chunk size {size_text:?}"))?;
-            pos += eol + 2;
-            if size == 0 {
-                resp.body = String::from_utf8_lossy(&body).to_string();
-                return Ok(Some(resp));
-            }
-            if rest.len() < pos + size + 2 {
-                return Ok(None);
-            }
-            body.extend_from_slice(&rest[pos..pos + size]);
-            pos += size + 2;
-        }
-    }
-    // Neither: the body runs to the end of the stream.
-    if !eof {
-        return Ok(None);
-    }
-    resp.body = String::from_utf8_lossy(rest).to_string();
-    Ok(Some(resp))
+        .map_err(|e| format!("{method} {path} (Host {host}): {e}"))
 }
 
 /// A WebSocket upgrade of `dial`'s URL sent with `Host: host`: the welcome, or the HTTP

@@ -12,12 +12,10 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::check;
-use crate::client::{enc, Client, Dial, Event};
+use crate::client::{enc, Client, Dial, Event, Ws};
 use crate::edge_support::{self as es, token, TOKENS};
 use crate::harness::Spec;
 use crate::support::{self, check_contiguous, seq, Ctx, R};
@@ -37,7 +35,7 @@ pub(super) const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// A bare WebSocket (no helpers between the test and the wire): every text frame it received
 /// (batches flattened) and, once closed, the close code and reason.
 pub(super) struct Raw {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    ws: Ws,
     /// Every frame received, in order (marks included; they are echoed when `echo_marks`).
     pub frames: Vec<Value>,
     pub echo_marks: bool,
@@ -53,21 +51,7 @@ pub(super) struct End {
 impl Raw {
     /// Opens the socket of `dial` (an HTTP refusal is an error) without reading anything.
     pub async fn open(dial: &Dial) -> R<Raw> {
-        let url = dial.url();
-        let (ws, _) = tokio::time::timeout(CLOSE_WAIT, tokio_tungstenite::connect_async(&url))
-            .await
-            .map_err(|_| format!("connect {url}: timed out"))?
-            .map_err(|e| match e {
-                WsError::Http(resp) => format!(
-                    "connect {url}: refused with HTTP {} {}",
-                    resp.status(),
-                    resp.body()
-                        .as_ref()
-                        .map(|b| String::from_utf8_lossy(b).to_string())
-                        .unwrap_or_default()
-                ),
-                e => format!("connect {url}: {e}"),
-            })?;
+        let ws = dial.socket(CLOSE_WAIT).await?;
         Ok(Raw { ws, frames: Vec::new(), echo_marks: true })
     }
 

@@ -13,14 +13,12 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::check;
-use crate::client::{Client, Dial};
+use crate::client::{Client, Dial, Ws};
 use crate::edge_support::{self as es, stats, token, TOKENS};
 use crate::harness::Spec;
 use crate::presence::note;
@@ -37,8 +35,6 @@ pub fn trials() -> Vec<Spec> {
 const USER_CONNECTIONS: usize = 10;
 const USER_BURST: f64 = 100.0;
 const USER_RATE: f64 = 40.0;
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// What a raw socket produced next.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,21 +56,7 @@ pub struct Raw {
 impl Raw {
     /// Opens `dial`'s URL; an HTTP refusal is an error naming its status and body.
     pub async fn open(dial: &Dial) -> R<Raw> {
-        let url = dial.url();
-        let (ws, _) = tokio::time::timeout(es::T, tokio_tungstenite::connect_async(url.as_str()))
-            .await
-            .map_err(|_| format!("connect {url}: timed out"))?
-            .map_err(|e| match e {
-                WsError::Http(resp) => format!(
-                    "connect {url}: refused with HTTP {} {}",
-                    resp.status(),
-                    resp.body()
-                        .as_ref()
-                        .map(|b| String::from_utf8_lossy(b).to_string())
-                        .unwrap_or_default()
-                ),
-                e => format!("connect {url}: {e}"),
-            })?;
+        let ws = dial.socket(es::T).await?;
         Ok(Raw { ws, queue: VecDeque::new(), history: Vec::new(), closed: None })
     }
 
