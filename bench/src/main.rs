@@ -4,6 +4,8 @@
 //! homeroom-bench load  --target homeroom|plain|partyserver [--port P] ...   one run
 //! homeroom-bench suite [--rounds 5] [--storm-rounds 3] [--live-storm-rounds 2]
 //!                      [--out bench/RESULTS.md] [--quick] [--via-proxy] [--vars N:v,..]
+//! homeroom-bench render --runs target/homeroom-bench/<time> [the suite's flags]
+//!                                       RESULTS.md again from a suite's saved runs
 //! homeroom-bench attachment                                                 the Peer size
 //! ```
 //!
@@ -23,7 +25,7 @@ use homeroom_bench::target::Target;
 use homeroom_bench::{machine, suite};
 
 const USAGE: &str =
-    "usage: homeroom-bench load|suite|attachment [--flag value ...] (see bench/src/main.rs)";
+    "usage: homeroom-bench load|suite|render|attachment [--flag value ...] (see bench/src/main.rs)";
 
 fn main() {
     let mut argv = std::env::args().skip(1);
@@ -53,6 +55,7 @@ fn main() {
     let code = match command.as_str() {
         "load" => rt.block_on(load(&args)),
         "suite" => rt.block_on(suite_cmd(&args)),
+        "render" => render_cmd(&args),
         "attachment" => {
             let a = machine::attachment();
             println!("{}", serde_json::to_string_pretty(&a).expect("json"));
@@ -159,6 +162,26 @@ async fn load(args: &Args) -> Result<i32, String> {
 }
 
 async fn suite_cmd(args: &Args) -> Result<i32, String> {
+    let (cfg, out) = suite_config(args)?;
+    args.finish()?;
+    let root = root();
+    let out = if out.is_absolute() { out } else { root.join(out) };
+    suite::run(&root, &cfg, &out).await?;
+    Ok(0)
+}
+
+fn render_cmd(args: &Args) -> Result<i32, String> {
+    let (cfg, out) = suite_config(args)?;
+    let dir = PathBuf::from(args.get_str("runs").ok_or("render needs --runs DIR")?);
+    args.finish()?;
+    let root = root();
+    let out = if out.is_absolute() { out } else { root.join(out) };
+    suite::render(&root, &cfg, &dir, &out)?;
+    Ok(0)
+}
+
+/// The suite's configuration from its flags, and where its markdown goes.
+fn suite_config(args: &Args) -> Result<(suite::SuiteConfig, PathBuf), String> {
     let mut cfg = suite::SuiteConfig::default();
     cfg.rounds = args.get("rounds", cfg.rounds)?;
     cfg.storm_rounds = args.get("storm-rounds", cfg.storm_rounds)?;
@@ -172,9 +195,5 @@ async fn suite_cmd(args: &Args) -> Result<i32, String> {
         cfg.homeroom_vars.push((n.to_owned(), v.to_owned()));
     }
     let out = PathBuf::from(args.get_str("out").unwrap_or_else(|| "bench/RESULTS.md".into()));
-    args.finish()?;
-    let root = root();
-    let out = if out.is_absolute() { out } else { root.join(out) };
-    suite::run(&root, &cfg, &out).await?;
-    Ok(0)
+    Ok((cfg, out))
 }

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::Pct;
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Report {
     pub scenario: String,
     pub target: String,
@@ -75,7 +75,7 @@ pub struct Report {
     pub problems: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct StormReport {
     pub dropped: u64,
     /// Welcomes after the drop with `resumed: true` / `false`.

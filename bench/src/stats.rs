@@ -1,10 +1,10 @@
 //! Percentiles (nearest rank), medians, and the storm's "back to normal"
 //! analysis over latency samples bucketed by receive time.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Percentiles of a set of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Pct {
     pub count: usize,
     pub p50: f64,

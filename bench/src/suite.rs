@@ -7,10 +7,11 @@
 //! homeroom / baseline, and the markdown written to `bench/RESULTS.md`;
 //! every run's JSON goes to `target/homeroom-bench/`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::machine::{self, Attachment, Machine};
 use crate::report::Report;
@@ -119,7 +120,7 @@ impl SuiteConfig {
 }
 
 /// One run's report with where it came from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     pub round: usize,
     pub report: Report,
@@ -180,16 +181,61 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
 
     let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
     std::fs::write(raw_dir.join("runs.json"), json).map_err(|e| e.to_string())?;
+    let when = When { minutes: Some(started.elapsed().as_secs_f64() / 60.0), stamp };
+    let when_json = serde_json::to_string(&when).map_err(|e| e.to_string())?;
+    std::fs::write(raw_dir.join("when.json"), when_json).map_err(|e| e.to_string())?;
+    write_results(root, cfg, &runs, &when, out)?;
+    eprintln!("and {}", raw_dir.join("runs.json").display());
+    Ok(())
+}
+
+/// When a suite ran (its directory's name is `stamp`) and how long it took.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct When {
+    pub minutes: Option<f64>,
+    pub stamp: u64,
+}
+
+/// Writes the markdown of the runs in `dir` (a suite's `runs.json`) to
+/// `out` again, with the tables of this version of the suite: for a report
+/// changed after a long run, without running it again. `cfg` must be the
+/// configuration the runs were made with (the same flags).
+pub fn render(root: &Path, cfg: &SuiteConfig, dir: &Path, out: &Path) -> Result<(), String> {
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{}: {e}", dir.display()))
+    };
+    let runs: Vec<Run> = serde_json::from_str(&read("runs.json")?).map_err(|e| e.to_string())?;
+    // Suites from before `when.json` was written: the stamp is the name.
+    let when = match read("when.json") {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| e.to_string())?,
+        Err(_) => When {
+            minutes: None,
+            stamp: dir
+                .file_name()
+                .and_then(|n| n.to_str()?.parse().ok())
+                .ok_or("a suite directory is named by its Unix time")?,
+        },
+    };
+    write_results(root, cfg, &runs, &when, out)
+}
+
+fn write_results(
+    root: &Path,
+    cfg: &SuiteConfig,
+    runs: &[Run],
+    when: &When,
+    out: &Path,
+) -> Result<(), String> {
     let facts = Facts {
         machine: Machine::read(root),
         wasm: machine::wasm_size(root),
         attachment: machine::attachment(),
-        minutes: started.elapsed().as_secs_f64() / 60.0,
-        date: date_utc(stamp),
+        minutes: when.minutes,
+        date: date_utc(when.stamp),
     };
-    let md = markdown(cfg, &runs, &facts);
+    let md = markdown(cfg, runs, &facts);
     std::fs::write(out, &md).map_err(|e| format!("{}: {e}", out.display()))?;
-    eprintln!("wrote {} and {}", out.display(), raw_dir.join("runs.json").display());
+    eprintln!("wrote {}", out.display());
     print!("{md}");
     Ok(())
 }
@@ -241,7 +287,7 @@ struct Facts {
     machine: Machine,
     wasm: Option<(u64, u64)>,
     attachment: Attachment,
-    minutes: f64,
+    minutes: Option<f64>,
     date: String,
 }
 
@@ -274,6 +320,83 @@ fn med(
     median(&values)
 }
 
+/// A figure of each round, by round.
+type ByRound = BTreeMap<usize, f64>;
+
+/// `f` of the run of one scenario and target in each round, by round.
+fn per_round(
+    runs: &[Run],
+    scenario: &str,
+    target: Target,
+    f: impl Fn(&Report) -> Option<f64>,
+) -> ByRound {
+    runs.iter()
+        .filter(|r| r.report.scenario == scenario && r.report.target == target.name())
+        .filter_map(|r| Some((r.round, f(&r.report)?)))
+        .collect()
+}
+
+/// `a / b` in each round both ran, in round order.
+fn paired(a: &ByRound, b: &ByRound) -> Vec<f64> {
+    a.iter().filter_map(|(round, x)| ratio(Some(*x), b.get(round).copied())).collect()
+}
+
+/// How much one target's figures move from round to round, and the ratios
+/// taken within each round: a difference between two medians smaller than
+/// a target's own spread is not a finding.
+fn noise(md: &mut String, runs: &[Run]) {
+    use Target::{Homeroom as H, Plain as P, Rules};
+    let mut w = |line: String| {
+        md.push_str(&line);
+        md.push('\n');
+    };
+    let moderate_p99 = |t| per_round(runs, "moderate", t, |r| Some(r.latency_ms.p99));
+    let connect_cpu = |t| per_round(runs, "moderate", t, |r| r.connect_cpu_ms);
+    let list = |v: &mut dyn Iterator<Item = f64>, d: usize| {
+        v.map(|x| format!("{x:.d$}")).collect::<Vec<_>>().join(" · ")
+    };
+    w("## Noise: the same target from round to round".into());
+    w(String::new());
+    w("Each round runs every target once, minutes apart; the machine's speed drifts between rounds and between runs of `bench/run` (compare a baseline's figures across versions of this file). *Spread* is a target's largest round over its smallest. A ratio taken within each round compares runs minutes apart; its median over the rounds is the steadier figure.".into());
+    w(String::new());
+    w("| measure | target | each round | spread |".into());
+    w("|---|---|---|---:|".into());
+    let all = |f: &dyn Fn(Target) -> ByRound| Target::ALL.map(|t| (t, f(t)));
+    let measures = [
+        ("moderate p99", 1, all(&moderate_p99)),
+        ("runtime CPU per connect", 2, all(&connect_cpu)),
+    ];
+    for (name, d, by_target) in &measures {
+        for (t, v) in by_target {
+            let lo = v.values().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.values().copied().fold(0.0, f64::max);
+            let spread = if v.is_empty() { None } else { ratio(Some(hi), Some(lo)) };
+            w(format!(
+                "| {name} (ms) | {} | {} | {} |",
+                t.name(),
+                list(&mut v.values().copied(), *d),
+                num(spread, 2)
+            ));
+        }
+    }
+    w(String::new());
+    w("| measure | ratio | each round | median |".into());
+    w("|---|---|---|---:|".into());
+    for (name, _, by_target) in &measures {
+        let of = |t: Target| by_target.iter().find(|(x, _)| *x == t).map(|(_, v)| v);
+        for (label, a, b) in [("homeroom / plain", H, P), ("chat rules / open", Rules, H)] {
+            let (Some(a), Some(b)) = (of(a), of(b)) else { continue };
+            let r = paired(a, b);
+            w(format!(
+                "| {name} | {label} | {} | {} |",
+                list(&mut r.iter().copied(), 2),
+                num(median(&r), 2)
+            ));
+        }
+    }
+    w(String::new());
+}
+
 fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
@@ -304,8 +427,12 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     w(&mut md, "# Benchmark results".into());
     w(&mut md, String::new());
     w(&mut md, format!(
-        "Written by `bench/run` on {} ({:.1} minutes): {} rounds of fan-out and moderate load, each round every target in turn (the order rotates), each in a fresh `wrangler dev`; then {} + {} homeroom storm rounds. Figures are medians over the rounds; every run is listed at the end. Do not edit by hand: run `bench/run` again.",
-        facts.date, facts.minutes, cfg.rounds, cfg.storm_rounds, cfg.live_storm_rounds
+        "Written by `bench/run` on {} ({}): {} rounds of fan-out and moderate load, each round every target in turn (the order rotates), each in a fresh `wrangler dev`; then {} + {} homeroom storm rounds. Figures are medians over the rounds; every run is listed at the end. Do not edit by hand: run `bench/run` again.",
+        facts.date,
+        facts.minutes.map_or("time not recorded".into(), |m| format!("{m:.1} minutes")),
+        cfg.rounds,
+        cfg.storm_rounds,
+        cfg.live_storm_rounds
     ));
     w(&mut md, String::new());
     w(&mut md, "## Machine and settings".into());
@@ -527,14 +654,19 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
             ),
         );
     };
-    let rules_met = ratio(p99(rules), p99(H)).map(|r| r <= 1.10);
-    pair(
+    pair(&mut md, &format!("moderate p99 (ms), {rate}/s into {}", mo.clients), &p99, 1, "", None);
+    // The cost of the rules: the two run back to back in every round, so
+    // their ratio in each round is free of the machine's drift between
+    // rounds (see "Noise" below); its median is the figure held to the bar.
+    let p99_of = |t| per_round(runs, "moderate", t, |r| Some(r.latency_ms.p99));
+    let rules_paired = median(&paired(&p99_of(rules), &p99_of(H)));
+    w(
         &mut md,
-        &format!("moderate p99 (ms), {rate}/s into {}", mo.clients),
-        &p99,
-        1,
-        "≤ 1.10× open",
-        rules_met,
+        format!(
+            "| moderate p99, chat / open in each round (median of the rounds' ratios) | – | – | {} | ≤ 1.10 | {} |",
+            num(rules_paired, 2),
+            mark(rules_paired.map(|r| r <= 1.10))
+        ),
     );
     pair(&mut md, "moderate p50 (ms)", &p50, 1, "", None);
     pair(&mut md, "moderate, first receiver p50 (ms)", &first, 1, "", None);
@@ -566,6 +698,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         ),
     );
     w(&mut md, String::new());
+    noise(&mut md, runs);
 
     // Storm.
     w(&mut md, format!("## Reconnect storm (homeroom, {} clients)", st.clients));
@@ -746,6 +879,32 @@ fn correctness(runs: &[Run], scenarios: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_are_taken_within_a_round() {
+        let run = |round, target: Target, p99| Run {
+            round,
+            report: Report {
+                scenario: "moderate".into(),
+                target: target.name().into(),
+                latency_ms: crate::stats::Pct { p99, ..Default::default() },
+                ..Default::default()
+            },
+        };
+        // The machine slows down in round 2: both targets take twice as
+        // long, and the rules cost 10% in every round.
+        let runs = [
+            run(1, Target::Homeroom, 10.0),
+            run(1, Target::Rules, 11.0),
+            run(2, Target::Homeroom, 20.0),
+            run(2, Target::Rules, 22.0),
+            run(3, Target::Rules, 99.0), // its pair is missing: no ratio
+        ];
+        let p99 = |t| per_round(&runs, "moderate", t, |r| Some(r.latency_ms.p99));
+        let r = paired(&p99(Target::Rules), &p99(Target::Homeroom));
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(|x| (x - 1.1).abs() < 1e-9), "{r:?}");
+    }
 
     #[test]
     fn medians_with_never() {
