@@ -22,6 +22,8 @@
 pub mod jwt;
 pub mod legacy;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -305,6 +307,30 @@ fn valid_room_claim(claim: &str) -> bool {
         Some(prefix) => names::valid_room(&format!("{prefix}x")) && !prefix.contains('*'),
         None => names::valid_room(claim),
     }
+}
+
+/// Checks that `sig_b64` is the HMAC-SHA256 of `signed` under one of
+/// `keys` (both formats), then decodes and checks the claims of `payload_b64`.
+/// Every key is tried, each compared in constant time (no early exit): the
+/// time taken says nothing about which secret, if any, matched.
+fn signed_claims<'k>(
+    keys: impl IntoIterator<Item = &'k Key>,
+    signed: &str,
+    sig_b64: &str,
+    payload_b64: &str,
+) -> Result<Claims, AuthError> {
+    // Valid characters that do not decode (bad length, non-zero trailing
+    // bits) cannot be a MAC.
+    let sig = URL_SAFE_NO_PAD.decode(sig_b64).map_err(|_| AuthError::BadSignature)?;
+    let matched = keys
+        .into_iter()
+        .map(|k| mac(&k.secret, signed).verify_slice(&sig).is_ok())
+        .fold(false, |any, ok| any | ok);
+    if !matched {
+        return Err(AuthError::BadSignature);
+    }
+    let payload = URL_SAFE_NO_PAD.decode(payload_b64).map_err(|_| AuthError::Malformed)?;
+    claims_of(&payload)
 }
 
 /// Decodes and checks a payload's claims (both formats): an object, no
