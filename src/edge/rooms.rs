@@ -195,10 +195,11 @@ async fn custom(
     let given = req.headers().get("authorization").ok().flatten();
     let admin =
         dep.admin_key.as_ref().is_some_and(|k| auth::admin_key_matches(k, given.as_deref()));
+    // A token refused anywhere else (bad, expired, too long-lived, another
+    // room's) names nobody here either.
     let user = match (&dep.auth, token_of(req)?) {
         (AuthMode::Tokens(keys), Some(token)) => {
-            let now = worker::Date::now().as_millis() / 1000;
-            auth::verify(keys, Some(&token), at.room, now).ok().map(|c| c.sub)
+            checked_token(dep, keys, Some(&token), at.room).ok().map(|c| c.sub)
         }
         _ => None,
     };
@@ -259,12 +260,7 @@ fn authorize(
 ) -> Result<Option<auth::Claims>, HttpRefusal> {
     match &dep.auth {
         AuthMode::Tokens(keys) => {
-            let now = worker::Date::now().as_millis() / 1000;
-            let claims = auth::verify(keys, token, room, now).map_err(HttpRefusal::Auth)?;
-            if claims.exp > now.saturating_add(dep.token_max_ttl_secs) {
-                return Err(HttpRefusal::Auth(auth::AuthError::TooLongLived));
-            }
-            Ok(Some(claims))
+            checked_token(dep, keys, token, room).map(Some).map_err(HttpRefusal::Auth)
         }
         AuthMode::Anonymous { remote } => {
             if *remote || caller == Caller::Canary || local(req) {
@@ -276,6 +272,22 @@ fn authorize(
         AuthMode::Unconfigured => Err(HttpRefusal::AuthNotConfigured),
         AuthMode::WeakSecret => Err(HttpRefusal::WeakSecret),
     }
+}
+
+/// A token's claims for `room`: signed by a live secret, not expired, and
+/// not living longer than the deployment allows (`TOKEN_MAX_TTL_SECS`).
+fn checked_token(
+    dep: &Deployment,
+    keys: &auth::Keys,
+    token: Option<&str>,
+    room: &str,
+) -> Result<auth::Claims, auth::AuthError> {
+    let now = worker::Date::now().as_millis() / 1000;
+    let claims = auth::verify(keys, token, room, now)?;
+    if claims.exp > now.saturating_add(dep.token_max_ttl_secs) {
+        return Err(auth::AuthError::TooLongLived);
+    }
+    Ok(claims)
 }
 
 /// Whether the request was made to the Worker on a loopback address:

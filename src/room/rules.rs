@@ -130,19 +130,21 @@ pub enum Write {
     Refuse(Refusal),
 }
 
-/// A request to a path under a room that the rules may answer
-/// (`/rooms/{room}/x/...`, see the README).
+/// A request to a path under a room that no built-in route takes
+/// (`/{kind}/{room}/{path}`, see the README), which the rules may answer.
 #[derive(Debug, Clone)]
 pub struct Request {
     pub method: String,
-    /// The path after `/x/`, e.g. `close` for `/rooms/r1/x/close`.
+    /// The path after the room, e.g. `close` for `/auction/r1/close`.
     pub path: String,
     /// The raw query string, without `?`.
     pub query: String,
     pub body: String,
     /// The caller gave the admin key.
     pub admin: bool,
-    /// The user of a valid room token the caller gave, if any.
+    /// The user of a valid room token the caller gave, if any: checked as a
+    /// connect's (signature, `exp`, the room, `TOKEN_MAX_TTL_SECS`); a user
+    /// the operator blocked in the room never reaches the rules (403).
     pub user: Option<String>,
 }
 
@@ -206,7 +208,8 @@ pub trait Rules: 'static {
         let _ = (room, name);
     }
 
-    /// A request under the room's `/x/` path; `None` answers 404.
+    /// A request to a path of the room no built-in route takes; `None`
+    /// answers 404.
     fn request(&mut self, room: &mut Ctx<'_>, req: &Request) -> Option<Response> {
         let _ = (room, req);
         None

@@ -44,6 +44,11 @@ pub fn trials() -> Vec<Spec> {
         es::on("rules::kinds_route_to_their_own_classes", &RULES, kinds),
         es::on("rules::backend_reads_and_writes_a_room_without_a_socket", &RULES, backend),
         es::on("rules::chat_gives_a_first_connect_its_history", &RULES, chat_history),
+        es::on(
+            "rules::a_rules_route_knows_the_caller_only_by_a_token_it_would_admit",
+            &RULES,
+            quota,
+        ),
         es::on("rules::a_rule_that_panics_loses_no_acked_write_and_no_member", &PANIC, panics),
     ]
 }
@@ -356,6 +361,47 @@ async fn chat_history(ctx: Ctx) -> R {
     check!(h["data"][0]["user"] == "ann", "{h}");
     ann.close().await;
     bob.close().await;
+    Ok(())
+}
+
+/// `GET /chat/{room}/quota` with `token` (if any): the status and the JSON body.
+async fn ask_quota(ctx: &Ctx, room: &str, token: Option<&str>) -> R<(u16, Value)> {
+    let path = match token {
+        Some(t) => format!("/chat/{room}/quota?token={t}"),
+        None => format!("/chat/{room}/quota"),
+    };
+    let resp = http::get(ctx.port, &path, &[("Accept-Encoding", "identity")], T).await?;
+    Ok((resp.status, resp.json().unwrap_or_default()))
+}
+
+/// The attacker holds a valid token of their own. A rules route learns who calls from the token,
+/// held to the same checks as a connect: a token living longer than `TOKEN_MAX_TTL_SECS` (refused
+/// at a connect) names nobody, and a user the operator kicked and blocked gets 403 `blocked`
+/// without the rules being asked, for as long as the block lasts.
+async fn quota(ctx: Ctx) -> R {
+    let room = support::room("quota");
+    let mut ann = dial(&ctx, "chat", &room, "ann").await?;
+    ann.publish_acked("c1", "chat", json!({"text": "hi"})).await?;
+    let (status, q) = ask_quota(&ctx, &room, Some(&es::token(&room, "ann"))).await?;
+    check!(status == 200 && q["user"] == "ann" && q["left"] == 19, "ann's quota: {status} {q}");
+    let (status, q) = ask_quota(&ctx, &room, None).await?;
+    check!(status == 401 && q["error"] == "token_required", "no token: {status} {q}");
+    // Ten days ahead: validly signed, but past the 24 h a deployment lets a token live.
+    let long = es::token_exp(&room, "ann", es::now_secs() + 10 * 24 * 3600);
+    let (status, q) = ask_quota(&ctx, &room, Some(&long)).await?;
+    check!(status == 401 && q["error"] == "token_required", "a too long-lived token: {status} {q}");
+    // Kicked and blocked for a minute, mallory keeps a valid token.
+    let mallory = es::token(&room, "mallory");
+    let (status, _) = ask_quota(&ctx, &room, Some(&mallory)).await?;
+    check!(status == 200, "mallory before the block: {status}");
+    let resp =
+        admin(&ctx, "POST", "chat", &room, "kick", r#"{"user":"mallory","block_secs":60}"#).await?;
+    check!(resp.status == 200, "kick: {} {}", resp.status, resp.body);
+    let (status, q) = ask_quota(&ctx, &room, Some(&mallory)).await?;
+    check!(status == 403 && q["error"] == "blocked", "mallory blocked: {status} {q}");
+    let (status, q) = ask_quota(&ctx, &room, Some(&es::token(&room, "ann"))).await?;
+    check!(status == 200 && q["user"] == "ann", "ann is not touched: {status} {q}");
+    ann.close().await;
     Ok(())
 }
 

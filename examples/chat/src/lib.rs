@@ -2,10 +2,12 @@
 //! characters; each user may send `CHAT_QUOTA` messages per 10 s (default
 //! 20); whoever joins gets the last 50 messages at once (a `signal` from
 //! `$rules` on the topic `history`), so a first connect has history too.
+//! `GET /chat/{room}/quota` with the caller's token answers how many they
+//! may still send now (`{"user","left","resets_in_ms"}`; 401 without one).
 
 use std::collections::{HashMap, VecDeque};
 
-use homeroom::room::rules::{Ctx, Join, Refusal, Rules, Vars, Who, Write};
+use homeroom::room::rules::{Ctx, Join, Refusal, Request, Response, Rules, Vars, Who, Write};
 use homeroom::room::LogEntry;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -52,6 +54,29 @@ impl Rules for Chat {
     fn join(&mut self, room: &mut Ctx<'_>, who: &Who<'_>) -> Join {
         room.send(who.session, "history", &self.recent);
         Join::Accept
+    }
+
+    fn request(&mut self, room: &mut Ctx<'_>, req: &Request) -> Option<Response> {
+        if (req.method.as_str(), req.path.as_str()) != ("GET", "quota") {
+            return None;
+        }
+        // Who is asking is what the token says (the room checked it), never
+        // a query parameter.
+        let Some(user) = req.user.as_deref() else {
+            let body = json!({"error": "token_required", "message": "send your room token"});
+            return Some(Response::json(401, &body));
+        };
+        let now = room.now();
+        let (left, resets_in_ms) = match self.sent.get(user) {
+            Some(&(since, count)) if now < since + WINDOW_MS => {
+                (self.quota.saturating_sub(count), since + WINDOW_MS - now)
+            }
+            _ => (self.quota, 0),
+        };
+        Some(Response::json(
+            200,
+            &json!({"user": user, "left": left, "resets_in_ms": resets_in_ms}),
+        ))
     }
 
     fn publish(

@@ -79,3 +79,36 @@ fn a_newcomer_gets_the_last_fifty_messages_even_after_an_eviction() {
     assert_eq!(lines.len(), 50);
     assert_eq!(lines[49]["text"], "line 59");
 }
+
+#[test]
+fn a_user_asks_how_many_messages_they_may_still_send() {
+    use homeroom::room::rules::Request;
+    let mut s = room(3);
+    let ann = s.connect_as("sess-ann1", "ann", "EU", None);
+    let quota = |s: &mut Sim, user: Option<&str>| -> (u16, Value) {
+        let req = Request {
+            method: "GET".into(),
+            path: "quota".into(),
+            query: String::new(),
+            body: String::new(),
+            admin: false,
+            user: user.map(str::to_owned),
+        };
+        let r = s.room.request(s.now, &req).expect("the chat rules answer it");
+        (r.status, serde_json::from_str(&r.body).unwrap())
+    };
+    assert_eq!(quota(&mut s, Some("ann")).1["left"], 3);
+    said(&mut s, &ann, "m1", "hi");
+    s.advance(4_000);
+    let (status, q) = quota(&mut s, Some("ann"));
+    assert_eq!(
+        (status, &q["user"], &q["left"], &q["resets_in_ms"]),
+        (200, &"ann".into(), &2.into(), &6_000.into())
+    );
+    assert_eq!(quota(&mut s, Some("bob")).1["left"], 3, "each user has their own");
+    // Without a token the room names nobody: there is nobody to answer for.
+    let (status, q) = quota(&mut s, None);
+    assert_eq!((status, &q["error"]), (401, &"token_required".into()));
+    s.advance(6_000);
+    assert_eq!(quota(&mut s, Some("ann")).1["left"], 3, "a new window");
+}

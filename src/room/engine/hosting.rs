@@ -161,7 +161,10 @@ impl Room {
     }
 
     /// A request under the room's path that the rules may answer (see
-    /// [`Rules::request`]); `None` when they do not claim it.
+    /// [`Rules::request`]); `None` when they do not claim it. A caller whose
+    /// token names a user the operator blocked in this room gets 403
+    /// `blocked` without the rules being asked (a kick shuts a user out of
+    /// the room's routes as well as its sockets); the admin key passes.
     ///
     /// ```
     /// use homeroom::room::rules::Request;
@@ -175,6 +178,10 @@ impl Room {
     /// ```
     pub fn request(&mut self, now: u64, req: &Request) -> Option<Response> {
         self.now = self.now.max(now);
+        if !req.admin && req.user.as_deref().is_some_and(|u| self.users.blocked(u, self.now)) {
+            let body = serde_json::json!({"error": "blocked", "message": "the operator blocked this user in this room"});
+            return Some(Response::json(403, &body));
+        }
         self.requests += 1;
         let (response, effects) = self.call(now, |r, ctx| r.request(ctx, req));
         self.apply_effects(now, &format!("request:{now}:{}", self.requests), effects);

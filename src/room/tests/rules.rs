@@ -334,6 +334,41 @@ fn the_rules_answer_requests_under_the_room_and_write_from_them() {
 }
 
 #[test]
+fn a_blocked_user_cannot_act_through_the_rules_routes() {
+    // Kicked and blocked, mallory still holds a valid token; the rules'
+    // HTTP routes are part of the room, so the block holds there too.
+    let (mut s, _) = sim();
+    let a = s.connect_as("sess-aaaa", "ann", "EU", None);
+    s.send(&a, r#"{"type":"set","id":"b1","key":"bid","value":{"amount":10}}"#);
+    let m = s.connect_as("sess-mall", "mallory", "EU", None);
+    s.take(&a);
+    s.take(&m);
+    let req = |user: &str, admin: bool| Request {
+        method: "GET".into(),
+        path: "top".into(),
+        query: String::new(),
+        body: String::new(),
+        admin,
+        user: Some(user.into()),
+    };
+    let until = s.now + 60_000;
+    assert_eq!(s.room.kick(s.now, "mallory", crate::room::Block::Until(until)), 1);
+    s.pump();
+    let r = s.room.request(s.now, &req("mallory", false)).unwrap();
+    assert_eq!(r.status, 403);
+    assert_eq!(serde_json::from_str::<Value>(&r.body).unwrap()["error"], "blocked");
+    // The block outlives an eviction, like the block of connects.
+    s.evict();
+    assert_eq!(s.room.request(s.now, &req("mallory", false)).unwrap().status, 403);
+    // Others are not touched, and the operator's key passes.
+    assert_eq!(s.room.request(s.now, &req("ann", false)).unwrap().status, 200);
+    assert_eq!(s.room.request(s.now, &req("mallory", true)).unwrap().status, 200);
+    // Once the block ends, mallory is an ordinary caller again.
+    s.advance(60_001);
+    assert_eq!(s.room.request(s.now, &req("mallory", false)).unwrap().status, 200);
+}
+
+#[test]
 fn what_a_rule_cannot_do_is_counted_not_done() {
     let (mut s, _) = sim();
     let a = s.connect_as("sess-aaaa", "ann", "EU", None);
