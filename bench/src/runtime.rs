@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use homeroom_testkit::{group_alive, signal_group, wrangler_dev, DevArgs, Signal};
+use homeroom_testkit::{address_in_use, group_alive, signal_group, wrangler_dev, DevArgs, Signal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -78,6 +78,24 @@ impl Runtime {
         vars: &[(&str, &str)],
         ready_within: Duration,
     ) -> Result<Runtime, String> {
+        // A port may be taken between our check and wrangler's bind (see
+        // `homeroom_testkit::free_port`): start again on fresh ports, a few times.
+        let mut attempt = 1;
+        loop {
+            match Runtime::spawn(root, target, vars, ready_within).await {
+                Err(e) if attempt < 3 && address_in_use(&e) => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    /// One try at starting `wrangler dev` for `target` on fresh ports.
+    async fn spawn(
+        root: &Path,
+        target: Target,
+        vars: &[(&str, &str)],
+        ready_within: Duration,
+    ) -> Result<Runtime, String> {
         static N: AtomicU32 = AtomicU32::new(0);
         let dir = state_base().join(format!(
             "homeroom-bench-{}-{}-{}",
@@ -130,6 +148,14 @@ impl Runtime {
                     "wrangler dev ({}) exited with {status}:\n{}",
                     self.target,
                     self.log_tail(40)
+                ));
+            }
+            let tail = self.log_tail(40);
+            if address_in_use(&tail) {
+                self.kill();
+                return Err(format!(
+                    "wrangler dev ({}) could not bind its ports:\n{tail}",
+                    self.target
                 ));
             }
             if let Some(status) = http_status(self.port, "/__bench_ready").await {

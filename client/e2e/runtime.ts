@@ -3,7 +3,7 @@
 //! a captured log, and a stop that kills the whole group.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -12,17 +12,69 @@ import { fileURLToPath } from "node:url";
 /** The repository root (this file runs from client/.build/e2e/). */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
+/** Ports this process handed out: never given twice (two runtimes starting at once). */
+const handedOut = new Set<number>();
+
+/** The first port of the kernel's ephemeral range (Linux's default when unreadable). */
+function ephemeralStart(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+/** Whether nobody listens on `port` (we can bind it, then let it go). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((res) => {
     const srv = createServer();
-    srv.once("error", rej);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => res(port));
-    });
+    srv.once("error", () => res(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => res(true)));
   });
+}
+
+/**
+ * A free TCP port on 127.0.0.1, below the kernel's ephemeral range, never one
+ * handed out before. Below the range because a port the kernel picks for us
+ * comes from the range it also gives the local end of every outgoing
+ * connection (and workerd's own ports): one could take it before wrangler
+ * binds it. Callers still start again if wrangler says the address is in use.
+ */
+export async function freePort(): Promise<number> {
+  const from = 20000;
+  const to = ephemeralStart();
+  const span = to - from;
+  if (span > 100) {
+    const start = Math.floor(Math.random() * span);
+    for (let i = 0; i < span; i++) {
+      const port = from + ((start + i) % span);
+      if (!handedOut.has(port) && (await bindable(port))) {
+        handedOut.add(port);
+        return port;
+      }
+    }
+  }
+  for (;;) {
+    const port = await new Promise<number>((res, rej) => {
+      const srv = createServer();
+      srv.once("error", rej);
+      srv.listen(0, "127.0.0.1", () => {
+        const addr = srv.address();
+        const port = typeof addr === "object" && addr ? addr.port : 0;
+        srv.close(() => res(port));
+      });
+    });
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+/** Whether wrangler's output says a port it was given was taken meanwhile. */
+export function addressInUse(output: string): boolean {
+  return output.includes("Address already in use") || output.includes("EADDRINUSE");
 }
 
 export class Wrangler {
@@ -46,8 +98,21 @@ export class Wrangler {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  /** Starts `wrangler dev` and waits until it serves the demo page. */
+  /**
+   * Starts `wrangler dev` and waits until it serves the demo page; on fresh
+   * ports again (a few times) if another process took one of its ports.
+   */
   static async start(extraArgs: string[] = []): Promise<Wrangler> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await Wrangler.startOnce(extraArgs);
+      } catch (e) {
+        if (attempt >= 3 || !addressInUse(String(e))) throw e;
+      }
+    }
+  }
+
+  private static async startOnce(extraArgs: string[]): Promise<Wrangler> {
     const [port, inspector] = [await freePort(), await freePort()];
     const persist = mkdtempSync(join(tmpdir(), "homeroom-browser-e2e-"));
     const args = [
@@ -66,7 +131,14 @@ export class Wrangler {
     const w = new Wrangler(port, child, persist);
     const deadline = Date.now() + Number(process.env.E2E_START_TIMEOUT_SECS ?? 180) * 1000;
     for (;;) {
-      if (w.exited) throw new Error(`wrangler dev exited early:\n${w.tail(60)}`);
+      if (w.exited) {
+        await w.stop(); // removes the persistence dir
+        throw new Error(`wrangler dev exited early:\n${w.tail(60)}`);
+      }
+      if (addressInUse(w.tail(60))) {
+        await w.stop();
+        throw new Error(`wrangler dev could not bind its ports:\n${w.tail(60)}`);
+      }
       try {
         const res = await fetch(`${w.origin}/`, { signal: AbortSignal.timeout(2_000) });
         if (res.ok && (await res.text()).includes("homeroom")) return w;

@@ -43,14 +43,32 @@ pub fn wrangler_dev(persist: &Path, log_level: &str) -> DevArgs {
     DevArgs { port, inspector, args }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, then released), never one this
-/// process handed out before: the kernel may give a released port out
-/// again, and two runtimes starting at once must not both get it (one's
-/// `--port` as the other's `--inspector-port` made a test talk to the
-/// DevTools inspector).
+/// A free TCP port on 127.0.0.1, never one this process handed out before,
+/// and below the kernel's ephemeral range.
+///
+/// Why below: a port picked by binding port 0 comes from the ephemeral range,
+/// the same range the kernel draws from for the local end of every outgoing
+/// connection (the tests' own clients open thousands) and for the ports
+/// workerd binds inside `wrangler dev`. Between our check and wrangler's
+/// bind, any of those could take it, and `wrangler dev` then failed with
+/// "Address already in use" (seen in CI). Below the range only a listener
+/// can hold a port, and we check for one by binding it. Why never twice: two
+/// runtimes starting at once must not both get a port (one's `--port` as
+/// the other's `--inspector-port` made a test talk to the DevTools
+/// inspector). The scan starts at a place drawn per process, so that two
+/// test processes rarely try the same ports; [`address_in_use`] lets a
+/// caller start again on fresh ports if one still loses the race.
 pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let (from, to) = (PORTS_FROM, ephemeral_start());
+    if to > from + 100 {
+        if let Some(port) = first_free(from..to, scan_start(), &handed_out) {
+            handed_out.push(port);
+            return port;
+        }
+    }
+    // A machine with no room below its ephemeral range: let the kernel pick.
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -61,6 +79,48 @@ pub fn free_port() -> u16 {
             return port;
         }
     }
+}
+
+/// The first port of `range`, scanning round from offset `start`, that is
+/// not in `taken` and that nobody listens on (we can bind it).
+fn first_free(range: std::ops::Range<u16>, start: u32, taken: &[u16]) -> Option<u16> {
+    let span = u32::from(range.end.checked_sub(range.start)?);
+    (0..span)
+        .map(|i| range.start + ((start % span.max(1) + i) % span) as u16)
+        .find(|p| !taken.contains(p) && TcpListener::bind(("127.0.0.1", *p)).is_ok())
+}
+
+/// The lowest port [`free_port`] hands out (well above the well-known and
+/// registered ports services usually take).
+const PORTS_FROM: u16 = 20_000;
+
+/// The first port of the kernel's ephemeral range (Linux's default 32768 when
+/// it cannot be read).
+fn ephemeral_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// Where this process starts scanning for ports: different per process
+/// (std's randomly keyed hasher, fed the pid), the same within one.
+fn scan_start() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::OnceLock;
+    static START: OnceLock<u32> = OnceLock::new();
+    *START.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish() as u32
+    })
+}
+
+/// Whether a runtime's output says it could not bind a port it was given
+/// (another process took the port after [`free_port`] checked it): the
+/// caller should start again on fresh ports.
+pub fn address_in_use(output: &str) -> bool {
+    output.contains("Address already in use") || output.contains("EADDRINUSE")
 }
 
 /// A signal for a runtime's process group.
@@ -119,6 +179,29 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), ports.len());
+        // Below the ephemeral range, where no outgoing connection takes one.
+        let below = ephemeral_start();
+        assert!(ports.iter().all(|p| (PORTS_FROM..below).contains(p)), "{ports:?}");
+    }
+
+    #[test]
+    fn a_port_someone_listens_on_is_skipped() {
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = held.local_addr().unwrap().port();
+        let got = first_free(port..port.saturating_add(50), 0, &[]).unwrap();
+        assert_ne!(got, port, "the scan starts at the held port and must pass it");
+        assert!(got > port);
+        // Nor one already handed out.
+        let next = first_free(port..port.saturating_add(50), 0, &[got]).unwrap();
+        assert!(next != port && next != got);
+    }
+
+    #[test]
+    fn wranglers_port_clash_is_recognised() {
+        let line = "✘ [ERROR] Address already in use (127.0.0.1:42919). Please check that you are not already running a server on this address";
+        assert!(address_in_use(line));
+        assert!(address_in_use("Error: listen EADDRINUSE: address already in use 127.0.0.1:9229"));
+        assert!(!address_in_use("[wrangler:info] Ready on http://127.0.0.1:8787"));
     }
 
     #[test]

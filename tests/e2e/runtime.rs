@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use homeroom_testkit::{group_alive, signal_group, wrangler_dev, DevArgs, Signal};
+use homeroom_testkit::{address_in_use, group_alive, signal_group, wrangler_dev, DevArgs, Signal};
 use serde_json::Value;
 
 use crate::http;
@@ -294,6 +294,28 @@ impl Runtime {
                 wrangler.display()
             ));
         }
+        // A port may be taken between our check and wrangler's bind (see
+        // `homeroom_testkit::free_port`): start again on fresh ports, a few times.
+        let mut attempt = 1;
+        loop {
+            match Runtime::spawn(root, label, persist, extra_args).await {
+                Err(e) if attempt < 3 && address_in_use(&e) => {
+                    eprintln!("e2e: runtime `{label}` lost a port to another process; again");
+                    attempt += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// One try at starting `wrangler dev` in `root` on fresh ports.
+    async fn spawn(
+        root: &Path,
+        label: &str,
+        persist: &Path,
+        extra_args: &[&str],
+    ) -> Result<Runtime, String> {
+        let wrangler = root.join("node_modules/.bin/wrangler");
         // "log", not "info": wrangler filters the Worker's console.log (the room's
         // `room_loaded` lines) at --log-level info.
         let DevArgs { port, mut args, .. } = wrangler_dev(persist, "log");
@@ -354,6 +376,14 @@ impl Runtime {
                         self.log.tail(80)
                     ));
                 }
+            }
+            if address_in_use(&self.log.tail(80)) {
+                let tail = self.log.tail(80);
+                self.kill_now();
+                return Err(format!(
+                    "wrangler dev ({}) could not bind its ports\n--- log ---\n{tail}",
+                    self.label
+                ));
             }
             // Any HTTP answer from the worker means the runtime is up.
             if let Ok(resp) =
