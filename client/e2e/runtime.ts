@@ -15,14 +15,17 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
 /** Ports this process handed out: never given twice (two runtimes starting at once). */
 const handedOut = new Set<number>();
 
-/** The first port of the kernel's ephemeral range (Linux's default when unreadable). */
-function ephemeralStart(): number {
+/** The kernel's ephemeral range, first and last port (Linux's default when unreadable). */
+function ephemeralRange(): [number, number] {
   try {
-    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
-    return Number.isInteger(low) && low > 0 ? low : 32768;
+    const [low, high] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (low !== undefined && high !== undefined && Number.isInteger(low) && Number.isInteger(high) && low > 0 && high >= low) {
+      return [low, high];
+    }
   } catch {
-    return 32768;
+    // not Linux, or not readable
   }
+  return [32768, 60999];
 }
 
 /** Whether nobody listens on `port` (we can bind it, then let it go). */
@@ -35,17 +38,20 @@ function bindable(port: number): Promise<boolean> {
 }
 
 /**
- * A free TCP port on 127.0.0.1, below the kernel's ephemeral range, never one
- * handed out before. Below the range because a port the kernel picks for us
- * comes from the range it also gives the local end of every outgoing
- * connection (and workerd's own ports): one could take it before wrangler
- * binds it. Callers still start again if wrangler says the address is in use.
+ * A free TCP port on 127.0.0.1, outside the kernel's ephemeral range (below
+ * it, as a rule), never one handed out before. Outside the range because a
+ * port the kernel picks for us comes from the range it also gives the local
+ * end of every outgoing connection (and workerd's own ports): one could take
+ * it before wrangler binds it. Callers still start again if wrangler says the
+ * address is in use.
  */
 export async function freePort(): Promise<number> {
-  const from = 20000;
-  const to = ephemeralStart();
-  const span = to - from;
-  if (span > 100) {
+  const [low, high] = ephemeralRange();
+  // Below the range, then above it; each only with room for 100 ports.
+  const ranges: Array<[number, number]> = [[20000, low], [high + 1, 65535]];
+  for (const [from, to] of ranges) {
+    const span = to - from;
+    if (span < 100) continue;
     const start = Math.floor(Math.random() * span);
     for (let i = 0; i < span; i++) {
       const port = from + ((start + i) % span);

@@ -44,31 +44,32 @@ pub fn wrangler_dev(persist: &Path, log_level: &str) -> DevArgs {
 }
 
 /// A free TCP port on 127.0.0.1, never one this process handed out before,
-/// and below the kernel's ephemeral range.
+/// and outside the kernel's ephemeral range (below it, as a rule).
 ///
-/// Why below: a port picked by binding port 0 comes from the ephemeral range,
-/// the same range the kernel draws from for the local end of every outgoing
-/// connection (the tests' own clients open thousands) and for the ports
-/// workerd binds inside `wrangler dev`. Between our check and wrangler's
-/// bind, any of those could take it, and `wrangler dev` then failed with
-/// "Address already in use" (seen in CI). Below the range only a listener
-/// can hold a port, and we check for one by binding it. Why never twice: two
-/// runtimes starting at once must not both get a port (one's `--port` as
-/// the other's `--inspector-port` made a test talk to the DevTools
-/// inspector). The scan starts at a place drawn per process, so that two
-/// test processes rarely try the same ports; [`address_in_use`] lets a
+/// Why outside: a port picked by binding port 0 comes from the ephemeral
+/// range, the same range the kernel draws from for the local end of every
+/// outgoing connection (the tests' own clients open thousands) and for the
+/// ports workerd binds inside `wrangler dev`. Between our check and
+/// wrangler's bind, any of those could take it, and `wrangler dev` then
+/// failed with "Address already in use" (seen in CI). Outside the range only
+/// a listener can hold a port, and we check for one by binding it (a machine
+/// whose ephemeral range leaves no room outside it gets a port-0 pick).
+///
+/// Why never twice: two runtimes starting at once must not both get a port
+/// (one's `--port` as the other's `--inspector-port` made a test talk to the
+/// DevTools inspector). The scan starts at a place drawn per process, so that
+/// two test processes rarely try the same ports; [`address_in_use`] lets a
 /// caller start again on fresh ports if one still loses the race.
 pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    let (from, to) = (PORTS_FROM, ephemeral_start());
-    if to > from + 100 {
-        if let Some(port) = first_free(from..to, scan_start(), &handed_out) {
+    for range in outside_ephemeral() {
+        if let Some(port) = first_free(range, scan_start(), &handed_out) {
             handed_out.push(port);
             return port;
         }
     }
-    // A machine with no room below its ephemeral range: let the kernel pick.
+    // A machine whose ephemeral range leaves no room: let the kernel pick.
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -94,13 +95,27 @@ fn first_free(range: std::ops::Range<u16>, start: u32, taken: &[u16]) -> Option<
 /// registered ports services usually take).
 const PORTS_FROM: u16 = 20_000;
 
-/// The first port of the kernel's ephemeral range (Linux's default 32768 when
-/// it cannot be read).
-fn ephemeral_start() -> u16 {
+/// The kernel's ephemeral range, first and last port (Linux's default,
+/// 32768 to 60999, when it cannot be read).
+fn ephemeral_range() -> (u16, u16) {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|p| p.parse::<u16>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// Where [`free_port`] looks, in order: from [`PORTS_FROM`] up to the
+/// ephemeral range, then above it; each only if it holds at least 100 ports
+/// (some containers give the kernel nearly every port).
+fn outside_ephemeral() -> Vec<std::ops::Range<u16>> {
+    let (low, high) = ephemeral_range();
+    [PORTS_FROM..low, high.saturating_add(1)..u16::MAX]
+        .into_iter()
+        .filter(|r| r.end > r.start && r.end - r.start >= 100)
+        .collect()
 }
 
 /// Where this process starts scanning for ports: different per process
@@ -179,9 +194,12 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), ports.len());
-        // Below the ephemeral range, where no outgoing connection takes one.
-        let below = ephemeral_start();
-        assert!(ports.iter().all(|p| (PORTS_FROM..below).contains(p)), "{ports:?}");
+        // Outside the ephemeral range, where no outgoing connection takes one
+        // (when the machine leaves room outside it, as Linux's default does).
+        let outside = outside_ephemeral();
+        if !outside.is_empty() {
+            assert!(ports.iter().all(|p| outside.iter().any(|r| r.contains(p))), "{ports:?}");
+        }
     }
 
     #[test]
