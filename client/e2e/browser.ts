@@ -3,6 +3,7 @@
 
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import type { TestContext } from "node:test";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 
 import { ROOT } from "./runtime.js";
@@ -57,4 +58,25 @@ export async function screenshot(p: Page, name: string): Promise<string> {
   const path = join(SCREENSHOTS, `${name}.png`);
   await p.screenshot({ path });
   return path;
+}
+
+/**
+ * Wraps a test body so that a failure carries the logs that explain it:
+ * `sections()` names each log (pages, app server, runtime) with its last lines,
+ * read only when the body throws.
+ */
+export function withLogs(
+  sections: () => Array<[string, string]>,
+): (fn: (t: TestContext) => Promise<void>) => (t: TestContext) => Promise<void> {
+  return (fn) => async (t) => {
+    try {
+      await fn(t);
+    } catch (e) {
+      const err = e instanceof Error ? e : new Error(String(e));
+      err.message += sections()
+        .map(([name, text]) => `\n--- ${name} ---\n${text}`)
+        .join("");
+      throw err;
+    }
+  };
 }

@@ -6,10 +6,10 @@
 //! picks a live endpoint. Screenshots go to screenshots/.
 
 import assert from "node:assert/strict";
-import { after, before, describe, it, type TestContext } from "node:test";
+import { after, before, describe, it } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 
-import { context, FROM, launch, page, screenshot } from "./browser.js";
+import { context, FROM, launch, withLogs, page, screenshot } from "./browser.js";
 import { CutProxy } from "./proxy.js";
 import { freePort, Wrangler } from "./runtime.js";
 
@@ -23,17 +23,10 @@ const ROOM = "e2e-auction-" + Date.now().toString(36);
 const ADMIN_KEY = "browser-e2e-admin-key-5d1e0c9b7a3f";
 
 /** Runs a test body; on failure, adds the pages' and the runtime's logs to the error. */
-function logged(fn: (t: TestContext) => Promise<void>): (t: TestContext) => Promise<void> {
-  return async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      const err = e instanceof Error ? e : new Error(String(e));
-      err.message += `\n--- page logs ---\n${logs.slice(-40).join("\n")}\n--- wrangler dev (last 60 lines) ---\n${wr?.tail(60) ?? ""}`;
-      throw err;
-    }
-  };
-}
+const logged = withLogs(() => [
+  ["page logs", logs.slice(-40).join("\n")],
+  ["wrangler dev (last 60 lines)", wr?.tail(60) ?? ""],
+]);
 
 async function newPage(from: object, url: string, label: string, session?: string): Promise<Page> {
   const ctx = await context(browser, from);

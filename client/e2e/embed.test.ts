@@ -9,10 +9,10 @@
 //! app's origin (CORS). Screenshots go to screenshots/.
 
 import assert from "node:assert/strict";
-import { after, before, describe, it, type TestContext } from "node:test";
+import { after, before, describe, it } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 
-import { launch, screenshot } from "./browser.js";
+import { launch, screenshot, withLogs } from "./browser.js";
 import { freePort, Wrangler } from "./runtime.js";
 import { ScratchApp } from "./scratch.js";
 
@@ -31,20 +31,11 @@ const logs: string[] = [];
 const contexts: BrowserContext[] = [];
 
 /** Runs a test body; on failure, adds the pages', the app server's and the runtime's logs. */
-function logged(fn: (t: TestContext) => Promise<void>): (t: TestContext) => Promise<void> {
-  return async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      const err = e instanceof Error ? e : new Error(String(e));
-      err.message +=
-        `\n--- page logs ---\n${logs.slice(-40).join("\n")}` +
-        `\n--- app server ---\n${app?.log.slice(-20).join("\n") ?? ""}` +
-        `\n--- wrangler dev (last 60 lines) ---\n${wr?.tail(60) ?? ""}`;
-      throw err;
-    }
-  };
-}
+const logged = withLogs(() => [
+  ["page logs", logs.slice(-40).join("\n")],
+  ["app server", app?.log.slice(-20).join("\n") ?? ""],
+  ["wrangler dev (last 60 lines)", wr?.tail(60) ?? ""],
+]);
 
 interface Tab {
   page: Page;

@@ -3405,6 +3405,23 @@ fn finding_5_presence_held_under_load_keeps_the_room_awake() {
     assert!(run(true), "a learns that b joined");
 }
 
+/// The room of the flow-control findings: a 4 KiB window (a mark every
+/// 1,024 bytes), `max_backlog` bytes of backlog, and rate limits too high to
+/// refuse anything (the findings are about the window, not the limits).
+fn flow_config(max_backlog: u64) -> RoomConfig {
+    let mut config = RoomConfig {
+        send_window: 4096,
+        max_backlog,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
+        ..RoomConfig::default()
+    };
+    config.finish();
+    config
+}
+
 /// Finding 6 (engine fuzz, case seed 0xd4f47c3b39a7a44b under base seed
 /// 12): the welcome is not always a connection's first frame. Opening a
 /// connection broadcasts its join; when that pushes a reader that is not
@@ -3418,17 +3435,7 @@ fn finding_5_presence_held_under_load_keeps_the_room_awake() {
 /// Fixed: a backlog close is made when the operation that caused it is done.
 #[test]
 fn finding_6_a_backlog_close_during_an_open_comes_after_the_welcome() {
-    let mut config = RoomConfig {
-        send_window: 4096,
-        max_backlog: 2_000,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
-    config.finish();
-    let mut s = Sim::new(config);
+    let mut s = Sim::new(flow_config(2_000));
     let p = s.connect_as("sess-publisher", "pub", "EU", None);
     let lazy = s.connect_as("sess-lazy", "ann", "EU", None);
     s.sockets.get_mut(&lazy).unwrap().silent = true;
@@ -3460,19 +3467,9 @@ fn finding_6_a_backlog_close_during_an_open_comes_after_the_welcome() {
 /// Fixed: backlog closes wait for the end of the operation, and a close of a connection already gone does nothing.
 #[test]
 fn finding_7_a_cascading_backlog_close_inside_the_sweep_closes_once() {
-    let mut config = RoomConfig {
-        send_window: 4096,
-        presence_ttl_ms: 1_000,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
-    config.finish();
     // The backlog holds 13 waiting messages (147 bytes each) and 30 bytes
     // more: not the 54 of a leave.
-    config.max_backlog = 13 * 147 + 30;
+    let config = RoomConfig { presence_ttl_ms: 1_000, ..flow_config(13 * 147 + 30) };
     let mut s = Sim::new(config);
     let p = s.connect_as("sess-publisher", "pub", "EU", None);
     let a = s.connect_as("sess-aaaa", "ann", "EU", None);
@@ -3596,17 +3593,7 @@ fn finding_10_a_backlog_close_inside_a_summary_flush_keeps_what_was_sent() {
     // The publisher's last summary and the room's member count, at the end;
     // and the bytes waiting before and after the newcomer's join.
     let run = |max_backlog: u64| -> (Option<Value>, usize, u64, u64) {
-        let mut config = RoomConfig {
-            send_window: 4096,
-            max_backlog,
-            rate_per_sec: 1_000,
-            burst: 1_000,
-            user_rate_per_sec: 1_000,
-            user_burst: 1_000,
-            ..RoomConfig::default()
-        };
-        config.finish();
-        let mut s = Sim::new(config);
+        let mut s = Sim::new(flow_config(max_backlog));
         let p = s.connect_as("sess-publisher", "pub", "EU", None);
         let lazy = s.connect_as("sess-lazy", "ann", "EU", None);
         s.sockets.get_mut(&lazy).unwrap().silent = true;
