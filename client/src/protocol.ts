@@ -67,13 +67,16 @@ export interface Limits {
   user_burst: number;
   /** Connections one user may hold in the room. */
   user_connections: number;
+  /** Connects per second one user may make, and the burst (past it: 4429 `connect_rate`). */
+  user_connects_per_sec: number;
+  user_connect_burst: number;
   /** Largest frame the room accepts, bytes. */
   max_frame: number;
   /** Largest presence state, bytes of JSON. */
   presence_max: number;
   /** Deepest nesting of `data`, `value` and presence `state`. */
   max_depth: number;
-  /** Bytes of state/resync/catch-up one user is sent per second. */
+  /** Bytes one user is sent per second because of what they did (state, resync, catch-up, welcomes, the rules' sends, member lists). */
   reply_bytes_per_sec: number;
   /** Bytes a connection may leave unconfirmed by `mark` echoes. */
   send_window: number;
@@ -86,6 +89,8 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   user_rate: 40,
   user_burst: 100,
   user_connections: 10,
+  user_connects_per_sec: 1,
+  user_connect_burst: 20,
   max_frame: 65536,
   presence_max: 1024,
   max_depth: 32,

@@ -135,7 +135,7 @@ export class FakeRoom {
       resumed: false,
       missed: 0,
       presence: { members },
-      limits: { ...this.limits, user_connections: 10, max_depth: 32, reply_bytes_per_sec: 262144, send_window: 1048576 },
+      limits: { ...this.limits, user_connections: 10, user_connects_per_sec: 1, user_connect_burst: 20, max_depth: 32, reply_bytes_per_sec: 262144, send_window: 1048576 },
     });
     const join = { [conn.session]: members[conn.session] };
     for (const c of this.others(conn)) this.deliver(c, { type: "presence", joins: join, leaves: [] });

@@ -91,13 +91,18 @@ pub struct Limits {
     pub user_burst: u64,
     /// Connections one user may hold in the room.
     pub user_connections: usize,
+    /// Connects per second one user may make, and the burst (past it: 4429
+    /// `connect_rate`).
+    pub user_connects_per_sec: u64,
+    pub user_connect_burst: u64,
     /// Largest frame, in bytes.
     pub max_frame: usize,
     /// Largest presence state, in bytes of JSON.
     pub presence_max: usize,
     /// Deepest nesting of `data`, `value` and presence `state`.
     pub max_depth: usize,
-    /// Bytes of `state`/`resync`/catch-up one user is sent per second.
+    /// Bytes one user is sent per second because of what they did
+    /// (`state`, `resync`, catch-up, welcomes, the rules' sends, member lists).
     pub reply_bytes_per_sec: u64,
     /// Bytes a connection may leave unconfirmed (a `mark` comes about every
     /// quarter of it; echo each one).
@@ -112,6 +117,8 @@ impl Limits {
             user_rate: c.user_rate_per_sec,
             user_burst: c.user_burst,
             user_connections: c.user_connections,
+            user_connects_per_sec: c.user_connects_per_sec,
+            user_connect_burst: c.user_connect_burst,
             max_frame: c.max_frame,
             presence_max: c.presence_max,
             max_depth: super::client::MAX_DEPTH,

@@ -51,8 +51,14 @@ pub struct RoomConfig {
     pub user_rate_per_sec: u64,
     /// The burst of the per-user budget.
     pub user_burst: u64,
-    /// Bytes of `state`, `resync` and catch-up replays one user may be sent
-    /// per second (their answers cost their size, not one frame).
+    /// Connects one user may make per second (refused ones count too), and
+    /// the burst of that budget: a user's tabs all reconnecting after a
+    /// deploy fit in the burst; a reconnect loop does not.
+    pub user_connects_per_sec: u64,
+    pub user_connect_burst: u64,
+    /// Bytes one user may be sent per second because of what they did:
+    /// `state`, `resync` and catch-up replays, welcomes, the rules' sends to
+    /// them and member lists they read (each costs its size, not one frame).
     pub reply_bytes_per_sec: u64,
     /// The burst of the reply budget; at least the largest state frame.
     pub reply_burst_bytes: u64,
@@ -103,6 +109,8 @@ impl Default for RoomConfig {
             user_connections: 10,
             user_rate_per_sec: 40,
             user_burst: 100,
+            user_connects_per_sec: 1,
+            user_connect_burst: 20,
             reply_bytes_per_sec: 256 * 1024,
             reply_burst_bytes: 2 * 1024 * 1024,
             send_window: 1024 * 1024,
@@ -122,7 +130,8 @@ impl RoomConfig {
     /// `RATE_BURST`, `PRESENCE_TTL_MS`, `SUMMARY_INTERVAL_MS`, `LARGE_ROOM`,
     /// `BATCH_WINDOW_MS`, `BATCH_ABOVE`, `OUTBOUND_BUDGET`,
     /// `STORM_RESUMES_PER_SEC`, `USER_CONNECTIONS`, `USER_RATE_PER_SEC`,
-    /// `USER_RATE_BURST`, `REPLY_BYTES_PER_SEC`, `SEND_WINDOW_BYTES`,
+    /// `USER_RATE_BURST`, `USER_CONNECTS_PER_SEC`, `USER_CONNECT_BURST`,
+    /// `REPLY_BYTES_PER_SEC`, `SEND_WINDOW_BYTES`,
     /// `MAX_BACKLOG_BYTES`, `ECHO_DEADLINE_MS`, `TOKEN_MAX_TTL_SECS`, `LOG_RETAIN_BYTES`,
     /// `ROOM_RETENTION_DAYS` (0 allowed: keep forever)). A value that is not
     /// a positive integer is reported and the default kept, so a typo never
@@ -151,6 +160,8 @@ impl RoomConfig {
         read("STORM_RESUMES_PER_SEC", &mut config.storm_resumes_per_sec);
         read("USER_RATE_PER_SEC", &mut config.user_rate_per_sec);
         read("USER_RATE_BURST", &mut config.user_burst);
+        read("USER_CONNECTS_PER_SEC", &mut config.user_connects_per_sec);
+        read("USER_CONNECT_BURST", &mut config.user_connect_burst);
         read("REPLY_BYTES_PER_SEC", &mut config.reply_bytes_per_sec);
         read("SEND_WINDOW_BYTES", &mut config.send_window);
         read("MAX_BACKLOG_BYTES", &mut config.max_backlog);

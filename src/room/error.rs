@@ -65,6 +65,45 @@ impl From<FrameError> for Refusal {
     }
 }
 
+/// Why the room refused an HTTP read of a member (`GET /presence`, a rules
+/// route), which the adapter answers with a status and a stable code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadRefusal {
+    /// The operator blocked the reader in this room: 403 `blocked`.
+    Blocked,
+    /// The reader's reply budget cannot pay for the answer's `bytes` now:
+    /// 429 `rate_limited`, to be asked again after `retry_ms`.
+    Budget { bytes: u64, retry_ms: u64 },
+}
+
+impl ReadRefusal {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> u16 {
+        match self {
+            ReadRefusal::Blocked => 403,
+            ReadRefusal::Budget { .. } => 429,
+        }
+    }
+
+    /// The stable code of the refusal body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ReadRefusal::Blocked => "blocked",
+            ReadRefusal::Budget { .. } => "rate_limited",
+        }
+    }
+
+    /// The human-readable message of the refusal body.
+    pub fn message(&self) -> String {
+        match self {
+            ReadRefusal::Blocked => "the operator blocked this user in this room".into(),
+            ReadRefusal::Budget { bytes, retry_ms } => format!(
+                "the answer is {bytes} bytes and this user's reply budget is spent; ask again in {retry_ms} ms"
+            ),
+        }
+    }
+}
+
 /// Why the room closes a socket; each maps to a close code of PROTOCOL.md
 /// or one homeroom adds (README, "Protocol decisions").
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +131,8 @@ pub enum CloseCode {
     SessionTaken,
     /// The user already holds as many connections as the room allows (4429).
     TooManyConnections,
+    /// The user connects faster than their connect budget allows (4429).
+    ConnectRate,
     /// The operator deleted the room (4404): do not reconnect.
     Deleted,
     /// The room's rules refused the member (4403), with the rule's code as
@@ -113,7 +154,7 @@ impl CloseCode {
             CloseCode::Kicked | CloseCode::Blocked | CloseCode::Rule(_) => 4403,
             CloseCode::Deleted => 4404,
             CloseCode::SessionTaken => 4409,
-            CloseCode::TooManyConnections => 4429,
+            CloseCode::TooManyConnections | CloseCode::ConnectRate => 4429,
         }
     }
 
@@ -132,6 +173,7 @@ impl CloseCode {
             CloseCode::Blocked => "blocked",
             CloseCode::SessionTaken => "session_taken",
             CloseCode::TooManyConnections => "too_many_connections",
+            CloseCode::ConnectRate => "connect_rate",
             CloseCode::Deleted => "room_deleted",
             CloseCode::Rule(code) => code,
         }

@@ -36,12 +36,13 @@ pub struct Flow {
 /// What an echoed mark says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Echo {
-    /// It confirmed bytes not confirmed before.
+    /// It confirmed bytes not confirmed before: the only echo that is free.
     Advanced,
-    /// A mark already confirmed by a later one (a duplicate echo).
-    Stale,
-    /// No mark of this connection has this token: a forged or garbled echo.
-    Unknown,
+    /// No outstanding mark has this token: an echo of a mark already
+    /// confirmed (a duplicate, or one older than a mark echoed since), or a
+    /// forged one. [`Flow::was_issued`] tells them apart, at a cost the
+    /// caller charges first.
+    Spent,
 }
 
 impl Flow {
@@ -86,7 +87,10 @@ impl Flow {
         Some(token)
     }
 
-    /// An echo of `token` arrived.
+    /// An echo of `token` arrived: it advances what the client confirmed
+    /// if it names an outstanding mark. A lookup in the few outstanding
+    /// marks, no hashing: a flood of spent echoes costs nothing here before
+    /// the rate limit sees it.
     pub fn echo(&mut self, token: &str) -> Echo {
         match self.marks.iter().position(|(t, _)| t == token) {
             Some(i) => {
@@ -94,14 +98,16 @@ impl Flow {
                 self.confirmed = offset;
                 Echo::Advanced
             }
-            None if self.issued > 0 && self.was_issued(token) => Echo::Stale,
-            None => Echo::Unknown,
+            None => Echo::Spent,
         }
     }
 
     /// Whether `token` is one of this connection's earlier marks (a few
     /// hashes: echoes of old marks are rare, and only the last ones matter).
-    fn was_issued(&self, token: &str) -> bool {
+    pub fn was_issued(&self, token: &str) -> bool {
+        if self.issued == 0 {
+            return false;
+        }
         let oldest = self.issued.saturating_sub(16).max(1);
         (oldest..=self.issued).any(|n| self::token(self.key, n) == token)
     }
@@ -145,12 +151,15 @@ mod tests {
         assert_eq!(f.unconfirmed(), 2000 + mark_frame_len(&m2) as u64);
         assert_eq!(f.echo(&m2), Echo::Advanced);
         assert_eq!(f.unconfirmed(), 0);
-        assert_eq!(f.echo(&m1), Echo::Stale, "an old mark echoed again confirms nothing");
-        assert_eq!(f.echo("0123456789abcdef"), Echo::Unknown);
-        // Another connection's token is unknown here.
+        assert_eq!(f.echo(&m1), Echo::Spent, "an old mark echoed again confirms nothing");
+        assert!(f.was_issued(&m1), "but it was one of this connection's");
+        assert_eq!(f.echo("0123456789abcdef"), Echo::Spent);
+        assert!(!f.was_issued("0123456789abcdef"));
+        // Another connection's token is not one of this connection's.
         let mut g = Flow::new(43);
         let other = g.sent(5000, 1000).unwrap();
-        assert_eq!(f.echo(&other), Echo::Unknown);
+        assert_eq!(f.echo(&other), Echo::Spent);
+        assert!(!f.was_issued(&other));
     }
 
     #[test]
@@ -159,7 +168,7 @@ mod tests {
         let marks: Vec<String> = (0..4).map(|_| f.sent(1000, 1000).unwrap()).collect();
         assert_eq!(f.echo(&marks[2]), Echo::Advanced);
         assert_eq!(f.unconfirmed(), 1000 + mark_frame_len(&marks[3]) as u64);
-        assert_eq!(f.echo(&marks[1]), Echo::Stale);
+        assert_eq!(f.echo(&marks[1]), Echo::Spent);
         assert_eq!(f.echo(&marks[3]), Echo::Advanced);
         assert_eq!(f.unconfirmed(), 0);
     }

@@ -22,7 +22,7 @@ mod users;
 
 pub use config::RoomConfig;
 pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
-pub use error::{CloseCode, Refusal};
+pub use error::{CloseCode, ReadRefusal, Refusal};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
 
 /// The simulated adapter, for tests of the engine and of rules (feature

@@ -17,34 +17,39 @@ pub enum Verdict {
 }
 
 /// A token bucket in thousandths of a unit (frames or bytes), so that
-/// refills are exact integers at any rate.
+/// refills are exact integers at any rate. It may go below empty: a charge
+/// for something sent anyway (a welcome, a reply sent after the wait it
+/// imposed) is a debt that later costs wait for.
 #[derive(Debug, Clone)]
 pub struct Bucket {
-    milli: u64,
+    /// What the bucket holds at `last_ms` (negative: owed).
+    milli: i64,
     last_ms: u64,
+}
+
+/// `units` in thousandths, as a level the bucket can hold.
+fn milli(units: u64) -> i64 {
+    i64::try_from(units.saturating_mul(1000)).unwrap_or(i64::MAX)
 }
 
 impl Bucket {
     /// A full bucket of `burst` units at `now`.
     pub fn full(burst: u64, now: u64) -> Bucket {
-        Bucket { milli: burst.saturating_mul(1000), last_ms: now }
+        Bucket { milli: milli(burst), last_ms: now }
     }
 
-    fn refill(&mut self, per_sec: u64, burst: u64, now: u64) -> u64 {
+    fn refill(&mut self, per_sec: u64, burst: u64, now: u64) {
         let elapsed = now.saturating_sub(self.last_ms);
         self.last_ms = self.last_ms.max(now);
         // units per second == milli-units per millisecond
-        self.milli = self
-            .milli
-            .saturating_add(elapsed.saturating_mul(per_sec))
-            .min(burst.saturating_mul(1000));
-        elapsed
+        let gained = i64::try_from(elapsed.saturating_mul(per_sec)).unwrap_or(i64::MAX);
+        self.milli = self.milli.saturating_add(gained).min(milli(burst));
     }
 
     /// Takes `cost` units if the bucket holds them.
     pub fn take(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) -> bool {
         self.refill(per_sec, burst, now);
-        let cost = cost.saturating_mul(1000);
+        let cost = milli(cost);
         if self.milli >= cost {
             self.milli -= cost;
             true
@@ -53,19 +58,21 @@ impl Bucket {
         }
     }
 
-    /// How long (ms) until `cost` units are there (0: now). A cost over the
-    /// burst never fits whole; it waits for a full bucket.
+    /// How long (ms) until `cost` units are there (0: now), debts paid
+    /// first. A cost over the burst never fits whole; it waits for a full
+    /// bucket.
     pub fn wait_for(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) -> u64 {
         self.refill(per_sec, burst, now);
-        let want = cost.min(burst).saturating_mul(1000);
-        want.saturating_sub(self.milli).div_ceil(per_sec.max(1))
+        let want = milli(cost.min(burst));
+        let short = u64::try_from(want.saturating_sub(self.milli)).unwrap_or(0);
+        short.div_ceil(per_sec.max(1))
     }
 
-    /// Takes `cost` units, emptying the bucket if it holds fewer (a reply
-    /// the room sends anyway, after the wait it imposed).
+    /// Takes `cost` units whatever the bucket holds, into debt if it holds
+    /// fewer: a reply the room sends anyway, or after the wait it imposed.
     pub fn charge(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) {
         self.refill(per_sec, burst, now);
-        self.milli = self.milli.saturating_sub(cost.saturating_mul(1000));
+        self.milli = self.milli.saturating_sub(milli(cost));
     }
 }
 
@@ -166,6 +173,8 @@ mod tests {
         assert_eq!(b.wait_for(100, 1000, 800, 6_000), 0);
         assert_eq!(b.wait_for(100, 1000, 5_000, 6_000), 2_000, "past the burst: a full bucket");
         b.charge(100, 1000, 5_000, 6_000);
-        assert_eq!(b.wait_for(100, 1000, 1, 6_000), 10, "emptied: 1 unit takes 10 ms");
+        assert_eq!(b.wait_for(100, 1000, 1, 6_000), 42_010, "4,200 owed, then 1 unit");
+        assert!(!b.take(100, 1000, 1, 48_000), "still owed at 48 s");
+        assert!(b.take(100, 1000, 1, 48_010), "paid off");
     }
 }

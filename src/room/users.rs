@@ -1,14 +1,22 @@
 //! What the room keeps per user, over all of that user's connections: how
-//! many sockets they hold, their frame budget, their reply-byte budget, and
-//! the blocks the operator set. One user opening more sockets gets no more
-//! of the room than one socket's worth times a small factor, and closing
-//! them all and reconnecting gets no fresh budget: a user's budgets outlive
-//! their last connection until they would have refilled anyway.
+//! many sockets they hold, their frame budget, their reply-byte budget,
+//! their connect budget, and the blocks the operator set. One user opening
+//! more sockets gets no more of the room than one socket's worth times a
+//! small factor, and closing them all and reconnecting gets no fresh budget:
+//! a user's budgets outlive their last connection until they would have
+//! refilled anyway. A user with no connection at all (one who reads the
+//! member list over HTTP, say) is charged the same way.
 
 use std::collections::HashMap;
 
 use super::rate::Bucket;
 use super::RoomConfig;
+
+/// Most users without a connection whose spent budgets the room remembers.
+/// Past it the ones that left longest ago are forgotten first (they start
+/// afresh if they come back): a bound on memory that only a backend minting
+/// this many distinct users' tokens can reach.
+pub const MAX_ABSENT_USERS: usize = 4096;
 
 /// One user's share of the room.
 #[derive(Debug)]
@@ -19,8 +27,24 @@ pub struct UserBudget {
     left_at: Option<u64>,
     /// Frames over all their connections.
     frames: Bucket,
-    /// Bytes of `state`/`resync` replies and catch-up replays.
+    /// Bytes the room sends them because of what they did: `state` and
+    /// `resync` replies, catch-up replays, welcomes, the rules' sends, and
+    /// member lists read over HTTP.
     replies: Bucket,
+    /// Connects, refused ones included.
+    connects: Bucket,
+}
+
+impl UserBudget {
+    fn full(config: &RoomConfig, now: u64) -> UserBudget {
+        UserBudget {
+            conns: 0,
+            left_at: Some(now),
+            frames: Bucket::full(config.user_burst, now),
+            replies: Bucket::full(config.reply_burst_bytes, now),
+            connects: Bucket::full(config.user_connect_burst, now),
+        }
+    }
 }
 
 /// The users of the room, and the ones it refuses for a while.
@@ -45,33 +69,40 @@ impl Users {
         self.present.len() - self.absent
     }
 
+    /// Users the room keeps budgets for without a connection.
+    pub fn absent(&self) -> usize {
+        self.absent
+    }
+
     /// The most connections any one user holds.
     pub fn most_conns(&self) -> usize {
         self.present.values().map(|u| u.conns).max().unwrap_or(0)
     }
 
+    /// `user`'s budgets: as they left them if they were here lately, else
+    /// full ones (a user without a connection, within [`MAX_ABSENT_USERS`]).
+    fn budget(&mut self, config: &RoomConfig, user: &str, now: u64) -> &mut UserBudget {
+        if !self.present.contains_key(user) {
+            if self.absent >= 64 {
+                self.forget_refilled(config, now);
+            }
+            if self.absent >= MAX_ABSENT_USERS {
+                self.forget_oldest_absent();
+            }
+            self.present.insert(user.to_owned(), UserBudget::full(config, now));
+            self.absent += 1;
+        }
+        self.present.get_mut(user).expect("inserted above")
+    }
+
     /// A connection of `user` was added: their budgets, as they left them
     /// if they were here lately.
     pub fn add(&mut self, config: &RoomConfig, user: &str, now: u64) {
-        if self.absent > 64 {
-            self.forget_refilled(config, now);
-        }
-        match self.present.get_mut(user) {
-            Some(u) => {
-                if u.left_at.take().is_some() {
-                    self.absent -= 1;
-                }
-                u.conns += 1;
-            }
-            None => {
-                let budget = UserBudget {
-                    conns: 1,
-                    left_at: None,
-                    frames: Bucket::full(config.user_burst, now),
-                    replies: Bucket::full(config.reply_burst_bytes, now),
-                };
-                self.present.insert(user.to_owned(), budget);
-            }
+        let u = self.budget(config, user, now);
+        let was_absent = u.left_at.take().is_some();
+        u.conns += 1;
+        if was_absent {
+            self.absent -= 1;
         }
     }
 
@@ -90,12 +121,33 @@ impl Users {
     /// Forgets the budgets of users without connections that have had the
     /// time to refill completely: a new budget for them is the same.
     pub fn forget_refilled(&mut self, config: &RoomConfig, now: u64) {
-        let frames = config.user_burst * 1000 / config.user_rate_per_sec.max(1);
-        let replies = config.reply_burst_bytes * 1000 / config.reply_bytes_per_sec.max(1);
-        let refill = frames.max(replies) + 1;
+        let refill = Users::refill_ms(config);
         let before = self.present.len();
         self.present.retain(|_, u| u.left_at.is_none_or(|at| now.saturating_sub(at) < refill));
         self.absent -= before - self.present.len();
+    }
+
+    /// How long an empty budget takes to refill completely (ms), the
+    /// slowest of the three; past it a user's budgets need not be kept.
+    pub fn refill_ms(config: &RoomConfig) -> u64 {
+        let frames = config.user_burst * 1000 / config.user_rate_per_sec.max(1);
+        let replies = config.reply_burst_bytes * 1000 / config.reply_bytes_per_sec.max(1);
+        let connects = config.user_connect_burst * 1000 / config.user_connects_per_sec.max(1);
+        frames.max(replies).max(connects) + 1
+    }
+
+    /// Forgets the user without a connection who left longest ago.
+    fn forget_oldest_absent(&mut self) {
+        let oldest = self
+            .present
+            .iter()
+            .filter_map(|(user, u)| Some((u.left_at?, user)))
+            .min()
+            .map(|(_, user)| user.clone());
+        if let Some(user) = oldest {
+            self.present.remove(&user);
+            self.absent -= 1;
+        }
     }
 
     /// Takes one frame from `user`'s budget.
@@ -106,28 +158,35 @@ impl Users {
         }
     }
 
+    /// Takes one connect from `user`'s connect budget, if it holds one.
+    pub fn connect(&mut self, config: &RoomConfig, user: &str, now: u64) -> bool {
+        let (rate, burst) = (config.user_connects_per_sec, config.user_connect_burst);
+        self.budget(config, user, now).connects.take(rate, burst, 1, now)
+    }
+
     /// Takes `bytes` of reply from `user`'s budget, if it holds them.
     pub fn reply(&mut self, config: &RoomConfig, user: &str, bytes: u64, now: u64) -> bool {
-        match self.present.get_mut(user) {
-            Some(u) => {
-                u.replies.take(config.reply_bytes_per_sec, config.reply_burst_bytes, bytes, now)
-            }
-            None => true,
-        }
+        let (rate, burst) = (config.reply_bytes_per_sec, config.reply_burst_bytes);
+        self.budget(config, user, now).replies.take(rate, burst, bytes, now)
+    }
+
+    /// How long `user` must wait until `bytes` of reply fit (0: now), without
+    /// taking them: what a refused HTTP read tells its caller to wait.
+    pub fn reply_wait(&mut self, config: &RoomConfig, user: &str, bytes: u64, now: u64) -> u64 {
+        let (rate, burst) = (config.reply_bytes_per_sec, config.reply_burst_bytes);
+        self.budget(config, user, now).replies.wait_for(rate, burst, bytes, now)
     }
 
     /// How long `user` must wait until `bytes` of reply fit; charges them
     /// (the reply will go out after that wait, whatever happens meanwhile).
+    /// A reply that goes out at once anyway (a welcome) is charged the same
+    /// way: what comes after it waits for the bytes it took.
     pub fn reply_after(&mut self, config: &RoomConfig, user: &str, bytes: u64, now: u64) -> u64 {
         let (rate, burst) = (config.reply_bytes_per_sec, config.reply_burst_bytes);
-        match self.present.get_mut(user) {
-            Some(u) => {
-                let wait = u.replies.wait_for(rate, burst, bytes, now);
-                u.replies.charge(rate, burst, bytes, now + wait);
-                wait
-            }
-            None => 0,
-        }
+        let u = self.budget(config, user, now);
+        let wait = u.replies.wait_for(rate, burst, bytes, now);
+        u.replies.charge(rate, burst, bytes, now);
+        wait
     }
 
     /// Whether `user` is blocked at `now`.
@@ -188,10 +247,10 @@ mod tests {
         assert!(!u.reply(&c, "eve", 100_000, 10), "the spent reply budget is still spent");
         u.remove("eve", 10);
         // Once they would have refilled anyway, they are forgotten.
-        let refill = c.reply_burst_bytes * 1000 / c.reply_bytes_per_sec;
+        let refill = Users::refill_ms(&c);
         u.forget_refilled(&c, 10 + refill - 1);
         assert_eq!(u.present.len(), 1);
-        u.forget_refilled(&c, 10 + refill + 1);
+        u.forget_refilled(&c, 10 + refill);
         assert_eq!((u.present.len(), u.absent), (0, 0));
     }
 
@@ -205,6 +264,40 @@ mod tests {
         let wait = u.reply_after(&c, "ann", c.reply_bytes_per_sec, 0);
         assert_eq!(wait, 1000, "one second of budget");
         assert!(!u.reply(&c, "ann", 1, 1000), "that second was spent on the held reply");
+    }
+
+    #[test]
+    fn connects_are_paced_and_leaving_does_not_refill_them() {
+        let c = RoomConfig::default();
+        let mut u = Users::default();
+        let allowed = (0..100).filter(|_| u.connect(&c, "eve", 0)).count();
+        assert_eq!(allowed as u64, c.user_connect_burst, "a burst of connects");
+        assert!(!u.connect(&c, "eve", 999), "then one a second");
+        assert!(u.connect(&c, "eve", 1_000));
+        // Another user's budget is their own.
+        assert!(u.connect(&c, "ann", 1_000));
+    }
+
+    #[test]
+    fn users_without_connections_are_charged_and_bounded() {
+        let c = RoomConfig::default();
+        let mut u = Users::default();
+        // A reader with no socket pays like anyone else.
+        assert!(u.reply(&c, "eve", c.reply_burst_bytes, 0));
+        assert!(!u.reply(&c, "eve", 1, 0), "spent, socket or not");
+        assert_eq!((u.len(), u.absent()), (0, 1));
+        // However many distinct users read, the room keeps at most the bound.
+        for i in 0..(MAX_ABSENT_USERS + 100) {
+            u.reply(&c, &format!("reader-{i}"), 1, 1);
+        }
+        assert_eq!(u.absent(), MAX_ABSENT_USERS);
+        assert_eq!(u.present.len(), MAX_ABSENT_USERS);
+        // A user with a connection is never the one forgotten.
+        u.add(&c, "ann", 2);
+        for i in 0..200 {
+            u.reply(&c, &format!("later-{i}"), 1, 3);
+        }
+        assert_eq!(u.conns("ann"), 1);
     }
 
     #[test]

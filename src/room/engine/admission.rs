@@ -1,7 +1,8 @@
 //! Who may connect and what each frame costs: a session belongs to the user
-//! who opened it, a user holds a bounded number of connections and shares
-//! one budget over them, a blocked user stays out, a token's `exp` ends its
-//! connection, and a mark echo opens a connection's flow window again.
+//! who opened it, a user holds a bounded number of connections, connects at
+//! a bounded pace and shares one budget over them, a blocked user stays
+//! out, a token's `exp` ends its connection, and a mark echo that confirms
+//! something new opens a connection's flow window again (the only free frame).
 
 use super::{Conn, Room};
 use crate::room::flow::Echo;
@@ -18,12 +19,19 @@ impl Room {
     /// Why a new connection of (`session`, `user`) must be turned away, if
     /// it must.
     pub(super) fn refuse_open(
-        &self,
+        &mut self,
         now: u64,
         session: &str,
         user: &str,
         expires: Option<u64>,
     ) -> Option<CloseCode> {
+        // Every attempt costs one from the user's connect budget, a refused
+        // one too: a connect is the most expensive thing a member can ask
+        // of the room, and a loop of them must not be free.
+        if !self.users.connect(&self.config, user, now) {
+            self.stats.paced_connects += 1;
+            return Some(CloseCode::ConnectRate);
+        }
         if expires.is_some_and(|at| at <= now) {
             return Some(CloseCode::TokenExpired);
         }
@@ -122,11 +130,12 @@ impl Room {
         }
     }
 
-    /// An echoed mark: true when it is one the room sent this connection
-    /// (its window opens as far as the mark; frames waiting for it go).
+    /// An echoed mark: true when it confirms something new (the
+    /// connection's window opens as far as the mark; frames waiting for it
+    /// go). A spent or forged echo confirms nothing and is not free.
     pub(super) fn confirm(&mut self, conn: &str, mark: &str) -> bool {
         let Some(c) = self.conns.get_mut(conn) else {
-            return true; // a closed connection's late echo: harmless
+            return false;
         };
         match c.flow.echo(mark) {
             Echo::Advanced => {
@@ -134,9 +143,14 @@ impl Room {
                 self.release(conn);
                 true
             }
-            Echo::Stale => true,
-            Echo::Unknown => false,
+            Echo::Spent => false,
         }
+    }
+
+    /// Whether `mark` is one the room sent `conn` (a spent echo, not a
+    /// forged one): a few hashes, asked only of a frame already paid for.
+    pub(super) fn issued(&self, conn: &str, mark: &str) -> bool {
+        self.conns.get(conn).is_some_and(|c| c.flow.was_issued(mark))
     }
 
     /// Closes the connections whose token expired by `now`.

@@ -351,9 +351,12 @@ impl Room {
         }
     }
 
-    /// Defers a connection's frames (its replay) until `until`.
+    /// Defers a connection's frames (its replay, a send its user's reply
+    /// budget must wait for) until `until`, or longer if it is already held
+    /// longer.
     pub(super) fn hold(&mut self, conn: &str, until: u64) {
         if let Some(c) = self.conns.get_mut(conn) {
+            let until = c.out.hold_until.map_or(until, |held| held.max(until));
             c.out.hold_until = Some(until);
             self.deadlines.insert((until, conn.to_owned()));
         }

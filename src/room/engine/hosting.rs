@@ -3,6 +3,8 @@
 //! writes, sends and timers it asked for, in order, as writes of the rules
 //! (sequenced, stored before seen, deduplicated by what triggered them).
 
+use std::rc::Rc;
+
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
@@ -13,7 +15,7 @@ use crate::protocol::server::ServerFrame;
 use crate::room::io::{Output, StateWrite};
 use crate::room::presence::Member;
 use crate::room::rules::{self, Ctx, Effect, Join, Request, Response, Rules, Who, Write};
-use crate::room::{CloseCode, LogEntry, Refusal};
+use crate::room::{CloseCode, LogEntry, ReadRefusal, Refusal};
 
 /// Most timers the rules may keep at once.
 pub const MAX_TIMERS: usize = 256;
@@ -92,7 +94,7 @@ impl Room {
                 // to a socket about to close.
                 let trigger = format!("join:{conn}");
                 let writes = effects.into_iter().filter(|e| !matches!(e, Effect::Send { .. }));
-                self.apply_effects(now, &trigger, writes.collect());
+                self.apply_effects(now, &trigger, Some(user), writes.collect());
                 Err(CloseCode::Rule(refusal.code().to_owned()))
             }
         }
@@ -135,7 +137,7 @@ impl Room {
         };
         let ((), effects) = self.call(now, |r, ctx| r.leave(ctx, &who));
         let trigger = format!("leave:{}", m.conn);
-        self.apply_effects(now, &trigger, effects);
+        self.apply_effects(now, &trigger, Some(&m.user), effects);
     }
 
     /// Fires the rules' timers that are due, earliest first.
@@ -150,21 +152,24 @@ impl Room {
             self.push(Output::Timers(all));
             let ((), effects) = self.call(now, |r, ctx| r.timer(ctx, &name));
             // The same timer firing again (its removal lost) writes nothing twice.
-            self.apply_effects(now, &format!("timer:{name}:{at}"), effects);
+            self.apply_effects(now, &format!("timer:{name}:{at}"), None, effects);
         }
     }
 
     /// The room was loaded: the loaded hook with the newest part of the log.
     pub(super) fn rules_loaded(&mut self, now: u64, recent: &[LogEntry]) {
         let ((), effects) = self.call(now, |r, ctx| r.loaded(ctx, recent));
-        self.apply_effects(now, &format!("loaded:{now}"), effects);
+        self.apply_effects(now, &format!("loaded:{now}"), None, effects);
     }
 
     /// A request under the room's path that the rules may answer (see
     /// [`Rules::request`]); `None` when they do not claim it. A caller whose
     /// token names a user the operator blocked in this room gets 403
     /// `blocked` without the rules being asked (a kick shuts a user out of
-    /// the room's routes as well as its sockets); the admin key passes.
+    /// the room's routes as well as its sockets); the admin key passes. A
+    /// member pays for the answer from their reply budget, like for
+    /// anything else the room sends them: one whose budget is spent gets
+    /// 429 `rate_limited` (with `retry_ms`), and the rules are not asked.
     ///
     /// ```
     /// use homeroom::room::rules::Request;
@@ -178,15 +183,41 @@ impl Room {
     /// ```
     pub fn request(&mut self, now: u64, req: &Request) -> Option<Response> {
         self.now = self.now.max(now);
-        if !req.admin && req.user.as_deref().is_some_and(|u| self.users.blocked(u, self.now)) {
-            let body = serde_json::json!({"error": "blocked", "message": "the operator blocked this user in this room"});
-            return Some(Response::json(403, &body));
+        let member = req.user.as_deref().filter(|_| !req.admin);
+        if let Some(user) = member {
+            if let Err(refused) = self.may_read(user) {
+                self.stats.refused_reads += 1;
+                let mut body =
+                    serde_json::json!({"error": refused.code(), "message": refused.message()});
+                if let ReadRefusal::Budget { retry_ms, .. } = refused {
+                    body["retry_ms"] = retry_ms.into();
+                }
+                return Some(Response::json(refused.status(), &body));
+            }
         }
         self.requests += 1;
         let (response, effects) = self.call(now, |r, ctx| r.request(ctx, req));
-        self.apply_effects(now, &format!("request:{now}:{}", self.requests), effects);
+        if let (Some(user), Some(answer)) = (member, &response) {
+            let bytes = answer.body.len() as u64;
+            self.users.reply_after(&self.config, user, bytes, self.now);
+        }
+        let trigger = format!("request:{now}:{}", self.requests);
+        self.apply_effects(now, &trigger, member, effects);
         self.arm();
         response
+    }
+
+    /// Whether `user` may be answered over HTTP now: not blocked here, and
+    /// with some reply budget left (the answer's size is charged after it is
+    /// made, so one answer may take the budget into debt, never two).
+    fn may_read(&mut self, user: &str) -> Result<(), ReadRefusal> {
+        if self.users.blocked(user, self.now) {
+            return Err(ReadRefusal::Blocked);
+        }
+        match self.users.reply_wait(&self.config, user, 1, self.now) {
+            0 => Ok(()),
+            retry_ms => Err(ReadRefusal::Budget { bytes: 0, retry_ms }),
+        }
     }
 
     /// A rule's verdict on a value: the value to store, or the refusal. A
@@ -222,8 +253,16 @@ impl Room {
 
     /// Applies what a hook asked for, in order: the rules' writes
     /// (sequenced, stored, deduplicated by `trigger` and their position),
-    /// and sends to one member's connection.
-    pub(super) fn apply_effects(&mut self, now: u64, trigger: &str, effects: Vec<Effect>) {
+    /// and sends to one member's connection, paid for by `payer`: the user
+    /// whose action caused them (none for the room's own timers and loads,
+    /// and the operator's requests).
+    pub(super) fn apply_effects(
+        &mut self,
+        now: u64,
+        trigger: &str,
+        payer: Option<&str>,
+        effects: Vec<Effect>,
+    ) {
         let base = effect_id(trigger);
         for (k, effect) in effects.into_iter().enumerate() {
             let id = format!("{base}-{k}");
@@ -260,11 +299,42 @@ impl Room {
                     let Some(conn) = self.presence.get(&session).map(|m| m.conn.clone()) else {
                         continue; // not here (any more): a send is ephemeral
                     };
-                    let frame =
-                        ServerFrame::Signal { session: RULES_SESSION, topic: &topic, data: &data };
-                    self.send(&conn, frame.to_text().into());
+                    let frame: Rc<str> =
+                        ServerFrame::Signal { session: RULES_SESSION, topic: &topic, data: &data }
+                            .to_text()
+                            .into();
+                    let most = self.config.reply_burst_bytes.min(self.config.max_backlog);
+                    if frame.len() as u64 > most {
+                        self.rule_problem(format!("send on `{topic}`: over {most} bytes"));
+                    } else if self.pay_for_send(now, payer, &conn, frame.len() as u64) {
+                        self.send(&conn, frame);
+                    } else {
+                        self.stats.rule_sends_dropped += 1;
+                    }
                 }
             }
+        }
+    }
+
+    /// Charges a send of the rules (`bytes` to `conn`) to `payer`'s reply
+    /// budget. To the payer's own connection it always goes, once the budget
+    /// has the bytes (the connection is held until then, like a catch-up: a
+    /// newcomer's history arrives whole and in order, later). To anyone
+    /// else it goes now if the payer's budget holds the bytes, else not at
+    /// all (false): one member's actions never hold up another's frames.
+    fn pay_for_send(&mut self, now: u64, payer: Option<&str>, conn: &str, bytes: u64) -> bool {
+        let Some(payer) = payer else {
+            return true;
+        };
+        if self.conns.get(conn).is_some_and(|c| c.user == payer) {
+            let wait = self.users.reply_after(&self.config, payer, bytes, now);
+            if wait > 0 {
+                self.stats.held_replies += 1;
+                self.hold(conn, now + wait);
+            }
+            true
+        } else {
+            self.users.reply(&self.config, payer, bytes, now)
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::room::flow::Flow;
 use crate::room::io::{Output, Peer};
 use crate::room::presence::Member;
 use crate::room::rate::RateLimiter;
-use crate::room::CloseCode;
+use crate::room::{CloseCode, ReadRefusal};
 
 /// What happened to the member list, for the frame that tells the others.
 enum Change<'a> {
@@ -281,8 +281,41 @@ impl Room {
         }
     }
 
+    /// `GET /{kind}/{room}/presence` as `reader` (the token's user; `None`
+    /// in anonymous dev mode): the member list, paid for from the reader's
+    /// reply budget like any other answer the room sends them. A user the
+    /// operator blocked here reads nothing.
+    ///
+    /// ```
+    /// use homeroom::room::{ReadRefusal, Room, RoomConfig, Snapshot};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    /// assert!(room.presence_read(1_000, Some("ann")).is_ok());
+    /// // 2 MiB of member lists at once is more than one user's burst.
+    /// let refused = (0..100_000).find_map(|_| room.presence_read(1_000, Some("ann")).err());
+    /// assert!(matches!(refused, Some(ReadRefusal::Budget { .. })));
+    /// ```
+    pub fn presence_read(&mut self, now: u64, reader: Option<&str>) -> Result<String, ReadRefusal> {
+        self.now = self.now.max(now);
+        let Some(user) = reader else {
+            return Ok(self.presence_json());
+        };
+        if self.users.blocked(user, self.now) {
+            self.stats.refused_reads += 1;
+            return Err(ReadRefusal::Blocked);
+        }
+        let body = self.presence_json();
+        let bytes = body.len() as u64;
+        if self.users.reply(&self.config, user, bytes, self.now) {
+            return Ok(body);
+        }
+        self.stats.refused_reads += 1;
+        let retry_ms = self.users.reply_wait(&self.config, user, bytes, self.now);
+        Err(ReadRefusal::Budget { bytes, retry_ms })
+    }
+
     /// The whole presence for `GET /rooms/{room}/presence`: every member,
-    /// even in a large room, and the summary.
+    /// even in a large room, and the summary (nobody charged for it: see
+    /// [`Room::presence_read`]).
     pub fn presence_json(&self) -> String {
         let summary = self.presence.summary(self.conns.len());
         let list =

@@ -360,7 +360,10 @@ impl Room {
         }
         .to_text();
         // The welcome is the connection's first frame and leaves at once,
-        // even when the room batches or a storm defers the replay.
+        // even when the room batches or a storm defers the replay. It costs
+        // its bytes from the user's reply budget all the same (a member list
+        // is not free to pull by reconnecting): what follows it waits for them.
+        self.users.reply_after(&self.config, &user, welcome.len() as u64, now);
         self.emit(&conn, vec![welcome.into()]);
         // Its counts are the newcomer's until the next summary: if they are
         // not the last ones broadcast, the next summary must reach it even
@@ -380,7 +383,7 @@ impl Room {
         // welcome (a `send` to the newcomer, writes of their own).
         let trigger = format!("join:{conn}");
         if catch_up.is_empty() {
-            self.apply_effects(now, &trigger, effects);
+            self.apply_effects(now, &trigger, Some(&user), effects);
             return;
         }
         // A catch-up costs its bytes from the user's reply budget; one that
@@ -412,7 +415,7 @@ impl Room {
             // join is broadcast to everyone else).
             self.emit(&conn, catch_up);
         }
-        self.apply_effects(now, &trigger, effects);
+        self.apply_effects(now, &trigger, Some(&user), effects);
     }
 
     /// The `state` frame (`reason` "state") or a `resync` frame with the
@@ -445,9 +448,12 @@ impl Room {
         if text.len() > self.config.max_frame {
             return self.close(now, conn, CloseCode::TooLarge);
         }
-        // A mark echo that confirms a mark costs nothing: it is how a client
-        // keeps reading, however fast the room sends. Short frames are parsed
-        // before the rate check to find one; long ones are not.
+        // A mark echo that confirms something new costs nothing: it is how a
+        // client keeps reading, however fast the room sends. Every other
+        // frame costs, an echo of a mark already confirmed included: it
+        // proves nothing new, and a flood of free ones would stall the room
+        // for everyone else. Short frames are parsed before the rate check to find
+        // an echo; long ones are not.
         let parsed = (text.len() <= 256).then(|| protocol::parse(text));
         if let Some(Ok(ClientFrame::Mark { mark })) = &parsed {
             self.seen(now, conn);
@@ -482,8 +488,10 @@ impl Room {
             ClientFrame::Presence { state } => self.set_presence(now, conn, state),
             ClientFrame::GetState => self.get_state(now, conn),
             ClientFrame::Ping => self.send(conn, ServerFrame::Pong.to_text().into()),
+            // Paid for: a spent echo of one of its own marks is dropped
+            // quietly (a client may echo twice); any other is refused.
             ClientFrame::Mark { mark } => {
-                if !self.confirm(conn, &mark) {
+                if !self.confirm(conn, &mark) && !self.issued(conn, &mark) {
                     self.refuse(conn, None, Refusal::UnknownMark);
                 }
             }

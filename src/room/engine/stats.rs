@@ -24,13 +24,24 @@ pub struct Counters {
     pub batches: u64,
     /// Catch-up replays spread out because resumes came in a storm.
     pub deferred_replays: u64,
-    /// Catch-ups held until the user's reply budget had their bytes.
+    /// Catch-ups and the rules' sends held until the user's reply budget
+    /// had their bytes.
     pub held_replies: u64,
     /// Frames refused for a connection's or a user's budget.
     pub rate_limited: u64,
     /// Connects refused (session of another user, blocked, too many
-    /// connections, expired token).
+    /// connections, connecting too fast, expired token).
     pub refused_opens: u64,
+    /// Of those, connects refused because the user's connect budget was
+    /// spent (4429 `connect_rate`).
+    pub paced_connects: u64,
+    /// Sends of the rules to a member that the reply budget of the member
+    /// whose action caused them could not pay for, dropped (a send is
+    /// ephemeral); sends to the one who caused them wait instead.
+    pub rule_sends_dropped: u64,
+    /// Member lists (`GET /presence`) refused: the reader was blocked, or
+    /// their reply budget was spent.
+    pub refused_reads: u64,
     /// Connections closed because their token expired.
     pub expired: u64,
     /// Connections closed because too much waited for them (4013).
@@ -81,6 +92,9 @@ impl Room {
             "held_replies": c.held_replies,
             "rate_limited": c.rate_limited,
             "refused_opens": c.refused_opens,
+            "paced_connects": c.paced_connects,
+            "rule_sends_dropped": c.rule_sends_dropped,
+            "refused_reads": c.refused_reads,
             "expired": c.expired,
             "backlog_closes": c.backlog_closes,
             "stalled_closes": c.stalled_closes,
@@ -88,6 +102,7 @@ impl Room {
             "last_rule_problem": c.last_rule_problem,
             "rule_timers": self.timers.len(),
             "users": self.users.len(),
+            "users_without_connections": self.users.absent(),
             "most_connections_of_a_user": self.users.most_conns(),
             "blocked_users": self.users.blocked_count(self.now),
             "waiting_bytes": self.conns.values().map(|c| c.out.bytes()).sum::<u64>(),

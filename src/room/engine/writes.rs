@@ -31,6 +31,14 @@ pub(super) struct Author {
     pub server: bool,
 }
 
+impl Author {
+    /// Who pays for what the rules send because of this write: the member
+    /// (the operator's backend pays nothing).
+    fn payer(&self) -> Option<&str> {
+        (!self.server).then_some(self.user.as_str())
+    }
+}
+
 impl Room {
     pub(super) fn publish(
         &mut self,
@@ -52,7 +60,7 @@ impl Room {
             }
             Err(refusal) => self.refuse(conn, Some(&id), refusal),
         }
-        self.apply_effects(now, &trigger, effects);
+        self.apply_effects(now, &trigger, author.payer(), effects);
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `set` frame
@@ -87,7 +95,7 @@ impl Room {
             }
             Err(refusal) => self.refuse(conn, Some(&id), refusal),
         }
-        self.apply_effects(now, &trigger, effects);
+        self.apply_effects(now, &trigger, author.payer(), effects);
     }
 
     /// A state write from the operator's backend (`PUT /rooms/{room}/state/{key}`):
@@ -137,7 +145,7 @@ impl Room {
             let write = StateWrite { key, value };
             self.commit(now, &author, None, id, "$state".into(), data, Some(write))
         });
-        self.apply_effects(now, &trigger, effects);
+        self.apply_effects(now, &trigger, author.payer(), effects);
         self.touched(now);
         self.arm();
         result
@@ -173,7 +181,7 @@ impl Room {
         let result = self
             .decided(verdict, data)
             .map(|data| self.commit(now, &author, None, id, topic, data, None));
-        self.apply_effects(now, &trigger, effects);
+        self.apply_effects(now, &trigger, author.payer(), effects);
         self.touched(now);
         self.arm();
         result

@@ -3,6 +3,7 @@
 
 mod attacks;
 mod fuzz;
+mod holes;
 mod load;
 mod operator;
 mod presence;
