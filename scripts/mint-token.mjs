@@ -15,13 +15,16 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const DEV_VARS = join(ROOT, ".dev.vars");
 const TOKEN_JS = join(ROOT, "client/dist/token.js");
 
-const USAGE = `usage: scripts/mint-token --sub <user> [--room <room>] [--ttl <seconds> | --exp <unix seconds>]
+const USAGE = `usage: scripts/mint-token --sub <user> [--kind <kind>] [--room <room>] [--ttl <seconds> | --exp <unix seconds>]
                          [--iat <unix seconds>] [--info <json object>] [--kid <key id>]
                          [--max-ttl <seconds>] [--legacy]
 
-Prints a token for GET /rooms/{room}/ws?token=... (an HS256 JWT; README "Tokens").
+Prints a token for GET /{kind}/{room}/ws?token=... (an HS256 JWT; README "Tokens").
 
   --sub <user>    the user id (1-64 chars of A-Z a-z 0-9 . _ - : @ + |)
+  --kind <kind>   the kind of room it opens: a path segment ('chat' opens
+                  /chat/{room}/...), kinds separated by commas, or '*' for
+                  every kind; default 'rooms' (the open rooms)
   --room <room>   the room the token is good for: a room name, a prefix ending
                   in * ('auction:*'), or '*' for every room (the default).
                   Quote a * so the shell does not expand it
@@ -32,11 +35,11 @@ Prints a token for GET /rooms/{room}/ws?token=... (an HS256 JWT; README "Tokens"
   --info <json>   a JSON object of at most 1 KiB: the member's verified info
   --kid <id>      the secret's key id (AUTH_SECRET_KID), put in the header
   --max-ttl <s>   the deployment's TOKEN_MAX_TTL_SECS if not the default 86400
-  --legacy        the two-part format of before JWTs (room, sub, exp only)
+  --legacy        the two-part format of before JWTs (room, kind, sub, exp only)
 
 The secret is $AUTH_SECRET, or else the AUTH_SECRET= line of ${DEV_VARS}.`;
 
-const FLAGS = ["--sub", "--room", "--ttl", "--exp", "--iat", "--info", "--kid", "--max-ttl"];
+const FLAGS = ["--sub", "--kind", "--room", "--ttl", "--exp", "--iat", "--info", "--kid", "--max-ttl"];
 
 function fail(msg) {
   process.stderr.write(`mint-token: ${msg}\n`);
@@ -119,6 +122,8 @@ if (secret === undefined || secret === "") {
 }
 
 const room = opts.room ?? "*";
+const kinds = (opts.kind ?? "rooms").split(",").map((k) => k.trim());
+const kind = kinds.length === 1 ? kinds[0] : kinds;
 let token;
 let exp;
 if (opts.legacy) {
@@ -128,14 +133,14 @@ if (opts.legacy) {
     fail("--room must be '*' or a room name (a --legacy token takes no prefix)");
   }
   exp = opts.exp !== undefined ? integer("exp", opts.exp) : Math.floor(Date.now() / 1000) + integer("ttl", opts.ttl ?? "3600");
-  // Key order room, sub, exp: the bytes src/auth/legacy.rs `mint` makes.
-  const payload = Buffer.from(JSON.stringify({ room, sub: opts.sub, exp }), "utf8").toString("base64url");
+  // Key order room, kind, sub, exp: the bytes src/auth/legacy.rs `mint` makes.
+  const payload = Buffer.from(JSON.stringify({ room, kind, sub: opts.sub, exp }), "utf8").toString("base64url");
   const sig = createHmac("sha256", Buffer.from(secret, "utf8")).update(payload, "ascii").digest("base64url");
   token = `${payload}.${sig}`;
 } else {
   if (!existsSync(TOKEN_JS)) fail(`${TOKEN_JS} is missing: run scripts/build-client first`);
   const { mintToken } = await import(pathToFileURL(TOKEN_JS).href);
-  const o = { secret, room, sub: opts.sub };
+  const o = { secret, room, kind, sub: opts.sub };
   if (opts.exp !== undefined) o.exp = integer("exp", opts.exp);
   if (opts.ttl !== undefined) o.ttl = integer("ttl", opts.ttl);
   if (opts.iat !== undefined) o.iat = integer("iat", opts.iat);
@@ -159,6 +164,6 @@ if (opts.legacy) {
 process.stdout.write(`${token}\n`);
 if (process.stderr.isTTY) {
   process.stderr.write(
-    `mint-token: room=${room} sub=${opts.sub} exp=${exp} (${new Date(exp * 1000).toISOString()}), secret from ${source}\n`,
+    `mint-token: kind=${kinds.join(",")} room=${room} sub=${opts.sub} exp=${exp} (${new Date(exp * 1000).toISOString()}), secret from ${source}\n`,
   );
 }

@@ -11,6 +11,14 @@ export interface MintOptions {
   secret: string | Uint8Array;
   /** A room name, `"*"` for every room, or a prefix ending in `*` (`"auction:*"`). */
   room: string;
+  /**
+   * The kind of room the token opens (the path segment before the room:
+   * `"chat"` opens `/chat/{room}/...`), a list of kinds, or `"*"` for every
+   * kind. Required: the Worker refuses a token without one
+   * (`token_wrong_kind`) unless the deployment is in the transition
+   * (`ALLOW_TOKENS_WITHOUT_KIND`).
+   */
+  kind: string | string[];
   /** The user: 1-64 characters of `A-Z a-z 0-9 . _ - : @ + |`. */
   sub: string;
   /** Lifetime from now, seconds (default 3600). Not with `exp`. */
@@ -52,6 +60,16 @@ function validRoomName(name: string): boolean {
   return ROOM_RE.test(name) && name !== "." && name !== "..";
 }
 
+const KIND_RE = /^[A-Za-z0-9._-]{1,64}$/;
+const MAX_KINDS = 16;
+
+/** Whether `kind` may be a token's `kind` claim (src/auth/mod.rs `valid_kind_claim`). */
+export function validKindClaim(kind: unknown): boolean {
+  const one = (k: unknown) => typeof k === "string" && (k === "*" || KIND_RE.test(k));
+  if (Array.isArray(kind)) return kind.length >= 1 && kind.length <= MAX_KINDS && kind.every(one);
+  return one(kind);
+}
+
 /** Whether `sub` may be a token's user (src/auth/mod.rs `valid_user`). */
 export function validUser(sub: string): boolean {
   return USER_RE.test(sub);
@@ -75,7 +93,7 @@ const utf8 = (s: string): Uint8Array<ArrayBuffer> => new Uint8Array(new TextEnco
 /**
  * An HS256 JWT for `room` and `sub`: header `{"alg":"HS256","typ":"JWT"}`
  * (`{"alg":"HS256","kid":…,"typ":"JWT"}` with a kid), claims in the order
- * room, sub, exp, nbf, iat, info (the bytes the Worker's own `mint` makes).
+ * room, kind, sub, exp, nbf, iat, info (the bytes the Worker's own `mint` makes).
  * Throws a `TypeError` naming the bad option.
  */
 export async function mintToken(o: MintOptions): Promise<string> {
@@ -89,6 +107,11 @@ export async function mintToken(o: MintOptions): Promise<string> {
   }
   if (typeof o.room !== "string" || !validRoomClaim(o.room)) {
     throw new TypeError("mintToken: room must be a room name (1-64 of A-Z a-z 0-9 . _ : -), '*', or a prefix ending in *");
+  }
+  if (!validKindClaim(o.kind)) {
+    throw new TypeError(
+      `mintToken: kind must be the kind of room the token opens (its path segment, e.g. "chat"), a list of at most ${MAX_KINDS} kinds, or "*"`,
+    );
   }
   if (o.ttl !== undefined && o.exp !== undefined) throw new TypeError("mintToken: give ttl or exp, not both");
   const now = Math.floor(Date.now() / 1000);
@@ -105,7 +128,7 @@ export async function mintToken(o: MintOptions): Promise<string> {
   if (exp - now > maxTtl) {
     throw new TypeError(`mintToken: the token would live ${exp - now} s; the deployment accepts at most ${maxTtl} s (TOKEN_MAX_TTL_SECS; pass maxTtl if yours allows more)`);
   }
-  const claims: Record<string, unknown> = { room: o.room, sub: o.sub, exp };
+  const claims: Record<string, unknown> = { room: o.room, kind: o.kind, sub: o.sub, exp };
   if (o.nbf !== undefined) claims.nbf = seconds("nbf", o.nbf);
   claims.iat = iat;
   if (o.info !== undefined) {

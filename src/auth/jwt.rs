@@ -1,15 +1,19 @@
 //! HS256 JSON Web Tokens: `header.payload.signature`, each part base64url
 //! without padding, the signature the HMAC-SHA256 of `header.payload`.
 //!
-//! What is refused and why: an `alg` other than `HS256` (`none` and the
-//! asymmetric ones included: this deployment holds shared secrets only), a
-//! `typ` other than `JWT`, a `kid` no secret has, a signature that no live
-//! secret makes (compared in constant time, before the payload is read), and
-//! an `nbf` still ahead.
+//! What is refused and why (RFC 7515, 7519 and 8725): an `alg` other than
+//! `HS256` (`none` and the asymmetric ones included: this deployment holds
+//! shared secrets only), a header that is not a JSON object or repeats a
+//! parameter, a `typ` other than `JWT`, a `kid` that is not a string or
+//! names no secret, any `crit` (it lists extensions the recipient must
+//! understand, and this one understands none: RFC 7515 §4.1.11) and any
+//! `b64` (an unencoded payload, RFC 7797, only meaningful under `crit`), a
+//! signature that no live secret makes (compared in constant time, before
+//! the payload is read). The claims are checked by [`super::Verifier`].
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-use super::{is_base64url, mac, signed_claims, AuthError, Claims, Key, Keys, NBF_LEEWAY_SECS};
+use super::{is_base64url, is_object, mac, signed_claims, AuthError, Claims, Key, Keys};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::Mac;
@@ -19,13 +23,33 @@ struct Header {
     alg: String,
     #[serde(default)]
     typ: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "given")]
     kid: Option<String>,
+    #[serde(default)]
+    crit: Present,
+    #[serde(default)]
+    b64: Present,
+}
+
+/// Whether a header parameter is there at all, whatever its value (`null`
+/// included): `"crit": null` is a `crit` too.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Present, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
+fn given<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 /// Checks a three-part token's header and signature, then decodes its
-/// claims (their `exp` and `room` are checked by [`super::verify`]).
-pub fn verify(keys: &Keys, token: &str, now_secs: u64) -> Result<Claims, AuthError> {
+/// claims (their times, audience, room and kind are checked by
+/// [`super::Verifier`]).
+pub fn verify(keys: &Keys, token: &str) -> Result<Claims, AuthError> {
     let mut parts = token.split('.');
     let (Some(h64), Some(p64), Some(s64)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(AuthError::Malformed);
@@ -36,9 +60,15 @@ pub fn verify(keys: &Keys, token: &str, now_secs: u64) -> Result<Claims, AuthErr
         return Err(AuthError::Malformed);
     }
     let header = URL_SAFE_NO_PAD.decode(h64).map_err(|_| AuthError::Malformed)?;
+    if !is_object(&header) {
+        return Err(AuthError::Malformed);
+    }
     let header: Header = serde_json::from_slice(&header).map_err(|_| AuthError::Malformed)?;
     if header.alg != "HS256" {
         return Err(AuthError::Algorithm);
+    }
+    if header.crit.0 || header.b64.0 {
+        return Err(AuthError::Critical);
     }
     if ![p64, s64].iter().all(|p| is_base64url(p)) {
         return Err(AuthError::Malformed);
@@ -48,11 +78,7 @@ pub fn verify(keys: &Keys, token: &str, now_secs: u64) -> Result<Claims, AuthErr
     }
     let candidates = keys.for_kid(header.kid.as_deref()).ok_or(AuthError::UnknownKid)?;
     let signed = &token[..h64.len() + 1 + p64.len()];
-    let claims = signed_claims(candidates, signed, s64, p64)?;
-    if claims.nbf.is_some_and(|nbf| nbf > now_secs + NBF_LEEWAY_SECS) {
-        return Err(AuthError::NotYetValid);
-    }
-    Ok(claims)
+    signed_claims(candidates, signed, s64, p64)
 }
 
 /// Signs `claims` with `key`: header `{"alg":"HS256","typ":"JWT"}` (plus
@@ -72,7 +98,15 @@ pub fn mint(key: &Key, claims: &Claims) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{verify as check, Keys};
+    use crate::auth::{Keys, Names, Place, Verifier, NBF_LEEWAY_SECS};
+
+    /// The deployment's checks for `room` of the kind `rooms`, taking tokens
+    /// without a `kind` (these tests are about the format; the kind has
+    /// tests of its own below).
+    fn check(keys: &Keys, token: Option<&str>, room: &str, now: u64) -> Result<Claims, AuthError> {
+        let verifier = Verifier { kindless: true, ..Verifier::new(keys.clone()) };
+        verifier.verify(token, Place { kind: "rooms", room }, now)
+    }
 
     const NOW: u64 = 1_764_460_000;
     const SECRET: &[u8] = b"homeroom-test-secret-0123456789ab";
@@ -96,10 +130,12 @@ mod tests {
     #[test]
     fn known_answer_of_the_client_mint_token() {
         const TOKEN: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.\
-            eyJyb29tIjoicjEiLCJzdWIiOiJhbGljZSIsImV4cCI6MTc2NDQ2MDA2MCwiaWF0IjoxNzY0NDYwMDAwfQ.\
-            7BsoNJvibL0zW3OBdUB9OCmENIcQnlDwouoTd3rBuFQ";
-        let claims =
-            Claims { iat: Some(1_764_460_000), ..Claims::new("r1", "alice", 1_764_460_060) };
+            eyJyb29tIjoicjEiLCJraW5kIjoicm9vbXMiLCJzdWIiOiJhbGljZSIsImV4cCI6MTc2NDQ2MDA2MCwiaWF0IjoxNzY0NDYwMDAwfQ.\
+            UVgQNpmIyjiyRTbrBHXTphOxDQzj2kiXD-Kkj8EaV6U";
+        let claims = Claims {
+            iat: Some(1_764_460_000),
+            ..Claims::new("r1", "alice", 1_764_460_060).with_kind("rooms")
+        };
         assert_eq!(mint(&keys().current, &claims), TOKEN);
         assert_eq!(check(&keys(), Some(TOKEN), "r1", NOW), Ok(claims));
     }
@@ -217,5 +253,124 @@ mod tests {
         let swapped = format!("{header}.{}.{}", parts[1], parts[2]);
         assert_eq!(check(&keys(), Some(&swapped), "r1", NOW), Err(AuthError::BadSignature));
         assert_eq!(check(&keys(), Some("a.b.c.d"), "r1", NOW), Err(AuthError::Malformed));
+    }
+
+    const PAYLOAD: &str = r#"{"room":"r1","kind":"rooms","sub":"alice","exp":1764460060}"#;
+
+    /// RFC 7515 §4.1.11: a `crit` lists extensions the recipient must
+    /// understand or refuse the token; this verifier understands none. An
+    /// unencoded payload (`b64`, RFC 7797) is only meaningful under `crit`.
+    #[test]
+    fn critical_extensions_are_refused() {
+        for header in [
+            r#"{"alg":"HS256","crit":["exp"]}"#,
+            r#"{"alg":"HS256","crit":["b64"],"b64":false}"#,
+            r#"{"alg":"HS256","crit":[]}"#,
+            r#"{"alg":"HS256","crit":null}"#,
+            r#"{"alg":"HS256","crit":"x","x":1}"#,
+            r#"{"alg":"HS256","b64":true}"#,
+            r#"{"alg":"HS256","b64":false}"#,
+        ] {
+            let t = forged(header, PAYLOAD, SECRET);
+            assert_eq!(check(&keys(), Some(&t), "r1", NOW), Err(AuthError::Critical), "{header}");
+        }
+        assert_eq!(AuthError::Critical.code(), "token_crit");
+    }
+
+    #[test]
+    fn a_header_is_one_json_object_with_each_parameter_once() {
+        for header in [
+            r#"["HS256"]"#,
+            r#""HS256""#,
+            r#"{"alg":"HS256","alg":"HS256"}"#,
+            r#"{"alg":"none","alg":"HS256"}"#,
+            r#"{"alg":"HS256","kid":null}"#,
+            r#"{"alg":"HS256","kid":7}"#,
+        ] {
+            let t = forged(header, PAYLOAD, SECRET);
+            assert_eq!(check(&keys(), Some(&t), "r1", NOW), Err(AuthError::Malformed), "{header}");
+        }
+    }
+
+    /// An optional claim that is there must hold a value of its type: other
+    /// verifiers refuse `"nbf": null` or a numeric `jti`.
+    #[test]
+    fn optional_claims_that_are_given_must_be_well_typed() {
+        for payload in [
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"nbf":null}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"iat":null}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"iat":"now"}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"jti":5}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"kind":5}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"kind":"a/b"}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"aud":5}"#,
+        ] {
+            let t = forged(r#"{"alg":"HS256"}"#, payload, SECRET);
+            assert_eq!(check(&keys(), Some(&t), "r1", NOW), Err(AuthError::Malformed), "{payload}");
+        }
+        let t = forged(
+            r#"{"alg":"HS256"}"#,
+            r#"{"room":"r1","sub":"alice","exp":1764460060,"jti":"t-1"}"#,
+            SECRET,
+        );
+        assert_eq!(check(&keys(), Some(&t), "r1", NOW).unwrap().jti.as_deref(), Some("t-1"));
+    }
+
+    #[test]
+    fn a_token_issued_in_the_future_is_not_valid_yet() {
+        let key = Key::new(SECRET);
+        let c = Claims { iat: Some(NOW + NBF_LEEWAY_SECS + 1), ..Claims::new("r1", "a", NOW + 60) };
+        assert_eq!(check(&keys(), Some(&mint(&key, &c)), "r1", NOW), Err(AuthError::NotYetValid));
+        let c = Claims { iat: Some(NOW + NBF_LEEWAY_SECS), ..c };
+        assert!(check(&keys(), Some(&mint(&key, &c)), "r1", NOW).is_ok(), "within the leeway");
+    }
+
+    /// RFC 7519 §4.1.3: a recipient that does not identify itself with a
+    /// value of `aud` must refuse the token.
+    #[test]
+    fn an_audience_must_be_this_deployments() {
+        let key = Key::new(SECRET);
+        let with = |aud: Option<Names>| {
+            let c = Claims { aud, ..Claims::new("r1", "alice", NOW + 60).with_kind("rooms") };
+            mint(&key, &c)
+        };
+        let plain = Verifier::new(keys());
+        let mine = Verifier { audience: Some("rooms.example.com".into()), ..plain.clone() };
+        let at = Place { kind: "rooms", room: "r1" };
+        let other = with(Some("api.example.com".into()));
+        assert_eq!(plain.verify(Some(&other), at, NOW), Err(AuthError::Audience));
+        assert_eq!(mine.verify(Some(&other), at, NOW), Err(AuthError::Audience));
+        let ours = with(Some(vec!["api.example.com", "rooms.example.com"].into()));
+        assert_eq!(plain.verify(Some(&ours), at, NOW), Err(AuthError::Audience));
+        assert!(mine.verify(Some(&ours), at, NOW).is_ok());
+        // No audience, or an empty one, is no audience claim.
+        assert!(plain.verify(Some(&with(None)), at, NOW).is_ok());
+        assert!(plain.verify(Some(&with(Some(Names::Many(vec![])))), at, NOW).is_ok());
+    }
+
+    /// A token opens the kinds of room it names, and no other; one without
+    /// a `kind` opens none unless the deployment is in the transition.
+    #[test]
+    fn a_token_opens_only_the_kinds_it_names() {
+        let key = Key::new(SECRET);
+        let strict = Verifier::new(keys());
+        let at = |kind| Place { kind, room: "r1" };
+        let chat = mint(&key, &Claims::new("r1", "alice", NOW + 60).with_kind("chat"));
+        assert!(strict.verify(Some(&chat), at("chat"), NOW).is_ok());
+        assert_eq!(strict.verify(Some(&chat), at("auction"), NOW), Err(AuthError::WrongKind));
+        assert_eq!(AuthError::WrongKind.status(), 403);
+        let two =
+            mint(&key, &Claims::new("r1", "alice", NOW + 60).with_kind(vec!["chat", "auction"]));
+        assert!(strict.verify(Some(&two), at("auction"), NOW).is_ok());
+        assert_eq!(strict.verify(Some(&two), at("rooms"), NOW), Err(AuthError::WrongKind));
+        let any = mint(&key, &Claims::new("r1", "alice", NOW + 60).with_kind("*"));
+        assert!(strict.verify(Some(&any), at("rooms"), NOW).is_ok());
+        let none = mint(&key, &Claims::new("r1", "alice", NOW + 60));
+        assert_eq!(strict.verify(Some(&none), at("rooms"), NOW), Err(AuthError::WrongKind));
+        let transition = Verifier { kindless: true, ..strict.clone() };
+        assert!(transition.verify(Some(&none), at("rooms"), NOW).is_ok());
+        assert_eq!(transition.verify(Some(&chat), at("auction"), NOW), Err(AuthError::WrongKind));
+        let empty = mint(&key, &Claims::new("r1", "alice", NOW + 60).with_kind(Vec::<&str>::new()));
+        assert_eq!(transition.verify(Some(&empty), at("rooms"), NOW), Err(AuthError::WrongKind));
     }
 }

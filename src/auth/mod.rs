@@ -3,21 +3,27 @@
 //! A token is a compact JWT signed with HMAC-SHA256 (`alg` `HS256`, nothing
 //! else): `base64url(header) "." base64url(payload) "." base64url(signature)`,
 //! with the claims `room` (a room name, `"*"` for every room, or a prefix
-//! ending in `*`), `sub`, `exp`, and optionally `nbf`, `iat` and `info` (a JSON
-//! object of at most 1 KiB the room shows as the member's `info` and gives to
-//! its rules). Any JWT library mints them ([`jwt`]). The format before JWTs,
+//! ending in `*`), `kind` (the kinds of room it opens), `sub`, `exp`, and
+//! optionally `nbf`, `iat`, `aud` and `info` (a JSON object of at most 1 KiB
+//! the room shows as the member's `info` and gives to its rules). Any JWT
+//! library mints them ([`jwt`]). The format before JWTs,
 //! `base64url(payload) "." base64url(signature)`, is still accepted during
 //! the transition ([`legacy`]).
 //!
 //! Two secrets may be live at once ([`Keys`]): `AUTH_SECRET` and
 //! `AUTH_SECRET_PREVIOUS`, so a secret rotates without a flag day. A token
 //! whose header names a `kid` is checked with the secret of that id only.
+//! A [`Verifier`] holds the keys and what else the deployment asks of a
+//! token (its audience, its longest lifetime, whether a token without a
+//! `kind` is still taken).
 //!
 //! Everything here is pure (the clock comes in as `now_secs`) and builds
 //! natively and for wasm32. A secret is the UTF-8 bytes of its variable as
 //! configured, used as the HMAC key as is. HS256 is a few lines over the
 //! RustCrypto `hmac` and `sha2` crates: a general JWT crate would bring RSA
-//! and elliptic-curve code the Worker never runs into its Wasm.
+//! and elliptic-curve code the Worker never runs into its Wasm. What the
+//! verifier refuses follows RFC 7515, 7519 and 8725 (see [`jwt`]); every
+//! token it accepts is one PyJWT accepts too (`tests/jwt_fuzz.rs` checks it).
 
 pub mod jwt;
 pub mod legacy;
@@ -55,6 +61,51 @@ pub const MIN_SECRET_BYTES: usize = 32;
 /// the backend that mints and of the edge are not the same clock), seconds.
 pub const NBF_LEEWAY_SECS: u64 = 30;
 
+/// Longest token lifetime a [`Verifier`] accepts by default
+/// (`TOKEN_MAX_TTL_SECS`), seconds: 24 hours.
+pub const DEFAULT_MAX_TTL_SECS: u64 = 24 * 3600;
+
+/// Most names a `kind` or `aud` claim may list.
+pub const MAX_NAMES: usize = 16;
+
+/// A claim that is one name or a list of them (`kind`, `aud`), as JWTs
+/// write `aud` (RFC 7519 §4.1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Names {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Names {
+    /// The names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        let (one, many) = match self {
+            Names::One(n) => (Some(n.as_str()), &[][..]),
+            Names::Many(ns) => (None, ns.as_slice()),
+        };
+        one.into_iter().chain(many.iter().map(String::as_str))
+    }
+
+    /// Whether `name` is one of them.
+    pub fn contains(&self, name: &str) -> bool {
+        self.iter().any(|n| n == name)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
+impl From<&str> for Names {
+    fn from(name: &str) -> Names {
+        Names::One(name.to_owned())
+    }
+}
+
+/// The `kind` claim of a token good in every kind of room.
+pub const ANY_KIND: &str = "*";
+
 /// What a valid token says. Unknown payload fields are ignored, so issuers
 /// may add their own.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -63,16 +114,31 @@ pub struct Claims {
     /// every room, or a prefix ending in `*` (`"auction:*"`) for every room
     /// whose name starts with it.
     pub room: String,
+    /// The kinds of room the token opens: a kind's path segment (`"chat"`
+    /// opens `/chat/{room}/...`), a list of them, or `"*"` ([`ANY_KIND`])
+    /// for every kind. A token without it opens no kind, unless the
+    /// deployment still takes such tokens ([`Verifier::kindless`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "given")]
+    pub kind: Option<Names>,
     /// The user: becomes the connection's `user`, shown to other clients.
     pub sub: String,
     /// Expiry in unix seconds; the token is refused from this second on.
     pub exp: u64,
     /// Not before, unix seconds (JWT tokens only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "given")]
     pub nbf: Option<u64>,
-    /// Issued at, unix seconds (informational).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Issued at, unix seconds: refused when further ahead than the clock
+    /// leeway, as [`nbf`](Claims::nbf) is.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "given")]
     pub iat: Option<u64>,
+    /// The audience (RFC 7519 §4.1.3): a token that names one must name
+    /// this deployment's ([`Verifier::audience`]), or it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "given")]
+    pub aud: Option<Names>,
+    /// The token's id, if the issuer gives one (a string: other verifiers
+    /// refuse anything else, so this one does too). Not used.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "given")]
+    pub jti: Option<String>,
     /// Verified information about the user (a JSON object of at most
     /// [`MAX_INFO`] bytes): the member's `info` in presence, `who.info` for
     /// the room's rules.
@@ -80,10 +146,30 @@ pub struct Claims {
     pub info: Option<Box<RawValue>>,
 }
 
+/// An optional claim that, when present, must hold a value of its type:
+/// `"nbf": null` is refused, not read as absent (other verifiers refuse it,
+/// and a token any of them refuses must not pass here).
+fn given<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 impl PartialEq for Claims {
     fn eq(&self, other: &Self) -> bool {
-        (&self.room, &self.sub, self.exp, self.nbf, self.iat)
-            == (&other.room, &other.sub, other.exp, other.nbf, other.iat)
+        (&self.room, &self.kind, &self.sub, self.exp, self.nbf, self.iat, &self.aud, &self.jti)
+            == (
+                &other.room,
+                &other.kind,
+                &other.sub,
+                other.exp,
+                other.nbf,
+                other.iat,
+                &other.aud,
+                &other.jti,
+            )
             && self.info.as_ref().map(|i| i.get()) == other.info.as_ref().map(|i| i.get())
     }
 }
@@ -91,9 +177,34 @@ impl PartialEq for Claims {
 impl Eq for Claims {}
 
 impl Claims {
-    /// Claims for `sub` in `room` until `exp` (unix seconds), nothing else.
+    /// Claims for `sub` in `room` until `exp` (unix seconds), nothing else:
+    /// no kind, which a deployment refuses by default (see
+    /// [`Claims::with_kind`]).
     pub fn new(room: &str, sub: &str, exp: u64) -> Claims {
         Claims { room: room.into(), sub: sub.into(), exp, ..Claims::default() }
+    }
+
+    /// These claims, for the kind (or kinds, or `"*"`) `kind`.
+    ///
+    /// ```
+    /// use homeroom::auth::Claims;
+    /// let c = Claims::new("lobby", "ann", 2_000_000_000).with_kind("chat");
+    /// assert!(c.kind.unwrap().contains("chat"));
+    /// ```
+    pub fn with_kind(mut self, kind: impl Into<Names>) -> Claims {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Whether these claims open the kind of room `kind`.
+    pub fn opens_kind(&self, kind: &str) -> bool {
+        self.kind.as_ref().is_some_and(|k| k.contains(kind) || k.contains(ANY_KIND))
+    }
+}
+
+impl From<Vec<&str>> for Names {
+    fn from(names: Vec<&str>) -> Names {
+        Names::Many(names.into_iter().map(str::to_owned).collect())
     }
 }
 
@@ -146,31 +257,41 @@ impl Keys {
 pub enum AuthError {
     /// No token was given (absent or empty).
     Missing,
-    /// Too long, not base64url parts, bad JSON or missing fields, or a bad
-    /// `sub`, `room` or `info` claim.
+    /// Too long, not base64url parts, a header or payload that is not a
+    /// JSON object, bad JSON or missing fields, or a bad `sub`, `room`,
+    /// `kind`, `aud`, `jti` or `info` claim.
     Malformed,
     /// The header's `alg` is not `HS256` (`none`, `RS256`, ...).
     Algorithm,
+    /// The header names extensions that must be understood (`crit`, or an
+    /// unencoded payload, `b64`): this verifier understands none (RFC 7515
+    /// §4.1.11).
+    Critical,
     /// The header names a `kid` no configured secret has.
     UnknownKid,
-    /// The token's `nbf` is still ahead.
+    /// The token's `nbf` or `iat` is still ahead.
     NotYetValid,
     /// The signature does not match the payload under this deployment's secret.
     BadSignature,
     /// The token's `exp` is not after now.
     Expired,
+    /// The token names an audience (`aud`) that is not this deployment's.
+    Audience,
     /// A valid token for another room.
     WrongRoom,
+    /// A valid token for another kind of room, or for none (no `kind`).
+    WrongKind,
     /// The token's `exp` is further ahead than the deployment's longest
     /// token lifetime (`TOKEN_MAX_TTL_SECS`).
     TooLongLived,
 }
 
 impl AuthError {
-    /// HTTP status of the refusal: 403 for [`AuthError::WrongRoom`], else 401.
+    /// HTTP status of the refusal: 403 for [`AuthError::WrongRoom`] and
+    /// [`AuthError::WrongKind`], else 401.
     pub fn status(&self) -> u16 {
         match self {
-            AuthError::WrongRoom => 403,
+            AuthError::WrongRoom | AuthError::WrongKind => 403,
             _ => 401,
         }
     }
@@ -181,11 +302,14 @@ impl AuthError {
             AuthError::Missing => "token_missing",
             AuthError::Malformed => "token_malformed",
             AuthError::Algorithm => "token_alg",
+            AuthError::Critical => "token_crit",
             AuthError::UnknownKid => "token_unknown_kid",
             AuthError::NotYetValid => "token_not_yet_valid",
             AuthError::BadSignature => "token_bad_signature",
             AuthError::Expired => "token_expired",
+            AuthError::Audience => "token_audience",
             AuthError::WrongRoom => "token_wrong_room",
+            AuthError::WrongKind => "token_wrong_kind",
             AuthError::TooLongLived => "token_lifetime",
         }
     }
@@ -198,20 +322,32 @@ impl AuthError {
                     .into()
             }
             AuthError::Malformed => format!(
-                "the token is not an HS256 JWT with the claims {{\"room\", \"sub\", \"exp\"}} \
-                 (room: a room name, \"*\" or a prefix ending in *; sub: 1-{MAX_USER} characters \
-                 of A-Z a-z 0-9 . _ - : @ + |; info: an object of at most {MAX_INFO} bytes; at \
-                 most {MAX_TOKEN_LEN} bytes)"
+                "the token is not an HS256 JWT with the claims {{\"room\", \"kind\", \"sub\", \"exp\"}} \
+                 (room: a room name, \"*\" or a prefix ending in *; kind: a kind of room, a list \
+                 of them or \"*\"; sub: 1-{MAX_USER} characters of A-Z a-z 0-9 . _ - : @ + |; \
+                 nbf, iat: unix seconds; info: an object of at most {MAX_INFO} bytes; at most \
+                 {MAX_TOKEN_LEN} bytes)"
             ),
             AuthError::Algorithm => "the token's alg must be HS256".into(),
+            AuthError::Critical => {
+                "the token's header asks for extensions this deployment does not support (crit, b64)"
+                    .into()
+            }
             AuthError::UnknownKid => "the token's kid names no secret of this deployment".into(),
-            AuthError::NotYetValid => "the token is not valid yet (nbf)".into(),
+            AuthError::NotYetValid => "the token is not valid yet (nbf or iat ahead)".into(),
             AuthError::BadSignature => {
                 "the token's signature does not match: it was altered or signed with another secret"
                     .into()
             }
             AuthError::Expired => "the token has expired; get a new one".into(),
+            AuthError::Audience => {
+                "the token's aud names another audience than this deployment's (TOKEN_AUDIENCE)"
+                    .into()
+            }
             AuthError::WrongRoom => "the token is for another room".into(),
+            AuthError::WrongKind => "the token is not for this kind of room: its `kind` claim \
+                 must name it (\"kind\": \"chat\", a list of kinds, or \"*\")"
+                .into(),
             AuthError::TooLongLived => {
                 "the token's exp is further ahead than this deployment accepts \
                  (TOKEN_MAX_TTL_SECS, default 24 h): mint shorter-lived tokens"
@@ -243,44 +379,108 @@ pub fn valid_user(sub: &str) -> bool {
         })
 }
 
-/// Checks `token` (the `token` query parameter, if any) for `room` at
-/// `now_secs` (unix seconds) against `keys` and returns its claims.
-///
-/// Absent or empty → [`Missing`](AuthError::Missing); longer than
-/// [`MAX_TOKEN_LEN`] → [`Malformed`](AuthError::Malformed). Three parts are
-/// a JWT ([`jwt::verify`]), two the format before it ([`legacy::verify`]).
-/// Then, for both, the claims: `exp <= now_secs` →
-/// [`Expired`](AuthError::Expired); `room` that does not cover `room` →
-/// [`WrongRoom`](AuthError::WrongRoom).
-///
-/// ```
-/// use homeroom::auth::{mint, verify, Claims, Keys};
-/// let keys = Keys::one(b"a-secret-of-at-least-32-bytes-....");
-/// let token = mint(&keys.current, &Claims::new("lobby", "ann", 2_000_000_000));
-/// assert_eq!(verify(&keys, Some(&token), "lobby", 1_900_000_000).unwrap().sub, "ann");
-/// ```
-pub fn verify(
-    keys: &Keys,
-    token: Option<&str>,
-    room: &str,
-    now_secs: u64,
-) -> Result<Claims, AuthError> {
-    let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
-    if token.len() > MAX_TOKEN_LEN {
-        return Err(AuthError::Malformed);
+/// Where a token is shown: the kind of room (the path segment) and the room.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub kind: &'a str,
+    pub room: &'a str,
+}
+
+/// Checks tokens as a deployment does: its secrets, and what it asks of a
+/// token beyond a valid signature.
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    pub keys: Keys,
+    /// `TOKEN_AUDIENCE`: a token with an `aud` claim must name this one; a
+    /// deployment without it refuses every token that names an audience
+    /// (it cannot be the one meant, RFC 7519 §4.1.3).
+    pub audience: Option<String>,
+    /// `ALLOW_TOKENS_WITHOUT_KIND`: a token without a `kind` claim opens
+    /// every kind of room, as before kinds were bound. Off by default; for a
+    /// transition only (the Worker logs that it is on).
+    pub kindless: bool,
+    /// `TOKEN_MAX_TTL_SECS`: the furthest ahead a token's `exp` may be.
+    pub max_ttl_secs: u64,
+}
+
+impl Verifier {
+    /// A verifier of `keys` with the defaults: no audience, a `kind` claim
+    /// required, tokens living at most [`DEFAULT_MAX_TTL_SECS`].
+    pub fn new(keys: Keys) -> Verifier {
+        Verifier { keys, audience: None, kindless: false, max_ttl_secs: DEFAULT_MAX_TTL_SECS }
     }
-    let claims = match token.matches('.').count() {
-        2 => jwt::verify(keys, token, now_secs)?,
-        1 => legacy::verify(keys, token)?,
-        _ => return Err(AuthError::Malformed),
-    };
-    if claims.exp <= now_secs {
-        return Err(AuthError::Expired);
+
+    /// Checks `token` (the `token` query parameter, if any) for the room
+    /// `at` at `now_secs` (unix seconds) and returns its claims.
+    ///
+    /// Absent or empty → [`Missing`](AuthError::Missing); longer than
+    /// [`MAX_TOKEN_LEN`] → [`Malformed`](AuthError::Malformed). Three parts
+    /// are a JWT ([`jwt::verify`]), two the format before it
+    /// ([`legacy::verify`]). Then, for both: `nbf` or `iat` ahead →
+    /// [`NotYetValid`](AuthError::NotYetValid); `exp <= now_secs` →
+    /// [`Expired`](AuthError::Expired); `exp` further ahead than
+    /// [`max_ttl_secs`](Verifier::max_ttl_secs) →
+    /// [`TooLongLived`](AuthError::TooLongLived); an `aud` that is not
+    /// [`audience`](Verifier::audience) → [`Audience`](AuthError::Audience);
+    /// a `room` that does not cover the room →
+    /// [`WrongRoom`](AuthError::WrongRoom); a `kind` that does not name the
+    /// kind (or none) → [`WrongKind`](AuthError::WrongKind).
+    ///
+    /// ```
+    /// use homeroom::auth::{mint, AuthError, Claims, Keys, Place, Verifier};
+    /// let verifier = Verifier::new(Keys::one(b"a-secret-of-at-least-32-bytes-...."));
+    /// let claims = Claims::new("lobby", "ann", 2_000_000_000).with_kind("chat");
+    /// let token = mint(&verifier.keys.current, &claims);
+    /// let chat = Place { kind: "chat", room: "lobby" };
+    /// assert_eq!(verifier.verify(Some(&token), chat, 1_900_000_000).unwrap().sub, "ann");
+    /// let auction = Place { kind: "auction", room: "lobby" };
+    /// assert_eq!(verifier.verify(Some(&token), auction, 1_900_000_000), Err(AuthError::WrongKind));
+    /// ```
+    pub fn verify(
+        &self,
+        token: Option<&str>,
+        at: Place<'_>,
+        now_secs: u64,
+    ) -> Result<Claims, AuthError> {
+        let claims = self.decode(token, now_secs)?;
+        if claims.exp > now_secs.saturating_add(self.max_ttl_secs) {
+            return Err(AuthError::TooLongLived);
+        }
+        if !room_covers(&claims.room, at.room) {
+            return Err(AuthError::WrongRoom);
+        }
+        if !(claims.opens_kind(at.kind) || self.kindless && claims.kind.is_none()) {
+            return Err(AuthError::WrongKind);
+        }
+        Ok(claims)
     }
-    if !room_covers(&claims.room, room) {
-        return Err(AuthError::WrongRoom);
+
+    /// A token's claims, checked for everything but where it is shown: its
+    /// format, signature, time claims and audience.
+    pub fn decode(&self, token: Option<&str>, now_secs: u64) -> Result<Claims, AuthError> {
+        let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(AuthError::Malformed);
+        }
+        let claims = match token.matches('.').count() {
+            2 => jwt::verify(&self.keys, token)?,
+            1 => legacy::verify(&self.keys, token)?,
+            _ => return Err(AuthError::Malformed),
+        };
+        let ahead = |at: Option<u64>| at.is_some_and(|t| t > now_secs + NBF_LEEWAY_SECS);
+        if ahead(claims.nbf) || ahead(claims.iat) {
+            return Err(AuthError::NotYetValid);
+        }
+        if claims.exp <= now_secs {
+            return Err(AuthError::Expired);
+        }
+        if let Some(aud) = claims.aud.as_ref().filter(|a| !a.is_empty()) {
+            if !self.audience.as_deref().is_some_and(|mine| aud.contains(mine)) {
+                return Err(AuthError::Audience);
+            }
+        }
+        Ok(claims)
     }
-    Ok(claims)
 }
 
 /// Signs `claims` into an HS256 JWT with `key` (its `kid` in the header when
@@ -297,6 +497,21 @@ pub fn room_covers(claim: &str, room: &str) -> bool {
         Some(prefix) => room.starts_with(prefix),
         None => claim == room,
     }
+}
+
+/// Whether a `kind` claim's entry is a kind's path segment (1-64
+/// characters of `A-Za-z0-9._-`) or `"*"`.
+fn valid_kind_claim(kind: &str) -> bool {
+    kind == ANY_KIND
+        || (1..=64).contains(&kind.len())
+            && kind.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A list claim: at most [`MAX_NAMES`] names, each one `valid` takes (an
+/// empty list names nothing: a `kind` of `[]` opens no kind).
+fn valid_names(names: &Names, valid: impl Fn(&str) -> bool) -> bool {
+    let n = names.iter().count();
+    n <= MAX_NAMES && names.iter().all(valid)
 }
 
 /// Whether a `room` claim is one a token may carry: a room name, `"*"`, or
@@ -333,16 +548,28 @@ fn signed_claims<'k>(
     claims_of(&payload)
 }
 
+/// Whether a JSON text is an object (serde would also take a positional
+/// array for a struct).
+fn is_object(json: &[u8]) -> bool {
+    json.iter().find(|b| !b" \t\n\r".contains(b)) == Some(&b'{')
+}
+
 /// Decodes and checks a payload's claims (both formats): an object, no
-/// duplicate fields, a valid `sub`, `room` and `info`.
+/// duplicate fields, a valid `sub`, `room`, `kind`, `aud` and `info`.
 fn claims_of(payload: &[u8]) -> Result<Claims, AuthError> {
-    // An object (serde would also take a positional array); duplicate fields
-    // are refused by serde (parsers disagree on which one wins).
-    if payload.iter().find(|b| !b" \t\n\r".contains(b)) != Some(&b'{') {
+    // Duplicate fields are refused by serde (parsers disagree on which one
+    // wins).
+    if !is_object(payload) {
         return Err(AuthError::Malformed);
     }
     let claims: Claims = serde_json::from_slice(payload).map_err(|_| AuthError::Malformed)?;
     if !valid_user(&claims.sub) || !valid_room_claim(&claims.room) {
+        return Err(AuthError::Malformed);
+    }
+    if claims.kind.as_ref().is_some_and(|k| !valid_names(k, valid_kind_claim)) {
+        return Err(AuthError::Malformed);
+    }
+    if claims.aud.as_ref().is_some_and(|a| !valid_names(a, |n| n.len() <= 256)) {
         return Err(AuthError::Malformed);
     }
     if let Some(info) = &claims.info {
