@@ -45,8 +45,9 @@ pub struct Custom {
 pub enum Inbound {
     /// Accept a WebSocket (the request carries the client's upgrade).
     Connect(Forwarded),
-    /// Answer with the member list and summary.
-    Presence,
+    /// Answer with the member list and summary, to the token's user
+    /// (`None` in anonymous dev mode), who pays for it.
+    Presence { reader: Option<String> },
     /// Answer with the room's stats (admin).
     Stats,
     /// Close every socket with 1001 (admin).

@@ -54,16 +54,27 @@ pub use worker as __worker;
 /// that makes them from the deployment's variables. The first kind is the
 /// one the `/health` canary uses.
 ///
+/// A line may end with `, public ["GET lot", ...]`: routes of the kind's
+/// rules (`GET /{path}/{room}/lot`) that callers with neither a room token
+/// nor the admin key may reach. Every other route turns such a caller away
+/// at the edge, before any object is reached; a public route answers
+/// anyone, so it must show nothing private and change nothing.
+///
 /// The invoking crate must depend on `worker` (`=0.8.7`, the version
 /// homeroom builds with) and be a `cdylib` built with `worker-build`.
 #[macro_export]
 macro_rules! worker {
-    ($($path:literal => $class:ident($rules:expr), binding $binding:literal;)+) => {
+    ($($path:literal => $class:ident($rules:expr), binding $binding:literal
+        $(, public [$($public:literal),* $(,)?])?;)+) => {
         $crate::worker!(@classes $($path => $class($rules), binding $binding;)+);
         $(pub use __homeroom_classes::$class;)+
 
         static __HOMEROOM_KINDS: &[$crate::edge::Kind] = &[
-            $($crate::edge::Kind { path: $path, binding: $binding },)+
+            $($crate::edge::Kind {
+                path: $path,
+                binding: $binding,
+                public: &[$($($public),*)?],
+            },)+
         ];
 
         #[::worker::event(fetch)]

@@ -12,8 +12,9 @@ use crate::auth;
 #[derive(Clone)]
 pub enum AuthMode {
     /// Tokens signed with `AUTH_SECRET` (or, during a rotation,
-    /// `AUTH_SECRET_PREVIOUS`) are required.
-    Tokens(auth::Keys),
+    /// `AUTH_SECRET_PREVIOUS`) are required, checked as the verifier says
+    /// (`TOKEN_AUDIENCE`, `TOKEN_MAX_TTL_SECS`, `ALLOW_TOKENS_WITHOUT_KIND`).
+    Tokens(auth::Verifier),
     /// `ANONYMOUS_DEV=true` and no secret: the user is the session. Served
     /// to local requests only (the Worker's own URL is a loopback address),
     /// unless `ANONYMOUS_DEV_ALLOW_REMOTE=true` says the risk is known.
@@ -38,8 +39,6 @@ pub struct Deployment {
     pub canary_room: String,
     /// `LOG_CONNECTIONS`: a `connect` line per accepted upgrade.
     pub log_connections: bool,
-    /// `TOKEN_MAX_TTL_SECS`: the furthest ahead a token's `exp` may be.
-    pub token_max_ttl_secs: u64,
     /// The kinds of room the Worker serves; the canary uses the first.
     pub kinds: &'static [super::Kind],
     /// `CORS_ORIGINS`: the origins whose pages may call the HTTP room routes.
@@ -88,11 +87,21 @@ impl Deployment {
             |secret: String, kid: &str| auth::Key { secret: secret.into_bytes(), kid: text(kid) };
         let strong = |s: &String| s.len() >= auth::MIN_SECRET_BYTES;
         let previous = text("AUTH_SECRET_PREVIOUS");
+        let max_ttl_secs = text("TOKEN_MAX_TTL_SECS")
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|n: &u64| *n > 0)
+            .unwrap_or(auth::DEFAULT_MAX_TTL_SECS);
         let auth = match text("AUTH_SECRET") {
             Some(secret) if strong(&secret) && previous.as_ref().is_none_or(strong) => {
-                AuthMode::Tokens(auth::Keys {
+                let keys = auth::Keys {
                     current: key(secret, "AUTH_SECRET_KID"),
                     previous: previous.map(|p| key(p, "AUTH_SECRET_PREVIOUS_KID")),
+                };
+                AuthMode::Tokens(auth::Verifier {
+                    audience: text("TOKEN_AUDIENCE").map(|a| a.trim().to_owned()),
+                    kindless: yes("ALLOW_TOKENS_WITHOUT_KIND"),
+                    max_ttl_secs,
+                    ..auth::Verifier::new(keys)
                 })
             }
             Some(_) => AuthMode::WeakSecret,
@@ -104,10 +113,21 @@ impl Deployment {
         // The first request of each isolate says how it runs: a deployment
         // that is open, or refusing everyone, must be impossible to miss.
         match &auth {
-            AuthMode::Tokens(keys) => super::log(
-                "auth_mode",
-                serde_json::json!({"mode": "tokens", "rotating": keys.previous.is_some()}),
-            ),
+            AuthMode::Tokens(verifier) => {
+                super::log(
+                    "auth_mode",
+                    serde_json::json!({"mode": "tokens", "rotating": verifier.keys.previous.is_some(),
+                        "audience": verifier.audience, "tokens_without_kind": verifier.kindless}),
+                );
+                // A loosening of what a token opens must not go unnoticed.
+                if verifier.kindless {
+                    worker::console_warn!(
+                        "{}",
+                        serde_json::json!({"event": "config_warning", "warning":
+                            "ALLOW_TOKENS_WITHOUT_KIND=true: a token without a `kind` claim opens EVERY kind of room of this Worker. Mint tokens with `kind` and remove the variable."})
+                    );
+                }
+            }
             AuthMode::Anonymous { remote } => worker::console_warn!(
                 "{}",
                 serde_json::json!({"event": "auth_mode", "mode": "anonymous", "remote": remote,
@@ -157,10 +177,6 @@ impl Deployment {
             admin_key_weak,
             canary_room: text("CANARY_ROOM").unwrap_or_else(|| "homeroom-canary".into()),
             log_connections: crate::logline::connections_logged(text("LOG_CONNECTIONS")),
-            token_max_ttl_secs: text("TOKEN_MAX_TTL_SECS")
-                .and_then(|v| v.trim().parse().ok())
-                .filter(|n: &u64| *n > 0)
-                .unwrap_or(24 * 3600),
             kinds,
             cors,
         }

@@ -106,15 +106,15 @@ async fn run(env: &Env, dep: &Deployment) -> Result<(), StepError> {
     let _ = getrandom::fill(&mut nonce);
     let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
     let mut query = format!("session=canary-{}-{nonce}", now_ms());
-    if let AuthMode::Tokens(keys) = &dep.auth {
-        let claims = auth::Claims::new(room, "canary", now_ms() / 1000 + 60);
-        query.push_str(&format!("&token={}", auth::mint(&keys.current, &claims)));
+    let kind = dep.canary_kind();
+    if let AuthMode::Tokens(verifier) = &dep.auth {
+        let claims = auth::Claims::new(room, "canary", now_ms() / 1000 + 60).with_kind(kind.path);
+        query.push_str(&format!("&token={}", auth::mint(&verifier.keys.current, &claims)));
     }
     let headers = Headers::new();
     headers.set("upgrade", "websocket").map_err(connect)?;
     let mut init = RequestInit::new();
     init.with_method(Method::Get).with_headers(headers);
-    let kind = dep.canary_kind();
     let url = format!("https://canary.invalid/{}/{room}/ws?{query}", kind.path);
     let req = Request::new_with_init(&url, &init).map_err(connect)?;
     let at = rooms::Target { kind, room };

@@ -22,12 +22,27 @@ use config::Deployment;
 use refusal::HttpRefusal;
 
 /// A kind of room a Worker serves: the first path segment it is reached at
-/// (`/{path}/{room}/ws`) and the binding of its Durable Object class
-/// (`wrangler.toml`). The first kind is the one the health canary uses.
+/// (`/{path}/{room}/ws`), the binding of its Durable Object class
+/// (`wrangler.toml`), and the rules' routes anyone may call without a
+/// token. The first kind is the one the health canary uses.
 #[derive(Debug)]
 pub struct Kind {
     pub path: &'static str,
     pub binding: &'static str,
+    /// Routes of the kind's rules open to callers with neither a token nor
+    /// the admin key, as `"METHOD path"` (`"GET lot"` is
+    /// `GET /{kind}/{room}/lot`). Every other rules route stops such a
+    /// caller at the edge, before any object is reached.
+    pub public: &'static [&'static str],
+}
+
+impl Kind {
+    /// Whether `method path` (the path after the room) is a public route.
+    pub fn is_public(&self, method: &str, path: &str) -> bool {
+        self.public.iter().any(|route| {
+            route.split_once(' ').is_some_and(|(m, p)| m.eq_ignore_ascii_case(method) && p == path)
+        })
+    }
 }
 
 /// Routes one request of the Worker: `/{kind}/{room}/...` to the room,

@@ -124,7 +124,7 @@ pub async fn connect(
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(HttpRefusal::UpgradeRequired);
     }
-    let claims = match authorize(req, dep, q.token.as_deref(), at.room, caller) {
+    let claims = match authorize(req, dep, q.token.as_deref(), at, caller) {
         Ok(claims) => claims,
         // A browser cannot read a refused upgrade's status: the socket opens
         // and closes at once, its close reason the refusal's code.
@@ -174,17 +174,22 @@ fn refused_socket(at: Target<'_>, e: auth::AuthError) -> Outcome {
 }
 
 /// `GET /{kind}/{room}/presence`: authorized like a connect (`token` query
-/// parameter or `Authorization: Bearer <token>`).
+/// parameter or `Authorization: Bearer <token>`); the room refuses a user
+/// it blocked and charges the list to the reader's reply budget.
 async fn presence(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) -> Outcome {
     expect_method(req, Method::Get)?;
     let token = token_of(req)?;
-    authorize(req, dep, token.as_deref(), at.room, Caller::Client)?;
-    ask(req, env, at, Inbound::Presence, Method::Get, None).await
+    let claims = authorize(req, dep, token.as_deref(), at, Caller::Client)?;
+    let reader = claims.map(|c| c.sub);
+    ask(req, env, at, Inbound::Presence { reader }, Method::Get, None).await
 }
 
 /// A path the room's rules may answer: any method, the body as sent. The
 /// rules learn whether the caller gave the admin key or a valid room token
-/// (and whose); they decide what either may do.
+/// (and whose); they decide what either may do. A caller with neither never
+/// reaches the room, unless the kind declares the route public
+/// ([`Kind::public`]): an outsider must not be able to make the runtime
+/// create objects.
 async fn custom(
     req: &mut Request,
     env: &Env,
@@ -192,23 +197,27 @@ async fn custom(
     at: Target<'_>,
     path: String,
 ) -> Outcome {
-    let given = req.headers().get("authorization").ok().flatten();
-    let admin =
-        dep.admin_key.as_ref().is_some_and(|k| auth::admin_key_matches(k, given.as_deref()));
+    let admin = admin_of(req, dep)?;
+    let method = req.method();
     // A token refused anywhere else (bad, expired, too long-lived, another
-    // room's) names nobody here either.
-    let user = match (&dep.auth, token_of(req)?) {
-        (AuthMode::Tokens(keys), Some(token)) => {
-            checked_token(dep, keys, Some(&token), at.room).ok().map(|c| c.sub)
+    // room's or kind's) names nobody here either.
+    let token = token_of(req)?;
+    let user = match (&dep.auth, token.as_deref()) {
+        (_, _) if admin => None,
+        (AuthMode::Tokens(verifier), Some(token)) => {
+            checked_token(verifier, Some(token), at).ok().map(|c| c.sub)
         }
         _ => None,
     };
+    if !admin && user.is_none() && !at.kind.is_public(method.as_ref(), &path) {
+        // Say why as a connect would (no token, a bad one, no auth at all).
+        authorize(req, dep, token.as_deref(), at, Caller::Client)?;
+    }
     let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
     let query = url.query().unwrap_or_default().to_owned();
     if query.len() > MAX_QUERY {
         return Err(HttpRefusal::BadParam("query too long"));
     }
-    let method = req.method();
     let body = match method {
         Method::Get | Method::Head => None,
         _ => Some(body_of(req).await?),
@@ -255,12 +264,12 @@ fn authorize(
     req: &Request,
     dep: &Deployment,
     token: Option<&str>,
-    room: &str,
+    at: Target<'_>,
     caller: Caller,
 ) -> Result<Option<auth::Claims>, HttpRefusal> {
     match &dep.auth {
-        AuthMode::Tokens(keys) => {
-            checked_token(dep, keys, token, room).map(Some).map_err(HttpRefusal::Auth)
+        AuthMode::Tokens(verifier) => {
+            checked_token(verifier, token, at).map(Some).map_err(HttpRefusal::Auth)
         }
         AuthMode::Anonymous { remote } => {
             if *remote || caller == Caller::Canary || local(req) {
@@ -274,20 +283,16 @@ fn authorize(
     }
 }
 
-/// A token's claims for `room`: signed by a live secret, not expired, and
-/// not living longer than the deployment allows (`TOKEN_MAX_TTL_SECS`).
+/// A token's claims for the room `at`, as the deployment checks them: a
+/// live secret's signature, not expired, not living longer than it allows,
+/// its audience, and the room and kind it names.
 fn checked_token(
-    dep: &Deployment,
-    keys: &auth::Keys,
+    verifier: &auth::Verifier,
     token: Option<&str>,
-    room: &str,
+    at: Target<'_>,
 ) -> Result<auth::Claims, auth::AuthError> {
     let now = worker::Date::now().as_millis() / 1000;
-    let claims = auth::verify(keys, token, room, now)?;
-    if claims.exp > now.saturating_add(dep.token_max_ttl_secs) {
-        return Err(auth::AuthError::TooLongLived);
-    }
-    Ok(claims)
+    verifier.verify(token, auth::Place { kind: at.kind.path, room: at.room }, now)
 }
 
 /// Whether the request was made to the Worker on a loopback address:
@@ -347,18 +352,33 @@ fn expect_room(room: &str) -> Result<(), HttpRefusal> {
 }
 
 fn expect_admin(req: &Request, dep: &Deployment) -> Result<(), HttpRefusal> {
-    let Some(key) = &dep.admin_key else {
+    if dep.admin_key.is_none() {
         return Err(HttpRefusal::AdminDisabled);
-    };
+    }
     if dep.admin_key_weak {
         return Err(HttpRefusal::WeakAdminKey);
     }
-    let given = req.headers().get("authorization").ok().flatten();
-    if auth::admin_key_matches(key, given.as_deref()) {
+    if admin_of(req, dep)? {
         Ok(())
     } else {
         Err(HttpRefusal::BadAdminKey)
     }
+}
+
+/// Whether the request carries the admin key, for routes open to others
+/// too (the rules' routes). A weak `ADMIN_KEY` is no key: a request that
+/// gives it is refused (503 `admin_key_weak`) on every route alike, never
+/// taken as the operator.
+fn admin_of(req: &Request, dep: &Deployment) -> Result<bool, HttpRefusal> {
+    let Some(key) = &dep.admin_key else {
+        return Ok(false);
+    };
+    let given = req.headers().get("authorization").ok().flatten();
+    let matches = auth::admin_key_matches(key, given.as_deref());
+    if matches && dep.admin_key_weak {
+        return Err(HttpRefusal::WeakAdminKey);
+    }
+    Ok(matches)
 }
 
 fn bearer(req: &Request) -> Option<String> {

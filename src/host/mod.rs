@@ -119,9 +119,14 @@ impl Host {
         }
         let (response, effects) = match routed.what {
             Inbound::Connect(fwd) => inner.accept(origin, fwd)?,
-            Inbound::Presence => {
-                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.presence_json())?;
-                (json_response(200, body), fx)
+            Inbound::Presence { reader } => {
+                let (read, fx) = inner.run(Some(origin), |live, now| {
+                    live.engine.presence_read(now, reader.as_deref())
+                })?;
+                match read {
+                    Ok(body) => (json_response(200, body), fx),
+                    Err(refused) => (read_refused(&refused), fx),
+                }
             }
             Inbound::Stats => {
                 let (body, fx) = inner.run(Some(origin), |live, _| live.engine.stats_json())?;
@@ -583,6 +588,15 @@ fn json_response(status: u16, body: String) -> Result<Response> {
 
 fn error_response(status: u16, code: &str, message: &str) -> Result<Response> {
     json_response(status, serde_json::json!({ "error": code, "message": message }).to_string())
+}
+
+/// A refused read: its status and code, and when to ask again.
+fn read_refused(refused: &crate::room::ReadRefusal) -> Result<Response> {
+    let response = error_response(refused.status(), refused.code(), &refused.message())?;
+    if let crate::room::ReadRefusal::Budget { retry_ms, .. } = refused {
+        response.headers().set("retry-after", &retry_ms.div_ceil(1000).max(1).to_string())?;
+    }
+    Ok(response)
 }
 
 fn now_ms() -> u64 {

@@ -1,12 +1,13 @@
 //! The Worker this repository serves (`scripts/dev`) and deploys (`wrangler
 //! deploy`): homeroom's open rooms at `/rooms/...`, the demo's auction at
 //! `/auction/...` and the chat example at `/chat/...`, each kind its own
-//! Durable Object class (`wrangler.toml`). A team's own Worker is a crate
-//! like this one (README, "Writing a room").
+//! Durable Object class (`wrangler.toml`); the auction's lot page
+//! (`GET /auction/{room}/lot`) is its one public route. A team's own Worker
+//! is a crate like this one (README, "Writing a room").
 
 #[cfg(target_arch = "wasm32")]
 homeroom::worker! {
     "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS";
-    "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS";
+    "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS", public ["GET lot"];
     "chat" => ChatRoom(homeroom::room::rules::with_vars(homeroom_chat::Chat::from_vars)), binding "CHATS";
 }
