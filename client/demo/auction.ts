@@ -30,7 +30,7 @@ export interface BidEntry {
   amount: number;
   /** The bidder as the room verified them (the token's user). */
   bidder: string;
-  /** The display name the bidder gave. */
+  /** The bidder's display name, as the room took it from their token. */
   name: string;
   session: string;
   region: string;

@@ -67,6 +67,28 @@ function nameIn(state: Record<string, Json> | undefined, session: string): strin
   return typeof n === "string" && n ? n : "guest " + session.slice(2, 6);
 }
 
+/** Display names by session, as members last showed them in presence, so a
+ * name stays on a bid or a chat line after its author left. */
+const seenNames = new Map<string, string>();
+
+/** The name a session is shown under: its presence name, or the last one seen. */
+function nameOf(session: string): string {
+  const m = room?.presence.members.get(session);
+  if (m) {
+    const n = nameIn(m.state, session);
+    seenNames.set(session, n);
+    return n;
+  }
+  return seenNames.get(session) ?? "guest " + session.slice(2, 6);
+}
+
+/** A bid's bidder: the name the room stored (from the bidder's verified
+ * token), except in anonymous dev mode, where the room knows no names (the
+ * user is the session) and the page shows the bidder's presence name. */
+function bidderName(b: { session: string; name: string }): string {
+  return b.name && b.name !== b.session ? b.name : nameOf(b.session);
+}
+
 function colorIn(state: Record<string, Json> | undefined, session: string): string {
   const c = state?.color;
   return typeof c === "string" && /^#[0-9a-f]{6}$/i.test(c) ? c : colorFor(session);
@@ -118,7 +140,7 @@ function join(name: string): void {
         // Someone else leads now: say so if this tab was leading (or already
         // told it was outbid), else clear old news.
         const n = $("bid-note");
-        if (topSession === r.session || n.dataset.outbid) note(`Outbid: ${b.name} bid ${money(b.amount)}.`, "bad", true);
+        if (topSession === r.session || n.dataset.outbid) note(`Outbid: ${bidderName(b)} bid ${money(b.amount)}.`, "bad", true);
         else note("");
       }
       renderBid();
@@ -173,10 +195,10 @@ function placeBid(amount: number): void {
     note("Type an amount in dollars.", "bad");
     return;
   }
-  // The room decides: the page sends the amount and its display name; the
-  // rules check the minimum, the step and the end time, and name the bidder.
+  // The room decides: the page sends the amount; the rules check the
+  // minimum, the step and the end time, and name the bidder from its token.
   const { version } = currentBid();
-  const value = { amount: Math.round(amount), name: myName };
+  const value = { amount: Math.round(amount) };
   bidInFlight = true;
   renderBid();
   note(
@@ -216,7 +238,7 @@ function renderLot(): void {
     clock.textContent = s > 0 ? `Closes in ${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}` : "Closing…";
   } else if (!lot.open) {
     const w = lot.winner;
-    clock.textContent = w ? `Closed: won by ${w.session === room?.session ? "you" : w.name} for ${money(w.amount)}` : "Closed: no bids";
+    clock.textContent = w ? `Closed: won by ${w.session === room?.session ? "you" : bidderName(w)} for ${money(w.amount)}` : "Closed: no bids";
   } else clock.textContent = "";
   ($("bid-button") as HTMLButtonElement).disabled = bidInFlight || !lot.open;
   for (const b of $("quick-bids").querySelectorAll("button")) b.disabled = bidInFlight || !lot.open;
@@ -240,7 +262,7 @@ function renderBid(): void {
   by.replaceChildren();
   if (bid) {
     const mine = bid.session === room?.session;
-    by.append("by ", h("b", {}, mine ? "you" : bid.name), h("span", { class: "tag" }, bid.region), " · ", agoSpan(bid.at));
+    by.append("by ", h("b", {}, mine ? "you" : bidderName(bid)), h("span", { class: "tag" }, bid.region), " · ", agoSpan(bid.at));
   } else by.append(`Starting price. No bids yet.`);
 
   const min = minimumBid(lot, bid);
@@ -271,7 +293,7 @@ function renderBid(): void {
             h(
               "span",
               { class: "who" },
-              b.session === room?.session ? "you" : b.name,
+              b.session === room?.session ? "you" : bidderName(b),
               h("span", { class: "tag" }, b.region),
             ),
             h("span", { class: "meta" }, agoSpan(b.at), ` · v${b.version ?? "?"}`),
@@ -289,9 +311,11 @@ function agoSpan(at: number): HTMLElement {
 
 function onMessage(m: MessageEvent): void {
   if (m.topic !== "chat") return;
-  const d = m.data as { text?: unknown; name?: unknown } | null;
+  // The room stores a chat line as `{text}`: who wrote it is the message's
+  // session, never a name the writer put in it.
+  const d = m.data as { text?: unknown } | null;
   if (!d || typeof d.text !== "string") return;
-  chat.set(m.seq, { session: m.session, name: typeof d.name === "string" ? d.name : "guest", text: d.text });
+  chat.set(m.seq, { session: m.session, name: nameOf(m.session), text: d.text });
   if (chat.size > CHAT_KEEP) chat.delete(Math.min(...chat.keys()));
   renderChat();
 }
@@ -305,7 +329,7 @@ function sendChat(text: string): void {
   const done = () => {
     chatPending = chatPending.filter((c) => c !== line);
   };
-  r.publish("chat", { text, name: myName }).then(
+  r.publish("chat", { text }).then(
     (seq) => {
       done();
       if (room === r && !chat.has(seq)) chat.set(seq, line); // its message frame follows
@@ -374,7 +398,7 @@ function renderPresence(): void {
         "li",
         { "data-session": session, "data-region": m.region },
         h("span", { class: "dot", style: `background:${colorIn(m.state, session)}` }),
-        h("span", { class: "name" }, nameIn(m.state, session)),
+        h("span", { class: "name" }, nameOf(session)),
         session === r.session ? h("span", { class: "tag you" }, "you") : null,
         h("span", { class: "tag region-tag" }, m.region),
       ),

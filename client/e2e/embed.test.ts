@@ -135,7 +135,7 @@ describe("a room in your own app (examples/embed, the packed client)", { timeout
     assert.equal(token.split(".").length, 3, "a JWT");
     const ok = await fetch(`${wr.origin}/rooms/${ROOM}/presence`, { headers: { Authorization: `Bearer ${token}` } });
     assert.equal(ok.status, 200, await ok.clone().text());
-    const forged = await mintToken({ secret: SECRET.replace("2f9c", "0000"), room: ROOM, sub: "mallory" });
+    const forged = await mintToken({ secret: SECRET.replace("2f9c", "0000"), room: ROOM, kind: "rooms", sub: "mallory" });
     const refused = await fetch(`${wr.origin}/rooms/${ROOM}/presence`, { headers: { Authorization: `Bearer ${forged}` } });
     assert.equal(refused.status, 401);
     assert.equal(((await refused.json()) as { error: string }).error, "token_bad_signature");
@@ -205,7 +205,7 @@ describe("a room in your own app (examples/embed, the packed client)", { timeout
         served += 1;
         if (served > 1) return route.continue();
         // The first token the endpoint hands out expired a minute ago.
-        const expired = await mintToken({ secret: SECRET, room: ROOM, sub: "carol", exp: Math.floor(Date.now() / 1000) - 60 });
+        const expired = await mintToken({ secret: SECRET, room: ROOM, kind: "rooms", sub: "carol", exp: Math.floor(Date.now() / 1000) - 60 });
         await route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ token: expired }) });
       });
     });

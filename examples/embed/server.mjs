@@ -49,7 +49,7 @@ async function token(url, res) {
   const user = url.searchParams.get("user") ?? "";
   const room = url.searchParams.get("room") ?? "";
   try {
-    const token = await mintToken({ secret: SECRET, room, sub: user, ttl: TOKEN_TTL, info: { name: user } });
+    const token = await mintToken({ secret: SECRET, room, kind: "rooms", sub: user, ttl: TOKEN_TTL, info: { name: user } });
     send(res, 200, "application/json", JSON.stringify({ token }));
   } catch (e) {
     // mintToken names the bad claim (a user or room name the Worker would refuse).

@@ -130,3 +130,111 @@ fn the_backend_opens_closes_and_reads_lots_with_the_admin_key() {
     s.run_until(s.now + 6_000);
     assert_eq!(s.room.seq(), seq);
 }
+
+/// The attack of issue 17: a bid of 2^64-1 made the next minimum wrap
+/// around, so a bid of 110 displaced it. Amounts are bounded, and the
+/// arithmetic is checked.
+#[test]
+fn a_bid_too_large_for_every_reader_is_refused_and_the_minimum_never_wraps() {
+    let mut s = room();
+    let ann = s.connect_as("sess-ann1", "ann", "EU", None);
+    let mal = s.connect_as("sess-mal1", "mallory", "NA", None);
+    assert_eq!(bid(&mut s, &ann, "a1", json!({"amount": 5_000}))["type"], "ack");
+    for huge in [json!(u64::MAX), json!(homeroom_auction::MAX_AMOUNT + 1), json!(1e300)] {
+        let r = bid(&mut s, &mal, "m1", json!({ "amount": huge }));
+        assert_eq!(r["code"], "bad_bid", "{huge}: {r}");
+    }
+    assert_eq!(bid(&mut s, &mal, "m2", json!({"amount": 110}))["code"], "bid_too_low");
+    assert_eq!(state(&s, "bid")["amount"], 5_000, "the standing bid stands");
+    // The largest amount is a bid; nothing beats it, and nothing wraps.
+    let max = homeroom_auction::MAX_AMOUNT;
+    assert_eq!(bid(&mut s, &mal, "m3", json!({ "amount": max }))["type"], "ack");
+    let r = bid(&mut s, &ann, "a2", json!({"amount": 120}));
+    assert_eq!(r["code"], "bid_too_low");
+    assert_eq!(state(&s, "bid")["amount"], max);
+}
+
+/// The bidder's name is the one their token vouches for (`info.name`),
+/// never one the bid carries.
+#[test]
+fn the_winner_is_named_from_the_token_not_the_bid() {
+    let mut s = room();
+    let mal = s.connect_with_info("sess-mal1", "mallory", "NA", r#"{"name":"Mallory"}"#);
+    let r = bid(&mut s, &mal, "m1", json!({"amount": 100, "name": "Victor", "bidder": "victor"}));
+    assert_eq!(r["type"], "ack");
+    let top = state(&s, "bid");
+    assert_eq!((top["name"].clone(), top["bidder"].clone()), (json!("Mallory"), json!("mallory")));
+    // Without a verified name, the user id.
+    let bob = s.connect_as("sess-bob1", "bob", "EU", None);
+    bid(&mut s, &bob, "b1", json!({"amount": 110, "name": "Victor"}));
+    assert_eq!(state(&s, "bid")["name"], "bob");
+}
+
+/// `GET /auction/{room}/lot` is public (no token needed): it shows amounts,
+/// display names and times, never a user id, a session or a region.
+#[test]
+fn the_public_lot_shows_display_names_only() {
+    let mut s = room();
+    let ann = s.connect_with_info("sess-ann1", "ann@example.com", "EU", r#"{"name":"Ann"}"#);
+    bid(&mut s, &ann, "a1", json!({"amount": 100}));
+    bid(&mut s, &ann, "a2", json!({"amount": 150}));
+    let anyone = Request {
+        method: "GET".into(),
+        path: "lot".into(),
+        query: String::new(),
+        body: String::new(),
+        admin: false,
+        user: None,
+    };
+    let r = s.room.request(s.now, &anyone).unwrap();
+    assert_eq!(r.status, 200);
+    for private in ["ann@example.com", "sess-ann1", "EU", "bidder", "session", "region"] {
+        assert!(!r.body.contains(private), "{private} shown: {}", r.body);
+    }
+    let body: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["bid"]["name"], "Ann");
+    assert_eq!(body["bid"]["amount"], 150);
+    assert_eq!(body["bid"]["history"][0]["amount"], 100);
+    // Closed, with its winner: the same.
+    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    s.run_until(ends_at);
+    let r = s.room.request(s.now, &anyone).unwrap();
+    let body: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(body["lot"]["winner"]["name"], "Ann");
+    assert!(!r.body.contains("ann@example.com"), "{}", r.body);
+}
+
+/// A room keeps timers only while it needs them: with nobody there, a lot
+/// that closes opens no next one, so the room sleeps until its retention
+/// deletes it; the next visitor starts the next lot.
+#[test]
+fn an_empty_room_schedules_no_next_lot() {
+    let mut s = room();
+    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    let ann = s.connect_as("sess-ann1", "ann", "EU", None);
+    s.drop_conn(&ann);
+    s.run_until(ends_at);
+    assert_eq!(state(&s, "lot")["open"], false);
+    assert!(s.disk.timers.is_empty(), "no timer left: {:?}", s.disk.timers);
+    let alarms = s.alarms_set.len();
+    s.run_until(ends_at + 24 * 3600 * 1000);
+    assert_eq!(state(&s, "lot")["open"], false, "still closed a day later");
+    // Only the retention alarm (and the sweep) may be asked for meanwhile:
+    // nothing wakes the room every pause.
+    assert!(s.alarms_set.len() - alarms <= 2, "{:?}", &s.alarms_set[alarms..]);
+    // A visitor comes: the next lot opens after the pause.
+    let bob = s.connect_as("sess-bob1", "bob", "EU", None);
+    s.run_until(s.now + 30_000);
+    assert_eq!(state(&s, "lot")["open"], true);
+    // With someone there, a close schedules the next lot; the last one
+    // leaving cancels it.
+    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    while s.now < ends_at {
+        s.ping_runtime(&bob); // Bob's tab stays, answering heartbeats
+        s.run_until((s.now + 20_000).min(ends_at));
+    }
+    assert_eq!(state(&s, "lot")["open"], false);
+    assert!(s.disk.timers.iter().any(|(n, _)| n == "reopen"), "{:?}", s.disk.timers);
+    s.drop_conn(&bob);
+    assert!(s.disk.timers.is_empty(), "{:?}", s.disk.timers);
+}

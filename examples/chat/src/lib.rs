@@ -1,5 +1,6 @@
 //! A chat room: messages on the topic `chat` carry a `text` of 1-2000
-//! characters; each user may send `CHAT_QUOTA` messages per 10 s (default
+//! characters, stored as exactly `{"text"}` (who wrote it is the message's
+//! `user`, from the token; nothing else the writer adds is kept); each user may send `CHAT_QUOTA` messages per 10 s (default
 //! 20); whoever joins gets the last 50 messages at once (a `signal` from
 //! `$rules` on the topic `history`), so a first connect has history too.
 //! `GET /chat/{room}/quota` with the caller's token answers how many they
@@ -117,6 +118,12 @@ impl Rules for Chat {
         }
         *count += 1;
         self.remember(who.user, text, now);
-        Write::Accept
+        // What is stored and relayed is exactly what was checked: the text,
+        // not whatever else the writer put beside it (a name of someone
+        // else's, 60 kB of padding). Who wrote it is the message's `user`.
+        match serde_json::value::to_raw_value(&json!({ "text": text })) {
+            Ok(raw) => Write::Rewrite(raw),
+            Err(_) => Write::Refuse(Refusal::new("bad_message", "unreadable text")),
+        }
     }
 }

@@ -112,3 +112,24 @@ fn a_user_asks_how_many_messages_they_may_still_send() {
     s.advance(6_000);
     assert_eq!(quota(&mut s, Some("ann")).1["left"], 3, "a new window");
 }
+
+/// What is stored is what the rule checked: a message with a name of
+/// someone else's and 60 kB of padding beside its text is stored, and
+/// relayed, as its text alone, under the writer's own user.
+#[test]
+fn a_message_is_stored_as_exactly_its_checked_text() {
+    let mut s = room(20);
+    let mallory = s.connect_as("sess-mal1", "mallory", "EU", None);
+    let victim = s.connect_as("sess-vic1", "vic", "EU", None);
+    let data = serde_json::json!({"text": " hi ", "name": "Victor", "pad": "p".repeat(60_000)});
+    let frame = serde_json::json!({"type": "publish", "id": "m1", "topic": "chat", "data": data});
+    s.send(&mallory, &frame.to_string());
+    s.take(&mallory);
+    let stored = &s.disk.log[&1];
+    assert_eq!(stored.data.get(), r#"{"text":"hi"}"#);
+    assert_eq!(stored.user, "mallory");
+    let got = s.take(&victim);
+    let message = got.iter().find(|f| f["type"] == "message").expect("relayed");
+    assert_eq!(message["data"], serde_json::json!({"text": "hi"}));
+    assert!(message.to_string().len() < 300, "no padding relayed");
+}
