@@ -305,14 +305,17 @@ async fn refusals(ctx: Ctx) -> R {
         (
             "a token signed with the previous secret, naming its kid",
             room.clone(),
-            homeroom::auth::mint(&previous, &homeroom::auth::Claims::new(&room, "alice", later)),
+            homeroom::auth::mint(
+                &previous,
+                &homeroom::auth::Claims::new(&room, "alice", later).with_kind("rooms"),
+            ),
         ),
         (
             "a token signed with the previous secret, no kid",
             room.clone(),
             homeroom::auth::mint(
                 &unnamed_previous,
-                &homeroom::auth::Claims::new(&room, "alice", later),
+                &homeroom::auth::Claims::new(&room, "alice", later).with_kind("rooms"),
             ),
         ),
         ("a token of the format before JWTs", room.clone(), es::legacy_token(&room, "alice")),
@@ -353,7 +356,7 @@ async fn refusals(ctx: Ctx) -> R {
 async fn info_and_patterns(ctx: Ctx) -> R {
     let prefix = support::room("auth-pat");
     let room = format!("{prefix}-lot7");
-    let claims = json!({"room": format!("{prefix}*"), "sub": "carol", "exp": es::now_secs() + 600,
+    let claims = json!({"room": format!("{prefix}*"), "kind": "rooms", "sub": "carol", "exp": es::now_secs() + 600,
         "iat": es::now_secs(), "nbf": es::now_secs(), "info": {"name": "Carol", "role": "bidder"}});
     let carol_token = es::sign_raw(&claims.to_string());
     let mut watcher = Dial::new(ctx.port, &room, &support::session("watch"))
@@ -403,7 +406,7 @@ async fn pyjwt(ctx: Ctx) -> R {
             format!("{}/.cache/homeroom/tools/python", std::env::var("HOME").unwrap_or_default())
         });
         let mut cmd = std::process::Command::new("python3");
-        cmd.arg(&script).arg(&room).arg(user).args(name);
+        cmd.arg(&script).arg("rooms").arg(&room).arg(user).args(name);
         cmd.env("PYTHONPATH", &lib).env("AUTH_SECRET", secret).env("AUTH_SECRET_KID", kid);
         let out = cmd.output().map_err(|e| format!("python3 {script}: {e}"))?;
         check!(

@@ -114,19 +114,26 @@ pub fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// A token signed with [`SECRET`] for `room` (or `"*"`), valid for an hour.
+/// A token signed with [`SECRET`] for `room` (or `"*"`) of the kind `rooms`, valid for an hour.
 pub fn token(room: &str, sub: &str) -> String {
     token_exp(room, sub, now_secs() + 3600)
 }
 
-/// An HS256 JWT signed with [`SECRET`] for `room` until `exp`.
+/// A token signed with [`SECRET`] for `room` of the kind `kind`, valid for an hour.
+pub fn token_for(kind: &str, room: &str, sub: &str) -> String {
+    let claims = Claims::new(room, sub, now_secs() + 3600).with_kind(kind);
+    mint(&Key::new(SECRET.as_bytes()), &claims)
+}
+
+/// An HS256 JWT signed with [`SECRET`] for `room` of the kind `rooms` until `exp`.
 pub fn token_exp(room: &str, sub: &str, exp: u64) -> String {
-    mint(&Key::new(SECRET.as_bytes()), &Claims::new(room, sub, exp))
+    mint(&Key::new(SECRET.as_bytes()), &Claims::new(room, sub, exp).with_kind("rooms"))
 }
 
 /// A token of the format before JWTs (two parts, no header), accepted during the transition.
 pub fn legacy_token(room: &str, sub: &str) -> String {
-    homeroom::auth::legacy::mint(SECRET.as_bytes(), &Claims::new(room, sub, now_secs() + 3600))
+    let claims = Claims::new(room, sub, now_secs() + 3600).with_kind("rooms");
+    homeroom::auth::legacy::mint(SECRET.as_bytes(), &claims)
 }
 
 /// Unpadded base64url of `text`.

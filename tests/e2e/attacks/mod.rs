@@ -1,12 +1,15 @@
 //! The standing attack suite: one module per hole a member with a valid token of their own
-//! could use to hurt the others (issue 11), each written as the attacker's sequence against the
-//! real runtime and asserting what the victim experiences. `tests/README.md` tables them.
+//! could use to hurt the others (issue 11; the second round, issue 17, in `holes` and
+//! `budgets`), each written as the attacker's sequence against the real runtime and asserting
+//! what the victim experiences. `tests/README.md` tables them.
 
 use crate::harness::Spec;
 
 mod amplification;
+mod budgets;
 mod canary;
 mod config;
+mod holes;
 mod memory;
 mod rooms;
 mod sessions;
@@ -24,6 +27,8 @@ pub fn trials() -> Vec<Spec> {
         rooms::trials(),
         amplification::trials(),
         config::trials(),
+        holes::trials(),
+        budgets::trials(),
     ]
     .into_iter()
     .flatten()

@@ -89,7 +89,7 @@ async fn junk_reads_main(ctx: Ctx) -> R {
 }
 
 /// Every file under `dir` with its size.
-fn files_under(dir: &Path) -> BTreeMap<PathBuf, u64> {
+pub(super) fn files_under(dir: &Path) -> BTreeMap<PathBuf, u64> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -119,7 +119,7 @@ fn kib(b: u64) -> String {
 const ROOM_SCHEMA_MARKS: [&[u8]; 2] = [b"schema_migrations", b"CREATE TABLE meta"];
 
 /// The files among `files` (new since some point) that hold any of the room's schema.
-fn with_room_schema(files: &[&PathBuf]) -> Vec<String> {
+pub(super) fn with_room_schema(files: &[&PathBuf]) -> Vec<String> {
     files
         .iter()
         .filter(|p| {
