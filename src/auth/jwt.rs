@@ -343,9 +343,12 @@ mod tests {
         let ours = with(Some(vec!["api.example.com", "rooms.example.com"].into()));
         assert_eq!(plain.verify(Some(&ours), at, NOW), Err(AuthError::Audience));
         assert!(mine.verify(Some(&ours), at, NOW).is_ok());
-        // No audience, or an empty one, is no audience claim.
+        // No audience, or an empty one, is no audience claim: fine without one configured,
+        // refused with one (a deployment that names its audience takes only tokens meant for it).
         assert!(plain.verify(Some(&with(None)), at, NOW).is_ok());
         assert!(plain.verify(Some(&with(Some(Names::Many(vec![])))), at, NOW).is_ok());
+        assert_eq!(mine.verify(Some(&with(None)), at, NOW), Err(AuthError::Audience));
+        assert!(mine.verify(Some(&with(Some("rooms.example.com".into()))), at, NOW).is_ok());
     }
 
     /// A token opens the kinds of room it names, and no other; one without

@@ -275,7 +275,8 @@ pub enum AuthError {
     BadSignature,
     /// The token's `exp` is not after now.
     Expired,
-    /// The token names an audience (`aud`) that is not this deployment's.
+    /// The token names an audience (`aud`) that is not this deployment's,
+    /// or none when the deployment has one (`TOKEN_AUDIENCE`).
     Audience,
     /// A valid token for another room.
     WrongRoom,
@@ -340,10 +341,9 @@ impl AuthError {
                     .into()
             }
             AuthError::Expired => "the token has expired; get a new one".into(),
-            AuthError::Audience => {
-                "the token's aud names another audience than this deployment's (TOKEN_AUDIENCE)"
-                    .into()
-            }
+            AuthError::Audience => "the token's aud is not this deployment's audience \
+                 (TOKEN_AUDIENCE: a token must name it when it is set, and may name none when not)"
+                .into(),
             AuthError::WrongRoom => "the token is for another room".into(),
             AuthError::WrongKind => "the token is not for this kind of room: its `kind` claim \
                  must name it (\"kind\": \"chat\", a list of kinds, or \"*\")"
@@ -391,9 +391,10 @@ pub struct Place<'a> {
 #[derive(Debug, Clone)]
 pub struct Verifier {
     pub keys: Keys,
-    /// `TOKEN_AUDIENCE`: a token with an `aud` claim must name this one; a
-    /// deployment without it refuses every token that names an audience
-    /// (it cannot be the one meant, RFC 7519 §4.1.3).
+    /// `TOKEN_AUDIENCE`: every token must carry an `aud` claim naming this
+    /// one (a deployment that names its audience takes only tokens meant
+    /// for it, RFC 8725 §3.9); a deployment without it refuses every token
+    /// that names an audience (it cannot be the one meant, RFC 7519 §4.1.3).
     pub audience: Option<String>,
     /// `ALLOW_TOKENS_WITHOUT_KIND`: a token without a `kind` claim opens
     /// every kind of room, as before kinds were bound. Off by default; for a
@@ -474,10 +475,13 @@ impl Verifier {
         if claims.exp <= now_secs {
             return Err(AuthError::Expired);
         }
-        if let Some(aud) = claims.aud.as_ref().filter(|a| !a.is_empty()) {
-            if !self.audience.as_deref().is_some_and(|mine| aud.contains(mine)) {
-                return Err(AuthError::Audience);
-            }
+        let aud = claims.aud.as_ref().filter(|a| !a.is_empty());
+        let meant = match (&self.audience, aud) {
+            (None, aud) => aud.is_none(),
+            (Some(mine), aud) => aud.is_some_and(|a| a.contains(mine)),
+        };
+        if !meant {
+            return Err(AuthError::Audience);
         }
         Ok(claims)
     }
