@@ -566,6 +566,7 @@ impl Inner {
         let home = origin.and_then(|o| o.home);
         let new_epoch = || format!("e-{:016x}", random_u64());
         let mut snap = storage::load(&sql, room, home, new_epoch, recent, now_ms())?;
+        snap.nonce = random_u64();
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let env = &self.env;
         let var = |name: &str| crate::edge::config::setting(env, name);

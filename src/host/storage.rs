@@ -177,6 +177,7 @@ pub fn load(
         blocks,
         idle_since: get("idle_since").and_then(|v| v.parse().ok()),
         timers: get("timers").and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
+        nonce: 0, // the host's fresh randomness, set by the caller
     })
 }
 

@@ -55,6 +55,18 @@ impl Flow {
         self.key
     }
 
+    /// The secret a connection's marks are made with after a load of the
+    /// room: its `key` mixed with the load's `nonce`, so that no mark of one
+    /// load has the token of a mark of another (the counter starts again).
+    pub fn key_of_load(key: u64, nonce: u64) -> u64 {
+        let mut h = Sha256::new();
+        h.update(b"homeroom mark key");
+        h.update(key.to_le_bytes());
+        h.update(nonce.to_le_bytes());
+        let d = h.finalize();
+        u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
+    }
+
     /// Bytes sent and not confirmed.
     pub fn unconfirmed(&self) -> u64 {
         self.sent - self.confirmed

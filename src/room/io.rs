@@ -190,6 +190,12 @@ pub struct Snapshot {
     pub idle_since: Option<u64>,
     /// The rules' timers: name and when due (ms).
     pub timers: Vec<(String, u64)>,
+    /// Fresh randomness of this load (the adapter's): the marks of a
+    /// connection that stayed open are made from its key mixed with it, so
+    /// no mark of this load repeats one of a load before. Otherwise a
+    /// client echoing a mark it read before an eviction would confirm bytes
+    /// sent after it, which it never read (the fuzzer's finding 11).
+    pub nonce: u64,
 }
 
 /// A retained log entry as the deduplication index and session ownership

@@ -68,6 +68,12 @@ impl Bucket {
         short.div_ceil(per_sec.max(1))
     }
 
+    /// When the bucket is full again at `per_sec` (ms), its debts paid.
+    pub fn full_at(&self, per_sec: u64, burst: u64) -> u64 {
+        let short = u64::try_from(milli(burst).saturating_sub(self.milli)).unwrap_or(0);
+        self.last_ms.saturating_add(short.div_ceil(per_sec.max(1)))
+    }
+
     /// Takes `cost` units whatever the bucket holds, into debt if it holds
     /// fewer: a reply the room sends anyway, or after the wait it imposed.
     pub fn charge(&mut self, per_sec: u64, burst: u64, cost: u64, now: u64) {
@@ -175,6 +181,7 @@ mod tests {
         b.charge(100, 1000, 5_000, 6_000);
         assert_eq!(b.wait_for(100, 1000, 1, 6_000), 42_010, "4,200 owed, then 1 unit");
         assert!(!b.take(100, 1000, 1, 48_000), "still owed at 48 s");
+        assert_eq!(b.full_at(100, 1000), 6_000 + 42_000 + 10_000, "debt, then a whole burst");
         assert!(b.take(100, 1000, 1, 48_010), "paid off");
     }
 }

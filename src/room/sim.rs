@@ -77,6 +77,8 @@ pub struct Sim {
     /// Makes the rules a reload runs (the open rules when `None`).
     pub rules: Option<Rc<dyn Fn() -> Box<dyn Rules>>>,
     next_conn: u64,
+    /// Loads of the room so far (each gets its own nonce).
+    loads: u64,
 }
 
 impl Sim {
@@ -95,6 +97,7 @@ impl Sim {
             multicasts: Vec::new(),
             rules: None,
             next_conn: 0,
+            loads: 0,
         }
     }
 
@@ -274,7 +277,10 @@ impl Sim {
             blocks: self.disk.blocks.iter().map(|(u, t)| (u.clone(), *t)).collect(),
             idle_since: self.disk.idle_since,
             timers: self.disk.timers.clone(),
+            // The adapter's fresh randomness of this load (deterministic here).
+            nonce: self.loads.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         };
+        self.loads += 1;
         let rules = match &self.rules {
             Some(make) => make(),
             None => Box::new(crate::room::rules::Open),

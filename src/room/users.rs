@@ -36,6 +36,14 @@ pub struct UserBudget {
 }
 
 impl UserBudget {
+    /// When all three of its buckets are full again (ms).
+    fn full_at(&self, c: &RoomConfig) -> u64 {
+        let frames = self.frames.full_at(c.user_rate_per_sec, c.user_burst);
+        let replies = self.replies.full_at(c.reply_bytes_per_sec, c.reply_burst_bytes);
+        let connects = self.connects.full_at(c.user_connects_per_sec, c.user_connect_burst);
+        frames.max(replies).max(connects)
+    }
+
     fn full(config: &RoomConfig, now: u64) -> UserBudget {
         UserBudget {
             conns: 0,
@@ -119,21 +127,12 @@ impl Users {
     }
 
     /// Forgets the budgets of users without connections that have had the
-    /// time to refill completely: a new budget for them is the same.
+    /// time to refill completely, debts included: a new budget for them is
+    /// the same.
     pub fn forget_refilled(&mut self, config: &RoomConfig, now: u64) {
-        let refill = Users::refill_ms(config);
         let before = self.present.len();
-        self.present.retain(|_, u| u.left_at.is_none_or(|at| now.saturating_sub(at) < refill));
+        self.present.retain(|_, u| u.left_at.is_none() || u.full_at(config) > now);
         self.absent -= before - self.present.len();
-    }
-
-    /// How long an empty budget takes to refill completely (ms), the
-    /// slowest of the three; past it a user's budgets need not be kept.
-    pub fn refill_ms(config: &RoomConfig) -> u64 {
-        let frames = config.user_burst * 1000 / config.user_rate_per_sec.max(1);
-        let replies = config.reply_burst_bytes * 1000 / config.reply_bytes_per_sec.max(1);
-        let connects = config.user_connect_burst * 1000 / config.user_connects_per_sec.max(1);
-        frames.max(replies).max(connects) + 1
     }
 
     /// Forgets the user without a connection who left longest ago.
@@ -245,12 +244,15 @@ mod tests {
         u.remove("eve", 0);
         u.add(&c, "eve", 10);
         assert!(!u.reply(&c, "eve", 100_000, 10), "the spent reply budget is still spent");
+        // A reply held for its bytes takes the budget into debt.
+        assert!(u.reply_after(&c, "eve", 100_000, 10) > 0);
         u.remove("eve", 10);
-        // Once they would have refilled anyway, they are forgotten.
-        let refill = Users::refill_ms(&c);
-        u.forget_refilled(&c, 10 + refill - 1);
-        assert_eq!(u.present.len(), 1);
-        u.forget_refilled(&c, 10 + refill);
+        // Once they would have refilled anyway, debts included, they are forgotten: the
+        // reply budget was emptied at 0 and owes 100 kB more since 10.
+        let refill = (c.reply_burst_bytes + 100_000) * 1000 / c.reply_bytes_per_sec;
+        u.forget_refilled(&c, refill - 1);
+        assert_eq!(u.present.len(), 1, "still refilling");
+        u.forget_refilled(&c, refill + 2);
         assert_eq!((u.present.len(), u.absent), (0, 0));
     }
 

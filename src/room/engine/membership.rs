@@ -25,7 +25,7 @@ enum Change<'a> {
 
 impl Room {
     /// Re-admits the sockets that stayed open while the object was away.
-    pub(super) fn restore_peers(&mut self, mut peers: Vec<Peer>, now: u64) {
+    pub(super) fn restore_peers(&mut self, mut peers: Vec<Peer>, nonce: u64, now: u64) {
         // Oldest first, so that for a session seen twice the newest wins.
         peers.sort_by_key(|p| p.opened);
         for p in peers {
@@ -42,8 +42,10 @@ impl Room {
                 seen_saved: seen,
                 out: Default::default(),
                 // What was outstanding before the eviction is forgotten: the
-                // window starts empty, which bounds the runtime's buffer the same.
-                flow: Flow::new(p.key),
+                // window starts empty, which bounds the runtime's buffer the
+                // same. Its marks come from a key of this load: none repeats
+                // one the client may still hold from before.
+                flow: Flow::new(Flow::key_of_load(p.key, nonce)),
                 expires: p.exp,
                 stalled_since: None,
             };
@@ -177,10 +179,16 @@ impl Room {
         self.now = self.now.max(now);
         let mut conns: Vec<String> = self.conns.keys().cloned().collect();
         conns.sort();
+        let now = self.now;
         for conn in &conns {
-            // What was waiting in a window goes out before the close.
+            // What was waiting in a window goes out before the close; what is
+            // held (a catch-up or a send waiting for the user's reply budget,
+            // a storm's spread) does not: it was not paid for yet, and the
+            // client resumes and is sent it again.
+            let held =
+                self.conns.get(conn).is_some_and(|c| c.out.hold_until.is_some_and(|t| t > now));
             let frames = self.conns.get_mut(conn).map(|c| c.out.take()).unwrap_or_default();
-            if !frames.is_empty() {
+            if !frames.is_empty() && !held {
                 self.emit(conn, frames);
             }
             self.push(Output::Close { conn: conn.clone(), code: CloseCode::GoingAway });

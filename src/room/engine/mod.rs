@@ -226,7 +226,7 @@ impl Room {
             outputs: VecDeque::new(),
             config,
         };
-        room.restore_peers(snap.peers, now);
+        room.restore_peers(snap.peers, snap.nonce, now);
         if room.conns.is_empty() {
             room.retain_from(snap.idle_since.unwrap_or(now));
         }

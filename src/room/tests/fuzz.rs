@@ -39,6 +39,7 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::fuzz_budgets::{Account, ModelBucket, Sender, POKE};
 use crate::protocol::client::MAX_DEPTH;
 use crate::protocol::json::{deeper_than, depth, frame_types};
 use crate::protocol::names;
@@ -1543,6 +1544,8 @@ enum Op {
 #[derive(Debug, Clone)]
 struct Setup {
     config: RoomConfig,
+    /// Rules that send (else the open rules).
+    rules: Option<Sender>,
     users: usize,
     /// The user of each client slot (a browser tab).
     slot_users: Vec<usize>,
@@ -1601,6 +1604,10 @@ fn gen_config(rng: &mut Rng) -> RoomConfig {
     let lo = rng.range(1, 500);
     c.storm_jitter_ms = (lo, lo + rng.below(2_000));
     c.user_connections = rng.range(1, 4) as usize;
+    if rng.chance(50) {
+        c.user_connects_per_sec = rng.range(1, 4);
+        c.user_connect_burst = rng.range(1, 30);
+    }
     c.retention_ms = rng.pick(&[0, 10_000, 120_000, 3_600_000, 90 * 24 * 3_600_000]);
     c.echo_deadline_ms = rng.pick(&[3_000, 20_000, 60_000]);
     c.log_retain = c.log_retain.max(c.replay_limit);
@@ -1751,6 +1758,13 @@ fn gen_case(seed: u64) -> (Setup, Vec<Op>) {
         max_frame: config.max_frame,
         presence_max: config.presence_max,
     };
+    // Rules that send, sized against the reply budget (a send over it is refused as a rule
+    // problem; one near it takes the user's whole burst).
+    let burst = config.reply_burst_bytes as usize;
+    let rules = rng.chance(35).then(|| Sender {
+        join_blob: *rng.pick(&[&0, &100, &(burst / 8), &(burst / 3)]),
+        poke_blob: *rng.pick(&[&10, &(burst / 16), &(burst / 4)]),
+    });
     let n = rng.range(20, 350) as usize;
     let mut ops = Vec::with_capacity(n + slots);
     // Most slots start connected.
@@ -1762,7 +1776,7 @@ fn gen_case(seed: u64) -> (Setup, Vec<Op>) {
     let pick = |rng: &mut Rng| rng.idx(64);
     for _ in 0..n {
         let op = match rng
-            .weighted(&[35, 3, 9, 2, 1, 1, 3, 1, 3, 2, 2, 1, 6, 3, 3, 2, 1, 1, 1, 1, 2])
+            .weighted(&[35, 3, 9, 2, 1, 1, 3, 1, 3, 2, 2, 1, 6, 3, 3, 2, 1, 1, 1, 1, 2, 2, 3])
         {
             0 => Op::Send { pick: pick(&mut rng), payload: gen_payload(&mut rng, &pools) },
             1 => {
@@ -1842,6 +1856,43 @@ fn gen_case(seed: u64) -> (Setup, Vec<Op>) {
                 }
             }
             19 => Op::Evict,
+            20 => {
+                // Echoes of marks, most of them spent (the connection read and echoed what it
+                // had first): repeated, interleaved with live ones.
+                let who = pick(&mut rng);
+                ops.push(Op::Read { pick: who });
+                let k = rng.range(5, 200) as usize;
+                let frames = (0..k)
+                    .map(|_| {
+                        let pick = match rng.below(20) {
+                            0..=9 => MarkPick::Stale,
+                            10..=12 => MarkPick::Oldest,
+                            13..=15 => MarkPick::Latest,
+                            16..=17 => MarkPick::Foreign,
+                            _ => MarkPick::Forged(Txt(format!("{:016x}", rng.next()))),
+                        };
+                        (who, Payload::Mark(pick))
+                    })
+                    .collect();
+                Op::Burst(frames)
+            }
+            21 => {
+                // Publishes the sending rules answer with a send to a slot's session (or to
+                // nobody), from one sender in one turn.
+                let who = pick(&mut rng);
+                let frames = (0..rng.range(1, 12))
+                    .map(|_| {
+                        let to = format!("sess-slot{}-g{}", rng.idx(slots), rng.below(2) / 2);
+                        // Mostly new ids: a retry gets its ack without asking the rules.
+                        let id = format!("poke{}", rng.below(1_000_000));
+                        let t = format!(
+                            r#"{{"type":"publish","id":"{id}","topic":"{POKE}","data":"{to}"}}"#
+                        );
+                        (who, Payload::Text(Txt(t)))
+                    })
+                    .collect();
+                Op::Burst(frames)
+            }
             _ => {
                 let id = if rng.chance(80) {
                     format!("srv{}", rng.below(20))
@@ -1855,7 +1906,7 @@ fn gen_case(seed: u64) -> (Setup, Vec<Op>) {
         };
         ops.push(op);
     }
-    (Setup { config, users, slot_users, slot_modes }, ops)
+    (Setup { config, rules, users, slot_users, slot_modes }, ops)
 }
 
 // ---- the engine target: the model it checks against ----------------------------
@@ -1897,6 +1948,12 @@ struct Rec {
     /// Its last frame, or the last ping the runtime answered (ms).
     active: u64,
     view: View,
+    /// Its frame budget as the engine keeps it, the frames that budget alone must have
+    /// refused (every frame costs but an echo that confirms something new), and the
+    /// `rate_limited` answers it got.
+    bucket: ModelBucket,
+    must_refuse: u64,
+    limited: u64,
 }
 
 struct Slot {
@@ -1949,6 +2006,9 @@ struct EngineStats {
     acks: u64,
     messages: u64,
     catch_ups: u64,
+    /// Sends of the rules received, and refusals a connection's own budget owed (checked).
+    rule_sends: u64,
+    refusals_owed: u64,
     /// From the room's own counters (`stats_json`), summed.
     room: BTreeMap<String, u64>,
 }
@@ -1967,6 +2027,8 @@ impl EngineStats {
             "expired",
             "backlog_closes",
             "stalled_closes",
+            "paced_connects",
+            "rule_sends_dropped",
         ] {
             *self.room.entry(key.to_owned()).or_default() += v[key].as_u64().unwrap_or(0);
         }
@@ -1995,6 +2057,12 @@ struct World<'a> {
     blocks: HashMap<String, u64>,
     /// session -> (user, left no earlier than, left no later than).
     departed: HashMap<String, (String, u64, u64)>,
+    /// user -> their connect budget, as the engine keeps it (each load starts afresh).
+    connects: HashMap<String, ModelBucket>,
+    /// user -> what the rules sent because of them.
+    accounts: HashMap<String, Account>,
+    /// Times the room was loaded again (evicted).
+    loads: u64,
     stats: &'a mut EngineStats,
     trace: bool,
 }
@@ -2054,9 +2122,13 @@ impl<'a> World<'a> {
                 known: None,
             })
             .collect();
+        let sim = match setup.rules {
+            Some(rules) => Sim::with_rules(setup.config.clone(), move || Box::new(rules)),
+            None => Sim::new(setup.config.clone()),
+        };
         World {
             setup,
-            sim: Sim::new(setup.config.clone()),
+            sim,
             slots,
             recs: Vec::new(),
             live: Vec::new(),
@@ -2069,6 +2141,9 @@ impl<'a> World<'a> {
             log_checked: 0,
             blocks: HashMap::new(),
             departed: HashMap::new(),
+            connects: HashMap::new(),
+            accounts: HashMap::new(),
+            loads: 0,
             stats,
             trace,
         }
@@ -2153,7 +2228,23 @@ impl<'a> World<'a> {
         region: usize,
         expires: Option<u64>,
     ) -> usize {
-        let expected = self.expected_refusal(&session, &user, expires);
+        // Every attempt costs one from the user's connect budget, first.
+        let now = self.sim.now;
+        let c = self.config();
+        let (rate, burst) = (c.user_connects_per_sec, c.user_connect_burst);
+        let loads = self.loads;
+        self.accounts.entry(user.clone()).or_insert(Account {
+            since: now,
+            loads_then: loads,
+            bytes: 0,
+        });
+        let paced = !self
+            .connects
+            .entry(user.clone())
+            .or_insert_with(|| ModelBucket::full(burst, now))
+            .take(rate, burst, now);
+        let expected =
+            if paced { Ok(Some(4429)) } else { self.expected_refusal(&session, &user, expires) };
         let previous = self.open_recs().into_iter().find(|&r| self.recs[r].session == session);
         let conn = self.sim.connect_hello(
             &session,
@@ -2187,6 +2278,9 @@ impl<'a> World<'a> {
             echoed: Vec::new(),
             active: self.sim.now,
             view: View::default(),
+            bucket: ModelBucket::full(self.setup.config.burst, self.sim.now),
+            must_refuse: 0,
+            limited: 0,
         });
         self.live.push(r);
         ctx.connect = Some(r);
@@ -2267,8 +2361,9 @@ impl<'a> World<'a> {
         self.connect(ctx, Some(s), session, user, since, epoch, region, exp);
     }
 
-    /// Sends one text on an open connection, as its client does.
-    fn send_text(&mut self, ctx: &mut StepCtx, r: usize, text: &str) {
+    /// Sends one text on an open connection, as its client does; `free` when it is an echo
+    /// of a mark outstanding (the one frame that costs nothing).
+    fn send_text(&mut self, ctx: &mut StepCtx, r: usize, text: &str, free: bool) {
         let now = self.sim.now;
         let max = self.config().max_frame;
         let conn = self.recs[r].conn.clone();
@@ -2276,6 +2371,8 @@ impl<'a> World<'a> {
         let is_mark = matches!(parse(text), Ok(ClientFrame::Mark { .. }));
         if text.len() > max {
             ctx.oversize.insert(r);
+        } else if !free && !expired {
+            self.cost(r);
         }
         self.recs[r].active = now;
         self.stats.frames += 1;
@@ -2291,8 +2388,52 @@ impl<'a> World<'a> {
         }
     }
 
+    /// (refusals the connections' own budgets owe, refusals the room counted, connections
+    /// closed 4029): before and after the frames of one step.
+    fn refusals(&mut self) -> (u64, u64, usize) {
+        let owed = self.recs.iter().map(|r| r.must_refuse).sum();
+        let v: Value = serde_json::from_str(&self.sim.room.stats_json()).expect("stats are JSON");
+        let counted = v["rate_limited"].as_u64().expect("rate_limited");
+        let closed = self.sim.sockets.values().filter(|s| s.closed == Some(4029)).count();
+        (owed, counted, closed)
+    }
+
+    /// Every frame but an echo that confirms something new costs against its connection's
+    /// budget: the frames of a step that the budgets could not pay for were refused
+    /// (`rate_limited`, or the one that closed a flood with 4029).
+    fn check_refusals(&mut self, (owed, counted, closed): (u64, u64, usize)) {
+        let (owed_now, counted_now, closed_now) = self.refusals();
+        let owed = owed_now - owed;
+        let refused = counted_now.saturating_sub(counted) + (closed_now - closed) as u64;
+        assert!(
+            refused >= owed,
+            "[rate] the connections' own budgets could not pay for {owed} frames of this step; the room refused {refused}"
+        );
+    }
+
+    /// The room was loaded again (after an eviction or a delete): every budget starts
+    /// afresh, the connections' and the users'.
+    fn fresh_budgets(&mut self) {
+        self.loads += 1;
+        self.connects.clear();
+        let (burst, now) = (self.setup.config.burst, self.sim.now);
+        for r in self.open_recs() {
+            self.recs[r].bucket = ModelBucket::full(burst, now);
+        }
+    }
+
+    /// One frame against `r`'s own budget: one its bucket cannot pay for must be refused.
+    fn cost(&mut self, r: usize) {
+        let (rate, burst) = (self.setup.config.rate_per_sec, self.setup.config.burst);
+        let now = self.sim.now;
+        if !self.recs[r].bucket.take(rate, burst, now) {
+            self.recs[r].must_refuse += 1;
+        }
+    }
+
     fn send_payload(&mut self, ctx: &mut StepCtx, pick: usize, payload: &Payload) {
         let Some(r) = self.pick_open(pick) else { return };
+        let mut free = false;
         let text = match payload {
             Payload::Text(t) => t.0.clone(),
             Payload::SetCurrent { id, key, value, delta } => {
@@ -2320,11 +2461,12 @@ impl<'a> World<'a> {
                 if let Some(i) = self.recs[r].marks.iter().position(|m| *m == token) {
                     let echoed: Vec<String> = self.recs[r].marks.drain(..=i).collect();
                     self.recs[r].echoed.extend(echoed);
+                    free = true;
                 }
                 serde_json::json!({"type": "mark", "mark": token}).to_string()
             }
         };
-        self.send_text(ctx, r, &text);
+        self.send_text(ctx, r, &text, free);
     }
 
     /// Reads what reached `r`'s socket, checking it frame by frame; echoes
@@ -2476,6 +2618,9 @@ impl<'a> World<'a> {
                 let topic = f["topic"].as_str().expect("[signal] topic");
                 assert!(names::valid_topic(topic), "[signal] {who}: topic {topic:?}");
                 self.stats.signals_seen += 1;
+                if f["session"] == crate::room::RULES_SESSION {
+                    self.rules_sent(f, &who);
+                }
             }
             "presence" => {
                 let rec = &mut self.recs[r];
@@ -2511,7 +2656,10 @@ impl<'a> World<'a> {
                         assert!(f["version"].is_u64(), "[error] conflict without version");
                         self.stats.conflicts += 1;
                     }
-                    "rate_limited" => self.stats.rate_limited_frames += 1,
+                    "rate_limited" => {
+                        self.stats.rate_limited_frames += 1;
+                        self.recs[r].limited += 1;
+                    }
                     _ => {}
                 }
             }
@@ -2525,6 +2673,30 @@ impl<'a> World<'a> {
                 self.slots[s].known = Some((a, e));
             }
         }
+    }
+
+    /// A send of the rules reached a client: it is paid for by who caused it, within their
+    /// reply budget's burst (one per load of the room) and rate.
+    fn rules_sent(&mut self, f: &Value, who: &str) {
+        self.stats.rule_sends += 1;
+        let by = f["data"]["by"].as_str().expect("[rules] a send says who caused it").to_owned();
+        if by == crate::room::SERVER_SESSION {
+            return; // the operator's backend pays nothing
+        }
+        let c = &self.setup.config;
+        let (burst, rate, now, loads) =
+            (c.reply_burst_bytes, c.reply_bytes_per_sec, self.sim.now, self.loads);
+        let account = self
+            .accounts
+            .get_mut(&by)
+            .expect("[rules] a send caused by a user who never connected");
+        account.bytes += f.to_string().len() as u64;
+        let bound = account.bound(burst, rate, now, loads);
+        assert!(
+            account.bytes <= bound,
+            "[rules] {who}: the rules sent {} bytes because of {by}, whose reply budget allows {bound}",
+            account.bytes
+        );
     }
 
     fn check_ack(&mut self, session: &str, user: &str, id: &str, seq: u64, who: &str) {
@@ -2569,6 +2741,7 @@ impl<'a> World<'a> {
             self.log_checked = 0;
             self.blocks.clear();
             self.departed.clear();
+            self.fresh_budgets();
         }
         // Closed sockets: what reached them before the close.
         for r in self.live.clone() {
@@ -2755,11 +2928,17 @@ impl<'a> World<'a> {
                     self.stats.hijacks_taken += 1;
                 }
             }
-            Op::Send { pick, payload } => self.send_payload(&mut ctx, *pick, payload),
+            Op::Send { pick, payload } => {
+                let before = self.refusals();
+                self.send_payload(&mut ctx, *pick, payload);
+                self.check_refusals(before);
+            }
             Op::Burst(frames) => {
+                let before = self.refusals();
                 for (pick, payload) in frames {
                     self.send_payload(&mut ctx, *pick, payload);
                 }
+                self.check_refusals(before);
             }
             Op::Late { pick, text } => {
                 let closed: Vec<usize> =
@@ -2777,8 +2956,11 @@ impl<'a> World<'a> {
             Op::Binary { pick, len } => {
                 if let Some(r) = self.pick_open(*pick) {
                     let conn = self.recs[r].conn.clone();
+                    let expired = self.recs[r].expires.is_some_and(|e| e <= self.sim.now);
                     if *len > self.config().max_frame {
                         ctx.oversize.insert(r);
+                    } else if !expired {
+                        self.cost(r);
                     }
                     self.recs[r].active = self.sim.now;
                     self.stats.frames += 1;
@@ -2841,6 +3023,7 @@ impl<'a> World<'a> {
                 self.stats.evictions += 1;
                 self.sim.evict();
                 self.departed.clear();
+                self.fresh_budgets();
             }
             Op::Advance(ms) => self.sim.advance(*ms),
             Op::TurnEnds => {
@@ -3010,6 +3193,20 @@ impl<'a> World<'a> {
                 );
             }
         }
+        // Every frame but an echo that confirms something new cost against its connection's
+        // budget: what that budget alone could not pay for was refused.
+        for r in self.open_recs() {
+            let rec = &self.recs[r];
+            assert!(
+                rec.limited >= rec.must_refuse,
+                "[rate] {} ({}): its own budget had to refuse {} frames; {} were",
+                rec.conn,
+                rec.session,
+                rec.must_refuse,
+                rec.limited
+            );
+            self.stats.refusals_owed += rec.must_refuse;
+        }
         // Every ack of this incarnation is in the log where it said, or trimmed.
         let first = self.sim.disk.log.keys().next().copied().unwrap_or(u64::MAX);
         for ((session, id), seq) in &self.acks {
@@ -3046,6 +3243,14 @@ impl<'a> World<'a> {
                 }
                 self.connect_slot(&mut ctx, s, Resume::Correct, 0, None);
                 self.after(&ctx);
+                // Paced (4429): the client backs off, long enough for a connect to refill.
+                let r = self.slots[s].rec.expect("connected above");
+                if self.recs[r].refused && self.sim.sockets[&self.recs[r].conn].closed == Some(4429)
+                {
+                    let wait = 1_000 / self.config().user_connects_per_sec.max(1) + 1;
+                    let until = self.sim.now + wait;
+                    self.live_until(until);
+                }
                 continue;
             }
             let r = self.slots[s].rec.unwrap();
@@ -3152,7 +3357,7 @@ fn fuzz_engine() {
         "fuzz_engine: {} frames fed in {} cases, {} steps, {} connects ({secs:.1} s, {:.0} frames/s); base seed {:#x}, case seeds {:#x}..{:#x}\n  \
          closes {:?}\n  refused opens {:?}\n  resumed {}, resync epoch {}, resync gap {}, state {}, conflicts {}, rate-limited {}, \
          signals {}, large resets {}, hijacks taken {}, marks echoed {}, evictions {} (skipped: a timer kept {}), deletes {}, steps with a trimmed log {}, \
-         server publishes {}, acks {}, messages {}, catch-ups {}\n  room counters {:?}",
+         server publishes {}, acks {}, messages {}, catch-ups {}, rule sends {}, refusals owed by a connection's own budget {}\n  room counters {:?}",
         stats.frames,
         stats.cases,
         stats.steps,
@@ -3181,6 +3386,8 @@ fn fuzz_engine() {
         stats.acks,
         stats.messages,
         stats.catch_ups,
+        stats.rule_sends,
+        stats.refusals_owed,
         stats.room,
     );
     if s.case.is_none() && s.inputs >= 10_000 {
@@ -3200,6 +3407,8 @@ fn fuzz_engine() {
             "backlog_closes",
             "stalled_closes",
             "rate_limited",
+            "paced_connects",
+            "rule_sends_dropped",
         ] {
             assert!(stats.room.get(key).is_some_and(|n| *n > 0), "room counter {key} never moved");
         }
@@ -3215,6 +3424,8 @@ fn fuzz_engine() {
             ("deletes", stats.deletes),
             ("trimmed logs", stats.trims),
             ("final catch-ups", stats.catch_ups),
+            ("sends of the rules", stats.rule_sends),
+            ("refusals owed by a connection's own budget", stats.refusals_owed),
         ];
         for (what, n) in reached {
             assert!(n > 0, "never reached: {what}");
