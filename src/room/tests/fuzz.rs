@@ -2009,6 +2009,7 @@ struct EngineStats {
     /// Sends of the rules received, and refusals a connection's own budget owed (checked).
     rule_sends: u64,
     refusals_owed: u64,
+    step_refusals_owed: u64,
     /// From the room's own counters (`stats_json`), summed.
     room: BTreeMap<String, u64>,
 }
@@ -2405,6 +2406,7 @@ impl<'a> World<'a> {
         let (owed_now, counted_now, closed_now) = self.refusals();
         let owed = owed_now - owed;
         let refused = counted_now.saturating_sub(counted) + (closed_now - closed) as u64;
+        self.stats.step_refusals_owed += owed;
         assert!(
             refused >= owed,
             "[rate] the connections' own budgets could not pay for {owed} frames of this step; the room refused {refused}"
@@ -3357,7 +3359,7 @@ fn fuzz_engine() {
         "fuzz_engine: {} frames fed in {} cases, {} steps, {} connects ({secs:.1} s, {:.0} frames/s); base seed {:#x}, case seeds {:#x}..{:#x}\n  \
          closes {:?}\n  refused opens {:?}\n  resumed {}, resync epoch {}, resync gap {}, state {}, conflicts {}, rate-limited {}, \
          signals {}, large resets {}, hijacks taken {}, marks echoed {}, evictions {} (skipped: a timer kept {}), deletes {}, steps with a trimmed log {}, \
-         server publishes {}, acks {}, messages {}, catch-ups {}, rule sends {}, refusals owed by a connection's own budget {}\n  room counters {:?}",
+         server publishes {}, acks {}, messages {}, catch-ups {}, rule sends {}, refusals owed by a connection's own budget {} (checked at the end) and {} (checked per step)\n  room counters {:?}",
         stats.frames,
         stats.cases,
         stats.steps,
@@ -3388,6 +3390,7 @@ fn fuzz_engine() {
         stats.catch_ups,
         stats.rule_sends,
         stats.refusals_owed,
+        stats.step_refusals_owed,
         stats.room,
     );
     if s.case.is_none() && s.inputs >= 10_000 {
