@@ -430,12 +430,13 @@ impl Verifier {
     /// ```
     /// use homeroom::auth::{mint, AuthError, Claims, Keys, Place, Verifier};
     /// let verifier = Verifier::new(Keys::one(b"a-secret-of-at-least-32-bytes-...."));
-    /// let claims = Claims::new("lobby", "ann", 2_000_000_000).with_kind("chat");
+    /// let now = 1_900_000_000;
+    /// let claims = Claims::new("lobby", "ann", now + 600).with_kind("chat");
     /// let token = mint(&verifier.keys.current, &claims);
     /// let chat = Place { kind: "chat", room: "lobby" };
-    /// assert_eq!(verifier.verify(Some(&token), chat, 1_900_000_000).unwrap().sub, "ann");
+    /// assert_eq!(verifier.verify(Some(&token), chat, now).unwrap().sub, "ann");
     /// let auction = Place { kind: "auction", room: "lobby" };
-    /// assert_eq!(verifier.verify(Some(&token), auction, 1_900_000_000), Err(AuthError::WrongKind));
+    /// assert_eq!(verifier.verify(Some(&token), auction, now), Err(AuthError::WrongKind));
     /// ```
     pub fn verify(
         &self,
