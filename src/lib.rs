@@ -61,10 +61,27 @@ pub use worker as __worker;
 /// anyone, so it must show nothing private and change nothing.
 ///
 /// The invoking crate must depend on `worker` (`=0.8.7`, the version
-/// homeroom builds with) and be a `cdylib` built with `worker-build`.
+/// homeroom builds with) for `wasm32` and be a `cdylib` built with
+/// `worker-build`. Off `wasm32` (the crate's native `cargo test`) the macro
+/// declares nothing but checks that each kind's rules make rules, so the
+/// same `lib.rs` builds and tests natively.
 #[macro_export]
 macro_rules! worker {
     ($($path:literal => $class:ident($rules:expr), binding $binding:literal
+        $(, public [$($public:literal),* $(,)?])?;)+) => {
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: () = {
+            fn makes_rules<M: $crate::room::rules::Make>(_: &M) {}
+            #[allow(dead_code)]
+            fn check() {
+                $(makes_rules(&$rules);)+
+            }
+        };
+        #[cfg(target_arch = "wasm32")]
+        $crate::worker!(@wasm $($path => $class($rules), binding $binding
+            $(, public [$($public),*])?;)+);
+    };
+    (@wasm $($path:literal => $class:ident($rules:expr), binding $binding:literal
         $(, public [$($public:literal),* $(,)?])?;)+) => {
         $crate::worker!(@classes $($path => $class($rules), binding $binding;)+);
         $(pub use __homeroom_classes::$class;)+

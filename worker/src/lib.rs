@@ -5,7 +5,6 @@
 //! (`GET /auction/{room}/lot`) is its one public route. A team's own Worker
 //! is a crate like this one (README, "Writing a room").
 
-#[cfg(target_arch = "wasm32")]
 homeroom::worker! {
     "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS";
     "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS", public ["GET lot"];
