@@ -110,46 +110,7 @@ impl Deployment {
             }
             None => AuthMode::Unconfigured,
         };
-        // The first request of each isolate says how it runs: a deployment
-        // that is open, or refusing everyone, must be impossible to miss.
-        match &auth {
-            AuthMode::Tokens(verifier) => {
-                super::log(
-                    "auth_mode",
-                    serde_json::json!({"mode": "tokens", "rotating": verifier.keys.previous.is_some(),
-                        "audience": verifier.audience, "tokens_without_kind": verifier.kindless}),
-                );
-                // A loosening of what a token opens must not go unnoticed.
-                if verifier.kindless {
-                    worker::console_warn!(
-                        "{}",
-                        serde_json::json!({"event": "config_warning", "warning":
-                            "ALLOW_TOKENS_WITHOUT_KIND=true: a token without a `kind` claim opens EVERY kind of room of this Worker. Mint tokens with `kind` and remove the variable."})
-                    );
-                }
-            }
-            AuthMode::Anonymous { remote } => worker::console_warn!(
-                "{}",
-                serde_json::json!({"event": "auth_mode", "mode": "anonymous", "remote": remote,
-                "warning": if *remote {
-                    "ANONYMOUS DEV MODE OPEN TO REMOTE CALLERS (ANONYMOUS_DEV_ALLOW_REMOTE=true): anyone can join any room as any session. Never deploy this."
-                } else {
-                    "ANONYMOUS DEV MODE: no AUTH_SECRET; rooms are open to local requests (127.0.0.1, localhost) only."
-                }})
-            ),
-            AuthMode::WeakSecret => super::log(
-                "config_error",
-                serde_json::json!({"problem": format!(
-                    "AUTH_SECRET (or AUTH_SECRET_PREVIOUS) is shorter than {} bytes: refusing room routes (set a long random secret with `wrangler secret put AUTH_SECRET`)",
-                    auth::MIN_SECRET_BYTES
-                )}),
-            ),
-            AuthMode::Unconfigured => worker::console_error!(
-                "{}",
-                serde_json::json!({"event": "auth_mode", "mode": "unconfigured",
-                    "error": "no AUTH_SECRET (wrangler secret put AUTH_SECRET) and ANONYMOUS_DEV is not true: refusing room connections"})
-            ),
-        }
+        log_auth_mode(&auth);
         let admin_key = text("ADMIN_KEY");
         let admin_key_weak = admin_key.as_ref().is_some_and(|k| k.len() < auth::MIN_SECRET_BYTES);
         if admin_key_weak {
@@ -180,5 +141,49 @@ impl Deployment {
             kinds,
             cors,
         }
+    }
+}
+
+/// The first request of each isolate says how it runs: a deployment that is
+/// open, or refusing everyone, or taking tokens without a kind, must be
+/// impossible to miss.
+fn log_auth_mode(auth: &AuthMode) {
+    match auth {
+        AuthMode::Tokens(verifier) => {
+            super::log(
+                "auth_mode",
+                serde_json::json!({"mode": "tokens", "rotating": verifier.keys.previous.is_some(),
+                    "audience": verifier.audience, "tokens_without_kind": verifier.kindless}),
+            );
+            // A loosening of what a token opens must not go unnoticed.
+            if verifier.kindless {
+                worker::console_warn!(
+                    "{}",
+                    serde_json::json!({"event": "config_warning", "warning":
+                        "ALLOW_TOKENS_WITHOUT_KIND=true: a token without a `kind` claim opens EVERY kind of room of this Worker. Mint tokens with `kind` and remove the variable."})
+                );
+            }
+        }
+        AuthMode::Anonymous { remote } => worker::console_warn!(
+            "{}",
+            serde_json::json!({"event": "auth_mode", "mode": "anonymous", "remote": remote,
+            "warning": if *remote {
+                "ANONYMOUS DEV MODE OPEN TO REMOTE CALLERS (ANONYMOUS_DEV_ALLOW_REMOTE=true): anyone can join any room as any session. Never deploy this."
+            } else {
+                "ANONYMOUS DEV MODE: no AUTH_SECRET; rooms are open to local requests (127.0.0.1, localhost) only."
+            }})
+        ),
+        AuthMode::WeakSecret => super::log(
+            "config_error",
+            serde_json::json!({"problem": format!(
+                "AUTH_SECRET (or AUTH_SECRET_PREVIOUS) is shorter than {} bytes: refusing room routes (set a long random secret with `wrangler secret put AUTH_SECRET`)",
+                auth::MIN_SECRET_BYTES
+            )}),
+        ),
+        AuthMode::Unconfigured => worker::console_error!(
+            "{}",
+            serde_json::json!({"event": "auth_mode", "mode": "unconfigured",
+                "error": "no AUTH_SECRET (wrangler secret put AUTH_SECRET) and ANONYMOUS_DEV is not true: refusing room connections"})
+        ),
     }
 }

@@ -117,88 +117,7 @@ impl Host {
         if !creates && !inner.exists()? {
             return error_response(404, "room_not_found", "no such room");
         }
-        let (response, effects) = match routed.what {
-            Inbound::Connect(fwd) => inner.accept(origin, fwd)?,
-            Inbound::Presence { reader } => {
-                let (read, fx) = inner.run(Some(origin), |live, now| {
-                    live.engine.presence_read(now, reader.as_deref())
-                })?;
-                match read {
-                    Ok(body) => (json_response(200, body), fx),
-                    Err(refused) => (read_refused(&refused), fx),
-                }
-            }
-            Inbound::Stats => {
-                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.stats_json())?;
-                (json_response(200, body), fx)
-            }
-            Inbound::Drain => {
-                let (closed, fx) = inner.run(Some(origin), |live, now| live.engine.drain(now))?;
-                log("drain", serde_json::json!({"room": routed.room, "closed": closed}));
-                (json_response(200, serde_json::json!({ "closed": closed }).to_string()), fx)
-            }
-            Inbound::Publish { region } => {
-                let body = req.text().await?;
-                inner.server_publish(origin, &body, region)?
-            }
-            #[cfg(feature = "fault-injection")]
-            Inbound::Fault => {
-                // What a bug would do: abort mid-event. The runtime resets the
-                // Wasm instance; the next event rebuilds the room from storage
-                // and the sockets' attachments.
-                log("fault_injected", serde_json::json!({"room": routed.room}));
-                panic!("fault injection: a forced Wasm reset in room {}", routed.room);
-            }
-            Inbound::Kick => {
-                let body = req.text().await?;
-                inner.kick(origin, &body)?
-            }
-            Inbound::Delete => {
-                let (closed, fx) = inner.run(Some(origin), |live, now| live.engine.delete(now))?;
-                let body = serde_json::json!({ "closed": closed, "deleted": true }).to_string();
-                (json_response(200, body), fx)
-            }
-            Inbound::State => {
-                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.state_json())?;
-                (json_response(200, body), fx)
-            }
-            Inbound::Key(key) => {
-                let (body, fx) = inner.run(Some(origin), |live, _| live.engine.key_json(&key))?;
-                match body {
-                    Some(body) => (json_response(200, body), fx),
-                    None => (error_response(404, "no_such_key", "the state has no such key"), fx),
-                }
-            }
-            Inbound::PutKey { key, region } => {
-                let body = req.text().await?;
-                inner.server_set(origin, key, &body, region)?
-            }
-            Inbound::Log { since, limit } => {
-                let ((), fx) = inner.run(Some(origin), |_, _| ())?;
-                let sql = inner.state.storage().sql();
-                let entries = storage::log_after(&sql, since, limit)?;
-                let frames: Vec<serde_json::Value> =
-                    entries.iter().filter_map(|e| serde_json::from_str(&e.frame()).ok()).collect();
-                (json_response(200, serde_json::json!({ "messages": frames }).to_string()), fx)
-            }
-            Inbound::Custom(custom) => {
-                let body = req.text().await.unwrap_or_default();
-                let request = crate::room::rules::Request {
-                    method: custom.method,
-                    path: custom.path,
-                    query: custom.query,
-                    body,
-                    admin: custom.admin,
-                    user: custom.user,
-                };
-                let (answer, fx) =
-                    inner.run(Some(origin), |live, now| live.engine.request(now, &request))?;
-                match answer {
-                    Some(r) => (json_response(r.status, r.body), fx),
-                    None => (error_response(404, "not_found", "no such route"), fx),
-                }
-            }
-        };
+        let (response, effects) = inner.answer(origin, routed.what, &mut req).await?;
         inner.after(effects).await;
         response
     }
@@ -295,6 +214,107 @@ struct KickBody {
 const MAX_BLOCK_SECS: u64 = 30 * 24 * 3600;
 
 impl Inner {
+    /// What the room answers to `what` (the request `req` carries its body),
+    /// and the timers its engine asked for.
+    async fn answer(
+        &self,
+        origin: Origin<'_>,
+        what: Inbound,
+        req: &mut Request,
+    ) -> Result<(Result<Response>, Effects)> {
+        let answered = match what {
+            Inbound::Connect(fwd) => self.accept(origin, fwd)?,
+            Inbound::Presence { reader } => {
+                let (read, fx) = self.run(Some(origin), |live, now| {
+                    live.engine.presence_read(now, reader.as_deref())
+                })?;
+                match read {
+                    Ok(body) => (json_response(200, body), fx),
+                    Err(refused) => (read_refused(&refused), fx),
+                }
+            }
+            Inbound::Stats => {
+                let (body, fx) = self.run(Some(origin), |live, _| live.engine.stats_json())?;
+                (json_response(200, body), fx)
+            }
+            Inbound::Drain => {
+                let (closed, fx) = self.run(Some(origin), |live, now| live.engine.drain(now))?;
+                log("drain", serde_json::json!({"room": origin.room, "closed": closed}));
+                (json_response(200, serde_json::json!({ "closed": closed }).to_string()), fx)
+            }
+            Inbound::Publish { region } => {
+                let body = req.text().await?;
+                self.server_publish(origin, &body, region)?
+            }
+            #[cfg(feature = "fault-injection")]
+            Inbound::Fault => {
+                // What a bug would do: abort mid-event. The runtime resets the
+                // Wasm instance; the next event rebuilds the room from storage
+                // and the sockets' attachments.
+                log("fault_injected", serde_json::json!({"room": origin.room}));
+                panic!("fault injection: a forced Wasm reset in room {}", origin.room);
+            }
+            Inbound::Kick => {
+                let body = req.text().await?;
+                self.kick(origin, &body)?
+            }
+            Inbound::Delete => {
+                let (closed, fx) = self.run(Some(origin), |live, now| live.engine.delete(now))?;
+                let body = serde_json::json!({ "closed": closed, "deleted": true }).to_string();
+                (json_response(200, body), fx)
+            }
+            Inbound::PutKey { key, region } => {
+                let body = req.text().await?;
+                self.server_set(origin, key, &body, region)?
+            }
+            Inbound::State | Inbound::Key(_) | Inbound::Log { .. } => self.read(origin, what)?,
+            Inbound::Custom(custom) => {
+                let body = req.text().await.unwrap_or_default();
+                let request = crate::room::rules::Request {
+                    method: custom.method,
+                    path: custom.path,
+                    query: custom.query,
+                    body,
+                    admin: custom.admin,
+                    user: custom.user,
+                };
+                let (answer, fx) =
+                    self.run(Some(origin), |live, now| live.engine.request(now, &request))?;
+                match answer {
+                    Some(r) => (json_response(r.status, r.body), fx),
+                    None => (error_response(404, "not_found", "no such route"), fx),
+                }
+            }
+        };
+        Ok(answered)
+    }
+
+    /// The operator's reads of the room's state and log.
+    fn read(&self, origin: Origin<'_>, what: Inbound) -> Result<(Result<Response>, Effects)> {
+        Ok(match what {
+            Inbound::State => {
+                let (body, fx) = self.run(Some(origin), |live, _| live.engine.state_json())?;
+                (json_response(200, body), fx)
+            }
+            Inbound::Key(key) => {
+                let (body, fx) = self.run(Some(origin), |live, _| live.engine.key_json(&key))?;
+                match body {
+                    Some(body) => (json_response(200, body), fx),
+                    None => (error_response(404, "no_such_key", "the state has no such key"), fx),
+                }
+            }
+            Inbound::Log { since, limit } => {
+                let ((), fx) = self.run(Some(origin), |_, _| ())?;
+                let sql = self.state.storage().sql();
+                let entries = storage::log_after(&sql, since, limit)?;
+                let frames: Vec<serde_json::Value> =
+                    entries.iter().filter_map(|e| serde_json::from_str(&e.frame()).ok()).collect();
+                (json_response(200, serde_json::json!({ "messages": frames }).to_string()), fx)
+            }
+            _ => (error_response(404, "not_found", "no such route"), Effects::default()),
+        })
+    }
+
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
     fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Result<Response>, Effects)> {
         let pair = WebSocketPair::new()?;

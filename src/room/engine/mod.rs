@@ -326,8 +326,34 @@ impl Room {
             }
         };
         self.join(now, &conn, &session, user.clone(), region, secret, expires, info);
+        let replay = self.replay_for(since, epoch.as_deref());
+        self.welcome(now, &conn, &session, &user, &replay, expires);
+        let catch_up = match replay {
+            Ok(Some(frames)) => {
+                self.resumes.add(now, 1);
+                frames
+            }
+            Ok(None) => Vec::new(),
+            Err(reason) => vec![self.state_reply(reason)],
+        };
+        if !catch_up.is_empty() {
+            let storm =
+                since.is_some() && self.resumes.rate(now) > self.config.storm_resumes_per_sec;
+            self.catch_up(now, &conn, &user, catch_up, storm.then_some(rand));
+        }
+        // What the rules asked for when the member joined comes after its
+        // welcome and catch-up (a `send` to the newcomer, writes of their own).
+        self.apply_effects(now, &format!("join:{conn}"), Some(&user), effects);
+    }
 
-        let replay = match (since, epoch.as_deref()) {
+    /// What a connect resuming from `since` in `epoch` is owed: nothing (a
+    /// first connect), the messages it missed, or a resync and why.
+    fn replay_for(
+        &self,
+        since: Option<u64>,
+        epoch: Option<&str>,
+    ) -> Result<Option<Vec<Rc<str>>>, &'static str> {
+        match (since, epoch) {
             (None, _) => Ok(None),
             (Some(_), e) if e != Some(self.epoch.as_str()) => Err("epoch"),
             (Some(s), _) if s > self.seq => Err("epoch"),
@@ -336,14 +362,26 @@ impl Room {
                 Some(frames) => Ok(Some(frames.cloned().collect::<Vec<_>>())),
                 None => Err("gap"),
             },
-        };
-        let member = self.presence.get(&session).expect("joined above");
+        }
+    }
+
+    /// Sends a joined connection its welcome.
+    fn welcome(
+        &mut self,
+        now: u64,
+        conn: &str,
+        session: &str,
+        user: &str,
+        replay: &Result<Option<Vec<Rc<str>>>, &'static str>,
+        expires: Option<u64>,
+    ) {
+        let member = self.presence.get(session).expect("joined");
         let summary = self.presence.summary(self.conns.len());
         let welcome = ServerFrame::Welcome {
             room: &self.name,
-            session: &session,
+            session,
             user: &member.user,
-            conn: &conn,
+            conn,
             region: &member.region,
             epoch: &self.epoch,
             home: self.home.as_deref(),
@@ -363,59 +401,53 @@ impl Room {
         // even when the room batches or a storm defers the replay. It costs
         // its bytes from the user's reply budget all the same (a member list
         // is not free to pull by reconnecting): what follows it waits for them.
-        self.users.reply_after(&self.config, &user, welcome.len() as u64, now);
-        self.emit(&conn, vec![welcome.into()]);
+        self.users.reply_after(&self.config, user, welcome.len() as u64, now);
+        self.emit(conn, vec![welcome.into()]);
         // Its counts are the newcomer's until the next summary: if they are
         // not the last ones broadcast, the next summary must reach it even
         // if it equals that last one.
         if self.summary.sent.as_ref() != Some(&summary) {
-            self.summary.behind.push(conn.clone());
+            self.summary.behind.push(conn.to_owned());
         }
-        let catch_up = match replay {
-            Ok(Some(frames)) => {
-                self.resumes.add(now, 1);
-                frames
-            }
-            Ok(None) => Vec::new(),
-            Err(reason) => vec![self.state_reply(reason)],
-        };
-        // What the rules asked for when the member joined comes after its
-        // welcome (a `send` to the newcomer, writes of their own).
-        let trigger = format!("join:{conn}");
-        if catch_up.is_empty() {
-            self.apply_effects(now, &trigger, Some(&user), effects);
-            return;
-        }
-        // A catch-up costs its bytes from the user's reply budget; one that
-        // does not fit waits (held, like a storm's replay) until it does.
-        let bytes = catch_up.iter().map(|f| f.len() as u64).sum();
-        let mut wait = self.users.reply_after(&self.config, &user, bytes, now);
+    }
+
+    /// Sends a new connection its catch-up (a replay or a resync) right
+    /// after its welcome: at once if `user`'s reply budget has its bytes and
+    /// no storm is on (`storm`: the connect's randomness to spread it by),
+    /// else held, with everything after it, until then.
+    fn catch_up(
+        &mut self,
+        now: u64,
+        conn: &str,
+        user: &str,
+        frames: Vec<Rc<str>>,
+        storm: Option<u64>,
+    ) {
+        let bytes = frames.iter().map(|f| f.len() as u64).sum();
+        let mut wait = self.users.reply_after(&self.config, user, bytes, now);
         if wait > 0 {
             self.stats.held_replies += 1;
         }
-        // In a reconnect storm, spread the resumes' catch-up too.
-        if since.is_some() && self.resumes.rate(now) > self.config.storm_resumes_per_sec {
+        if let Some(rand) = storm {
             let (lo, hi) = self.config.storm_jitter_ms;
             wait = wait.max(lo + rand % (hi.saturating_sub(lo) + 1));
             self.stats.deferred_replays += 1;
         }
-        if wait > 0 {
-            // The catch-up and everything after it wait, in order. The
-            // catch-up is the replay limit's to bound, not the backlog's.
-            self.hold(&conn, now + wait);
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.out.allowance = bytes;
-            }
-            for frame in catch_up {
-                self.send(&conn, frame);
-            }
-        } else {
+        if wait == 0 {
             // The whole catch-up travels as one batch, right after the
             // welcome: nothing can be queued for a new connection (its own
             // join is broadcast to everyone else).
-            self.emit(&conn, catch_up);
+            return self.emit(conn, frames);
         }
-        self.apply_effects(now, &trigger, Some(&user), effects);
+        // The catch-up and everything after it wait, in order. The catch-up
+        // is the replay limit's to bound, not the backlog's.
+        self.hold(conn, now + wait);
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.out.allowance = bytes;
+        }
+        for frame in frames {
+            self.send(conn, frame);
+        }
     }
 
     /// The `state` frame (`reason` "state") or a `resync` frame with the

@@ -3,8 +3,6 @@
 
 mod attacks;
 mod fuzz;
-mod fuzz_budgets;
-mod fuzz_findings;
 mod holes;
 mod load;
 mod operator;
