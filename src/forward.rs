@@ -24,6 +24,9 @@ pub struct Forwarded {
     pub expires: Option<u64>,
     /// The token's `info` claim (JSON), if any.
     pub info: Option<String>,
+    /// The Worker's own health canary (see `room::Hello::canary`).
+    #[serde(default)]
+    pub canary: bool,
 }
 
 /// A request under a room's path that no built-in route takes: the room's

@@ -70,8 +70,9 @@ const DEFAULT_CONTEXT: PlanContext = { canRefreshToken: false, authRefusals: 1, 
 /**
  * Why the client stopped for good: `closed` (1000), `superseded` (4001),
  * `auth` (4401 and no way to a good token), `session_taken` (4409 loop),
- * `room_deleted` (4404), or the reason of a 4403 (`kicked`, `blocked`, ...;
- * `forbidden` when empty).
+ * `room_deleted` or `no_such_kind` (4404: the room is gone, or the Worker
+ * serves no such kind of room), or the reason of a 4403 (`kicked`,
+ * `blocked`, ...; `forbidden` when empty).
  */
 export type StopWhy =
   | "closed"
@@ -79,6 +80,7 @@ export type StopWhy =
   | "auth"
   | "session_taken"
   | "room_deleted"
+  | "no_such_kind"
   | "kicked"
   | "blocked"
   | (string & {});
@@ -163,7 +165,8 @@ export function plan(
         case CLOSE.FORBIDDEN:
           return { reconnect: false, why: cause.reason ? cause.reason : "forbidden" };
         case CLOSE.ROOM_DELETED:
-          return { reconnect: false, why: "room_deleted" };
+          // `room_deleted`, or `no_such_kind` (the Worker serves no such kind of room).
+          return { reconnect: false, why: cause.reason ? cause.reason : "room_deleted" };
         case CLOSE.SESSION_TAKEN:
           if (c.sessionTaken >= o.maxSessionTaken) return { reconnect: false, why: "session_taken" };
           return promptFixed(c.sessionTaken, false, true);

@@ -243,7 +243,7 @@ export const CLOSE = {
   UNAUTHORIZED: 4401,
   /** Reason `kicked`, `blocked`, ...: the operator or the room's rules refused this user. Stop. */
   FORBIDDEN: 4403,
-  /** Reason `room_deleted`: the operator deleted the room. Stop. */
+  /** Reason `room_deleted`: the operator deleted the room; `no_such_kind`: the Worker serves no such kind. Stop. */
   ROOM_DELETED: 4404,
   /**
    * Reason `session_taken`: the session id belongs to another user. Pick a

@@ -122,6 +122,11 @@ describe("close-code policy", () => {
     assert.deepEqual(plan(close(4404), 4, r), { reconnect: false, why: "room_deleted" });
   });
 
+  it("4404 no_such_kind: the Worker serves no such kind of room; never reconnects, says so", () => {
+    const unknown = { kind: "close" as const, code: 4404, reason: "no_such_kind", welcomed: false };
+    assert.deepEqual(plan(unknown, 0, r), { reconnect: false, why: "no_such_kind" });
+  });
+
   it("4403: never reconnects; why is the reason", () => {
     for (const reason of ["kicked", "blocked", "banned_words"]) {
       assert.deepEqual(plan({ ...close(4403), reason }, 0, r, DEFAULT_BACKOFF, { canRefreshToken: true }), { reconnect: false, why: reason });

@@ -78,7 +78,12 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
                 let at = rooms::Target { kind, room };
                 rooms::route(&mut req, &env, &dep, at, rest).await
             }
-            None => Err(HttpRefusal::NotFound),
+            // A connect to a kind this Worker does not serve is told so in a
+            // close a browser can read, so a client stops instead of retrying.
+            None if rest == ["ws"] && is_upgrade(&req) => {
+                return rooms::closed_socket(&path, 4404, HttpRefusal::NoSuchKind.code());
+            }
+            None => Err(HttpRefusal::NoSuchKind),
         },
         _ => Err(HttpRefusal::NotFound),
     };
@@ -97,6 +102,12 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
         Some(origin) => cors::allow(resp, &origin),
         None => Ok(resp),
     }
+}
+
+/// Whether the request asks for a WebSocket.
+fn is_upgrade(req: &Request) -> bool {
+    let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
+    upgrade.eq_ignore_ascii_case("websocket")
 }
 
 /// The cron trigger: the same canary as `/health`, as a log line.

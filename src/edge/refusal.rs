@@ -37,6 +37,9 @@ pub enum HttpRefusal {
     UpgradeRequired,
     /// No route matches.
     NotFound,
+    /// The first path segment names no kind of room this Worker serves (an
+    /// upgrade gets a socket closed with 4404 and this code).
+    NoSuchKind,
     /// The route exists but not for this method.
     MethodNotAllowed,
     /// The room object could not be reached.
@@ -52,7 +55,7 @@ impl HttpRefusal {
             HttpRefusal::AdminDisabled
             | HttpRefusal::AnonymousNotLocal
             | HttpRefusal::ReservedRoom => 403,
-            HttpRefusal::NotFound => 404,
+            HttpRefusal::NotFound | HttpRefusal::NoSuchKind => 404,
             HttpRefusal::MethodNotAllowed => 405,
             HttpRefusal::TooLarge => 413,
             HttpRefusal::UpgradeRequired => 426,
@@ -79,6 +82,7 @@ impl HttpRefusal {
             HttpRefusal::TooLarge => "too_large",
             HttpRefusal::UpgradeRequired => "upgrade_required",
             HttpRefusal::NotFound => "not_found",
+            HttpRefusal::NoSuchKind => "no_such_kind",
             HttpRefusal::MethodNotAllowed => "method_not_allowed",
             HttpRefusal::Unavailable => "room_unavailable",
         }
@@ -117,6 +121,9 @@ impl HttpRefusal {
             HttpRefusal::TooLarge => "request body too large".into(),
             HttpRefusal::UpgradeRequired => "this route accepts WebSocket upgrades only".into(),
             HttpRefusal::NotFound => "no such route".into(),
+            HttpRefusal::NoSuchKind => "this Worker serves no such kind of room (the path segment \
+                before the room: connect({ kind }) and worker! must name the same)"
+                .into(),
             HttpRefusal::MethodNotAllowed => "method not allowed on this route".into(),
             HttpRefusal::Unavailable => "the room could not be reached; retry with backoff".into(),
         }

@@ -151,6 +151,7 @@ pub async fn connect(
         epoch: q.epoch,
         expires,
         info,
+        canary: caller == Caller::Canary,
     };
     ask(req, env, at, Inbound::Connect(fwd), Method::Get, None).await
 }
@@ -159,18 +160,18 @@ pub async fn connect(
 /// 4401 and the refusal's stable code as the reason, which a browser can
 /// read (it cannot read an HTTP status). Plain HTTP routes keep 401/403.
 fn refused_socket(at: Target<'_>, e: auth::AuthError) -> Outcome {
-    log(
-        "refused",
-        serde_json::json!({"path": format!("/{}/{}/ws", at.kind.path, at.room),
-            "status": 101, "close": 4401, "code": e.code()}),
-    );
-    let open = || -> worker::Result<Response> {
-        let pair = worker::WebSocketPair::new()?;
-        pair.server.accept()?;
-        pair.server.close(Some(4401), Some(e.code()))?;
-        Response::from_websocket(pair.client)
-    };
-    open().map_err(|_| HttpRefusal::Auth(e))
+    let path = format!("/{}/{}/ws", at.kind.path, at.room);
+    closed_socket(&path, 4401, e.code()).map_err(|_| HttpRefusal::Auth(e))
+}
+
+/// A WebSocket accepted and closed at once with `code` and `reason`: how a
+/// refusal reaches a browser, which cannot read an upgrade's HTTP status.
+pub fn closed_socket(path: &str, code: u16, reason: &str) -> worker::Result<Response> {
+    log("refused", serde_json::json!({"path": path, "status": 101, "close": code, "code": reason}));
+    let pair = worker::WebSocketPair::new()?;
+    pair.server.accept()?;
+    pair.server.close(Some(code), Some(reason))?;
+    Response::from_websocket(pair.client)
 }
 
 /// `GET /{kind}/{room}/presence`: authorized like a connect (`token` query

@@ -337,6 +337,7 @@ impl Inner {
             secret: random_u64(),
             expires: fwd.expires,
             info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
+            canary: fwd.canary,
         };
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {

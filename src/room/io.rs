@@ -31,6 +31,10 @@ pub struct Hello {
     /// Verified information about the user that came with the token, if any
     /// (the room's rules see it, and may replace it, when the member joins).
     pub info: Option<Box<RawValue>>,
+    /// The Worker's own health canary, not a member: the room's rules are
+    /// not asked about it (a `join` that refuses strangers must not turn
+    /// `/health` red), and hear nothing of its leave.
+    pub canary: bool,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -165,6 +169,9 @@ pub struct Peer {
     /// What the room's rules attached when the member joined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub info: Option<Box<RawValue>>,
+    /// The health canary's connection (see [`Hello::canary`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub canary: bool,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.

@@ -20,6 +20,8 @@ pub struct Member {
     pub opened: u64,
     /// Verified information the room's rules attached when it joined.
     pub info: Option<Box<RawValue>>,
+    /// The health canary, whom the rules never hear of.
+    pub canary: bool,
 }
 
 impl Member {
@@ -210,6 +212,7 @@ mod tests {
 
     fn member(user: u8, region: u8) -> Member {
         Member {
+            canary: false,
             conn: "c".into(),
             user: format!("u{user}"),
             region: format!("r{region}"),

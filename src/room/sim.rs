@@ -79,6 +79,8 @@ pub struct Sim {
     next_conn: u64,
     /// Loads of the room so far (each gets its own nonce).
     loads: u64,
+    /// The next connect is the health canary's.
+    canary_next: bool,
 }
 
 impl Sim {
@@ -98,6 +100,7 @@ impl Sim {
             rules: None,
             next_conn: 0,
             loads: 0,
+            canary_next: false,
         }
     }
 
@@ -150,6 +153,12 @@ impl Sim {
         self.open(session, user, region, (None, None), None, Some(info))
     }
 
+    /// Connects the Worker's health canary (the rules are not asked about it).
+    pub fn connect_canary(&mut self, session: &str) -> String {
+        self.canary_next = true;
+        self.open(session, "canary", "NA", (None, None), None, None)
+    }
+
     fn open(
         &mut self,
         session: &str,
@@ -174,6 +183,7 @@ impl Sim {
             secret: self.next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15),
             expires,
             info,
+            canary: std::mem::take(&mut self.canary_next),
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();

@@ -235,10 +235,13 @@ async fn kinds(ctx: Ctx) -> R {
     auction.publish("p1", "news", json!(1)).await?;
     let r = auction.reply("p1").await?;
     check!(r["code"] == "no_such_topic", "the auction room refuses `news`: {r}");
-    // An unknown kind is no route.
-    let resp =
-        http::get_upgrade(ctx.port, &format!("/nope/{room}/ws?session=s_unknown-kind"), T).await?;
-    check_refusal("an unknown kind", &resp, 404, "not_found")?;
+    // A connect to an unknown kind is a close a browser can read (4404 `no_such_kind`); a
+    // plain request is 404 with the same code.
+    let (code, reason) =
+        es::upgrade_closed(ctx.port, &format!("/nope/{room}/ws?session=s_unknown-kind")).await?;
+    check!(code == 4404 && reason == "no_such_kind", "an unknown kind's connect: {code} {reason}");
+    let resp = es::get(ctx.port, &format!("/nope/{room}/presence"), &[]).await?;
+    check_refusal("an unknown kind over HTTP", &resp, 404, "no_such_kind")?;
     // A rule's own route answers; a path no rule claims is 404; members cannot use admin paths.
     let resp =
         http::get(ctx.port, &format!("/auction/{room}/lot"), &[("Accept-Encoding", "identity")], T)

@@ -128,6 +128,9 @@ impl Room {
 
     /// A member left: the leave hook, and what it asked for.
     pub(super) fn rules_leave(&mut self, now: u64, session: &str, m: &Member) {
+        if m.canary {
+            return; // the rules never heard of it
+        }
         let who = Who {
             session,
             user: &m.user,

@@ -58,6 +58,7 @@ impl Room {
                 since: p.since,
                 opened: p.opened,
                 info: p.info,
+                canary: p.canary,
             };
             self.presence.insert(p.session, member);
         }
@@ -78,6 +79,7 @@ impl Room {
         key: u64,
         expires: Option<u64>,
         info: Option<Box<RawValue>>,
+        canary: bool,
     ) {
         self.retain_at = None;
         let previous = self.presence.remove(session);
@@ -113,6 +115,7 @@ impl Room {
             since: previous.as_ref().map_or(now, |m| m.since),
             opened: now,
             info,
+            canary,
         };
         self.add_conn(conn, record, now);
         self.remember(session, &member, now);
@@ -464,6 +467,7 @@ impl Room {
             exp,
             key,
             info: m.info.clone(),
+            canary: m.canary,
         }));
     }
 }

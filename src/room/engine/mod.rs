@@ -309,15 +309,31 @@ impl Room {
     }
 
     fn open(&mut self, now: u64, hello: Hello) {
-        let Hello { conn, session, user, region, since, epoch, rand, secret, expires, info } =
-            hello;
+        let Hello {
+            conn,
+            session,
+            user,
+            region,
+            since,
+            epoch,
+            rand,
+            secret,
+            expires,
+            info,
+            canary,
+        } = hello;
         if let Some(code) = self.refuse_open(now, &session, &user, expires) {
             self.stats.refused_opens += 1;
             self.push(Output::Close { conn, code });
             return;
         }
-        // The rules decide last, about someone the room would let in.
-        let (info, effects) = match self.rules_join(now, &conn, &session, &user, &region, info) {
+        // The rules decide last, about someone the room would let in (the
+        // Worker's own canary is nobody they need to know about).
+        let joined = match canary {
+            true => Ok((info, Vec::new())),
+            false => self.rules_join(now, &conn, &session, &user, &region, info),
+        };
+        let (info, effects) = match joined {
             Ok(admitted) => admitted,
             Err(code) => {
                 self.stats.refused_opens += 1;
@@ -325,7 +341,7 @@ impl Room {
                 return;
             }
         };
-        self.join(now, &conn, &session, user.clone(), region, secret, expires, info);
+        self.join(now, &conn, &session, user.clone(), region, secret, expires, info, canary);
         let replay = self.replay_for(since, epoch.as_deref());
         self.welcome(now, &conn, &session, &user, &replay, expires);
         let catch_up = match replay {

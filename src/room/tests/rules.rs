@@ -408,3 +408,38 @@ fn a_room_without_rules_accepts_everything_as_before() {
         None
     );
 }
+
+/// The Worker's health canary connects to the first kind's canary room: the rules are not
+/// asked about it, so a `join` that refuses strangers keeps `/health` green, and its leave is
+/// no member's leave.
+#[test]
+fn the_health_canary_passes_a_join_that_refuses_strangers() {
+    #[derive(Clone, Default)]
+    struct MembersOnly {
+        leaves: std::rc::Rc<std::cell::Cell<u32>>,
+    }
+    impl Rules for MembersOnly {
+        fn join(&mut self, _room: &mut Ctx<'_>, who: &Who<'_>) -> Join {
+            if who.user.starts_with("member-") {
+                Join::Accept
+            } else {
+                Join::Refuse(Refusal::new("members_only", "members only"))
+            }
+        }
+        fn leave(&mut self, _room: &mut Ctx<'_>, _who: &Who<'_>) {
+            self.leaves.set(self.leaves.get() + 1);
+        }
+    }
+    let rules = MembersOnly::default();
+    let leaves = rules.leaves.clone();
+    let mut s = Sim::with_rules(RoomConfig::default(), move || Box::new(rules.clone()));
+    let stranger = s.connect_as("sess-stranger", "stranger", "EU", None);
+    assert_eq!(s.sockets[&stranger].closed, Some(4403), "a stranger is refused");
+    let canary = s.connect_canary("canary-1-abcdef");
+    let got = s.take(&canary);
+    assert_eq!(got[0]["type"], "welcome", "the canary is welcomed");
+    s.send(&canary, r#"{"type":"ping"}"#);
+    assert!(s.take(&canary).iter().any(|f| f["type"] == "pong"));
+    s.drop_conn(&canary);
+    assert_eq!(leaves.get(), 0, "the rules heard nothing of the canary");
+}
