@@ -133,7 +133,7 @@ export function resolveEnv(overrides: Partial<Env> = {}): Env {
   } as Env;
   lazy(env, "WebSocket", () => {
     const ws = (globalThis as unknown as { WebSocket?: SocketFactory }).WebSocket;
-    if (typeof ws !== "function") throw new TypeError("homeroom: no WebSocket in this environment; pass env.WebSocket");
+    if (typeof ws !== "function") throw new TypeError("homeroom: no WebSocket in this environment: pass env.WebSocket (Node 20: run node --experimental-websocket, or pass the ws package's WebSocket; Node 22 has one)");
     return ws;
   });
   lazy(env, "sessionStorage", () => storage("sessionStorage"));

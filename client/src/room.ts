@@ -133,6 +133,12 @@ const TOPIC_MAX = 64;
 /** Client-initiated close codes (browsers allow 1000 and 3000-4999). */
 const CLIENT_CLOSE = { GAP: 4000, HEARTBEAT: 4002, TIMEOUT: 4003, RECONNECT: 4004 } as const;
 
+/** `WebSocket.CLOSING`: a close frame was exchanged, the close event is still to come. */
+const CLOSING = 2;
+
+/** How long past the connect timeout a socket the server is closing may take to report why. */
+const CLOSING_GRACE_MS = 30_000;
+
 export class Room {
   readonly room: string;
   /** The kind of room (its path segment). */
@@ -536,9 +542,18 @@ export class Room {
       return;
     }
     this.socket = socket;
-    this.connectTimer = this.env.setTimeout(() => {
-      if (gen === this.generation) this.fail({ kind: "timeout" }, CLIENT_CLOSE.TIMEOUT);
-    }, this.connectTimeoutMs);
+    const timedOut = (grace: boolean) => {
+      if (gen !== this.generation) return;
+      // The server already closed it (a refusal: its close frame came, and the close event waits
+      // for the TCP connection to end, which some runtimes hold open for seconds): wait for the
+      // code and reason once more rather than call it a timeout and retry a refusal for ever.
+      if (!grace && socket.readyState === CLOSING) {
+        this.connectTimer = this.env.setTimeout(() => timedOut(true), CLOSING_GRACE_MS);
+        return;
+      }
+      this.fail({ kind: "timeout" }, CLIENT_CLOSE.TIMEOUT);
+    };
+    this.connectTimer = this.env.setTimeout(() => timedOut(false), this.connectTimeoutMs);
     socket.onmessage = (ev) => {
       if (gen !== this.generation) return;
       let frame: ServerFrame;

@@ -295,3 +295,29 @@ describe("4429 too many connections", () => {
     }
   });
 });
+
+describe("a refusal whose close event comes late", () => {
+  it("a socket the server is closing at the connect timeout is waited for, not retried as a timeout", async () => {
+    // Locally workerd holds a refused socket's TCP open for about 12 s, and a WebSocket reports
+    // the close (its code and reason) only when the TCP connection ends; its readyState says
+    // CLOSING meanwhile. The client waits for the reason instead of retrying a refusal forever.
+    const w = world();
+    const r = room(w, { kind: "poll", connectTimeoutMs: 10_000 });
+    await w.clock.advance(0);
+    const s = w.last();
+    s.readyState = 2; // the server accepted, then sent its close frame at once
+    await w.clock.advance(12_000);
+    assert.equal(w.sockets.length, 1, "no second socket: the first is still closing");
+    assert.notEqual(r.status.why, "timeout");
+    s.serverClose(4403, "members_only");
+    assert.equal(r.status.state, "closed");
+    assert.equal(r.status.why, "members_only");
+  });
+
+  it("a socket that never opens nor closes is still a timeout", async () => {
+    const w = world();
+    const r = room(w, { connectTimeoutMs: 10_000 });
+    await w.clock.advance(10_001);
+    assert.equal(r.status.why, "timeout");
+  });
+});
