@@ -6,10 +6,12 @@
 //! - [`room`]: the room engine, a pure state machine (builds and tests
 //!   natively), and [`room::rules`], the trait a team implements to run its
 //!   own logic in the room;
-//! - [`auth`] and [`regions`]: tokens, the admin key and the region table,
-//!   pure functions the Worker uses;
-//! - `host` and `edge` (wasm32 only): the Durable Object and the Worker
-//!   adapters, which a crate puts together with [`worker!`].
+//! - [`auth`]: tokens and the admin key, pure functions the Worker uses;
+//! - [`settings`]: every deployment variable, declared once, read the same
+//!   way by both adapters;
+//! - [`edge`]: the Worker, whose pure parts (the region table, the CORS
+//!   origins, [`edge::Kind`]) build natively, and `host` (wasm32 only): the
+//!   Durable Object; a crate puts them together with [`worker!`].
 //!
 //! A Worker of your own, with the open rooms at `/rooms/...` and a kind of
 //! your own at `/auction/...` (see `examples/` and the README, "Writing a
@@ -23,13 +25,11 @@
 //! ```
 
 pub mod auth;
-pub mod origins;
-pub mod protocol;
-pub mod regions;
-pub mod room;
-
-#[cfg(target_arch = "wasm32")]
 pub mod edge;
+pub mod protocol;
+pub mod room;
+pub mod settings;
+
 #[cfg(target_arch = "wasm32")]
 mod forward;
 #[cfg(target_arch = "wasm32")]

@@ -94,8 +94,8 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   max_frame: 65536,
   presence_max: 1024,
   max_depth: 32,
-  reply_bytes_per_sec: 256 * 1024,
-  send_window: 1 << 20,
+  reply_bytes_per_sec: 262144,
+  send_window: 1048576,
 });
 
 export interface MessageFrame {

@@ -1,27 +1,22 @@
 //! A fake room server on the fake clock that enforces the room's real
-//! limits the way src/room/rate.rs does: a token bucket per connection
-//! (rate 20/s, burst 50) and one per user over all their connections (40/s,
-//! burst 100), both in integer milli-units refilled continuously; a refused
+//! limits (the client's DEFAULT_LIMITS, which tests/settings.rs holds to the
+//! server's one declaration) the way src/room/rate.rs does: a token bucket
+//! per connection (rate/burst) and one per user over all their connections
+//! (user_rate/user_burst), both in integer milli-units refilled continuously; a refused
 //! frame is a `rate_limited` error and counts toward abuse (100 refusals,
 //! draining 10/s, close 4029). Mark echoes and the exact ping are free, as
 //! on the server. Frames reach it after a jittered delay that keeps their
 //! order, so frames sent apart can arrive bunched, as on a real network.
 
-import { PING } from "../src/protocol.js";
+import { DEFAULT_LIMITS, PING, type Limits } from "../src/protocol.js";
 import type { FakeClock, FakeSocket } from "./fakes.js";
 
-export interface RoomLimits {
-  rate: number;
-  burst: number;
-  user_rate: number;
-  user_burst: number;
-  max_frame: number;
-  presence_max: number;
-}
+export type RoomLimits = Limits;
 
-export const SERVER_LIMITS: RoomLimits = { rate: 20, burst: 50, user_rate: 40, user_burst: 100, max_frame: 65536, presence_max: 1024 };
-const ABUSE_LIMIT = 100;
-const ABUSE_DRAIN_PER_SEC = 10;
+export const SERVER_LIMITS: RoomLimits = DEFAULT_LIMITS;
+/** src/room/config.rs `abuse_limit` and `abuse_drain_per_sec` (not announced; tests/settings.rs checks them). */
+export const ABUSE_LIMIT = 100;
+export const ABUSE_DRAIN_PER_SEC = 10;
 
 /** src/room/rate.rs `Bucket`: milli-units, refilled by elapsed ms × per-second rate. */
 class Bucket {
@@ -135,7 +130,7 @@ export class FakeRoom {
       resumed: false,
       missed: 0,
       presence: { members },
-      limits: { ...this.limits, user_connections: 10, user_connects_per_sec: 1, user_connect_burst: 20, max_depth: 32, reply_bytes_per_sec: 262144, send_window: 1048576 },
+      limits: { ...this.limits },
     });
     const join = { [conn.session]: members[conn.session] };
     for (const c of this.others(conn)) this.deliver(c, { type: "presence", joins: join, leaves: [] });

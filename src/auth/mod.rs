@@ -489,7 +489,7 @@ impl Verifier {
 }
 
 /// Signs `claims` into an HS256 JWT with `key` (its `kid` in the header when
-/// it has one): what [`verify`] and every JWT library accept. It does not
+/// it has one): what [`Verifier::verify`] and every JWT library accept. It does not
 /// validate the claims.
 pub fn mint(key: &Key, claims: &Claims) -> String {
     jwt::mint(key, claims)

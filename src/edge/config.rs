@@ -7,6 +7,7 @@ use std::rc::Rc;
 use worker::Env;
 
 use crate::auth;
+use crate::settings::{self, read};
 
 /// How connections are authorized.
 #[derive(Clone)]
@@ -42,7 +43,7 @@ pub struct Deployment {
     /// The kinds of room the Worker serves; the canary uses the first.
     pub kinds: &'static [super::Kind],
     /// `CORS_ORIGINS`: the origins whose pages may call the HTTP room routes.
-    pub cors: crate::origins::Origins,
+    pub cors: super::origins::Origins,
 }
 
 impl Deployment {
@@ -59,16 +60,6 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<Deployment>>> = const { RefCell::new(None) };
 }
 
-/// A deployment setting: a secret, else a variable; blank counts as unset.
-/// The Worker and the room object read settings the same way.
-pub fn setting(env: &Env, name: &str) -> Option<String> {
-    env.secret(name)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(name).map(|v| v.to_string()))
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-}
-
 impl Deployment {
     /// The deployment's settings, read on the isolate's first request.
     pub fn current(env: &Env, kinds: &'static [super::Kind]) -> Rc<Deployment> {
@@ -81,37 +72,37 @@ impl Deployment {
     }
 
     fn read(env: &Env, kinds: &'static [super::Kind]) -> Deployment {
-        let text = |name: &str| setting(env, name);
+        let text = |name: &str| read(env, name);
         let yes = |name: &str| text(name).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         let key =
             |secret: String, kid: &str| auth::Key { secret: secret.into_bytes(), kid: text(kid) };
         let strong = |s: &String| s.len() >= auth::MIN_SECRET_BYTES;
-        let previous = text("AUTH_SECRET_PREVIOUS");
-        let max_ttl_secs = text("TOKEN_MAX_TTL_SECS")
+        let previous = text(settings::AUTH_SECRET_PREVIOUS);
+        let max_ttl_secs = text(settings::TOKEN_MAX_TTL_SECS.name)
             .and_then(|v| v.trim().parse().ok())
             .filter(|n: &u64| *n > 0)
             .unwrap_or(auth::DEFAULT_MAX_TTL_SECS);
-        let auth = match text("AUTH_SECRET") {
+        let auth = match text(settings::AUTH_SECRET) {
             Some(secret) if strong(&secret) && previous.as_ref().is_none_or(strong) => {
                 let keys = auth::Keys {
-                    current: key(secret, "AUTH_SECRET_KID"),
-                    previous: previous.map(|p| key(p, "AUTH_SECRET_PREVIOUS_KID")),
+                    current: key(secret, settings::AUTH_SECRET_KID.name),
+                    previous: previous.map(|p| key(p, settings::AUTH_SECRET_PREVIOUS_KID.name)),
                 };
                 AuthMode::Tokens(auth::Verifier {
-                    audience: text("TOKEN_AUDIENCE").map(|a| a.trim().to_owned()),
-                    kindless: yes("ALLOW_TOKENS_WITHOUT_KIND"),
+                    audience: text(settings::TOKEN_AUDIENCE.name).map(|a| a.trim().to_owned()),
+                    kindless: yes(settings::ALLOW_TOKENS_WITHOUT_KIND.name),
                     max_ttl_secs,
                     ..auth::Verifier::new(keys)
                 })
             }
             Some(_) => AuthMode::WeakSecret,
-            None if yes("ANONYMOUS_DEV") => {
-                AuthMode::Anonymous { remote: yes("ANONYMOUS_DEV_ALLOW_REMOTE") }
+            None if yes(settings::ANONYMOUS_DEV.name) => {
+                AuthMode::Anonymous { remote: yes(settings::ANONYMOUS_DEV_ALLOW_REMOTE.name) }
             }
             None => AuthMode::Unconfigured,
         };
         log_auth_mode(&auth);
-        let admin_key = text("ADMIN_KEY");
+        let admin_key = text(settings::ADMIN_KEY);
         let admin_key_weak = admin_key.as_ref().is_some_and(|k| k.len() < auth::MIN_SECRET_BYTES);
         if admin_key_weak {
             super::log(
@@ -122,7 +113,8 @@ impl Deployment {
                 )}),
             );
         }
-        let (cors, not_origins) = crate::origins::Origins::parse(text("CORS_ORIGINS").as_deref());
+        let (cors, not_origins) =
+            super::origins::Origins::parse(text(settings::CORS_ORIGINS.name).as_deref());
         if !not_origins.is_empty() {
             super::log(
                 "config_error",
@@ -136,8 +128,11 @@ impl Deployment {
             auth,
             admin_key,
             admin_key_weak,
-            canary_room: text("CANARY_ROOM").unwrap_or_else(|| "homeroom-canary".into()),
-            log_connections: crate::logline::connections_logged(text("LOG_CONNECTIONS")),
+            canary_room: text(settings::CANARY_ROOM.name)
+                .unwrap_or_else(|| "homeroom-canary".into()),
+            log_connections: crate::logline::connections_logged(text(
+                settings::LOG_CONNECTIONS.name,
+            )),
             kinds,
             cors,
         }

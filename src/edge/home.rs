@@ -4,6 +4,8 @@
 
 use worker::Env;
 
+use crate::settings;
+
 /// The location hints Durable Objects accept.
 pub const HINTS: [&str; 9] = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"];
 
@@ -11,7 +13,7 @@ pub const HINTS: [&str; 9] = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc
 /// `HOME`, else the hint nearest the caller's continent. Invalid settings
 /// are logged and skipped.
 pub fn hint_for(env: &Env, room: &str, continent: Option<&str>) -> Option<String> {
-    if let Ok(raw) = env.var("ROOM_HOMES").map(|v| v.to_string()) {
+    if let Some(raw) = settings::read(env, settings::ROOM_HOMES.name) {
         match serde_json::from_str::<std::collections::BTreeMap<String, String>>(&raw) {
             Ok(map) => {
                 if let Some(hint) = map.get(room) {
@@ -30,7 +32,7 @@ pub fn hint_for(env: &Env, room: &str, continent: Option<&str>) -> Option<String
             ),
         }
     }
-    if let Ok(hint) = env.var("HOME").map(|v| v.to_string()) {
+    if let Some(hint) = settings::read(env, settings::HOME.name) {
         if valid(&hint) {
             return Some(hint);
         }

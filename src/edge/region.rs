@@ -1,13 +1,13 @@
 //! Where a client connected from, as a region name (PROTOCOL.md "Regions"):
 //! the request's `cf` colo, country and continent through the deployment's
-//! `REGIONS` table ([`crate::regions`]).
+//! `REGIONS` table ([`super::regions`]).
 
 use std::cell::RefCell;
 
 use serde::Serialize;
 use worker::{js_sys, wasm_bindgen::JsValue, Env, Request};
 
-use crate::regions::RegionTable;
+use super::regions::RegionTable;
 
 thread_local! {
     /// The parsed table and the raw text it came from (vars do not change
@@ -29,7 +29,7 @@ pub fn locate(req: &Request, env: &Env) -> Whereabouts {
     let colo = cf_field(req, "colo");
     let country = cf_field(req, "country");
     let continent = cf_field(req, "continent");
-    let raw = env.var("REGIONS").map(|v| v.to_string()).unwrap_or_default();
+    let raw = crate::settings::read(env, crate::settings::REGIONS.name).unwrap_or_default();
     let region = TABLE.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.as_ref().is_none_or(|(text, _)| *text != raw) {

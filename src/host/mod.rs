@@ -27,6 +27,7 @@ use crate::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
 use crate::room::{Block, Hello, Input, Room as Engine, RoomConfig};
+use crate::settings;
 use sockets::{Effects, Sockets};
 
 /// The engine and the sockets it talks to, present while the object is in memory.
@@ -77,14 +78,13 @@ impl Host {
         {
             state.set_websocket_auto_response(&pair);
         }
-        let (config, problems) =
-            RoomConfig::from_vars(|name| env.var(name).ok().map(|v| v.to_string()));
+        let (config, problems) = RoomConfig::from_vars(|name| settings::read(&env, name));
         for problem in problems {
             log("config_error", serde_json::json!({ "problem": problem }));
         }
-        let log_connections = crate::logline::connections_logged(crate::edge::config::setting(
+        let log_connections = crate::logline::connections_logged(settings::read(
             &env,
-            "LOG_CONNECTIONS",
+            settings::LOG_CONNECTIONS.name,
         ));
         let inner = Inner {
             state,
@@ -590,7 +590,7 @@ impl Inner {
         snap.nonce = random_u64();
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let env = &self.env;
-        let var = |name: &str| crate::edge::config::setting(env, name);
+        let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));
         let engine = Engine::restore_with(self.config.clone(), rules, snap, now_ms());
         let fields = serde_json::json!({

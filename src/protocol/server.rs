@@ -80,53 +80,9 @@ pub struct PresenceList<'a> {
 }
 
 /// The room's limits, as `welcome` announces them (an added field), so a
-/// client can pace itself by the deployment's settings.
-#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Frames per second per connection, and its burst.
-    pub rate: u64,
-    pub burst: u64,
-    /// Frames per second per user over all their connections, and its burst.
-    pub user_rate: u64,
-    pub user_burst: u64,
-    /// Connections one user may hold in the room.
-    pub user_connections: usize,
-    /// Connects per second one user may make, and the burst (past it: 4429
-    /// `connect_rate`).
-    pub user_connects_per_sec: u64,
-    pub user_connect_burst: u64,
-    /// Largest frame, in bytes.
-    pub max_frame: usize,
-    /// Largest presence state, in bytes of JSON.
-    pub presence_max: usize,
-    /// Deepest nesting of `data`, `value` and presence `state`.
-    pub max_depth: usize,
-    /// Bytes one user is sent per second because of what they did
-    /// (`state`, `resync`, catch-up, welcomes, the rules' sends, member lists).
-    pub reply_bytes_per_sec: u64,
-    /// Bytes a connection may leave unconfirmed (a `mark` comes about every
-    /// quarter of it; echo each one).
-    pub send_window: u64,
-}
-
-impl Limits {
-    pub fn of(c: &crate::room::RoomConfig) -> Limits {
-        Limits {
-            rate: c.rate_per_sec,
-            burst: c.burst,
-            user_rate: c.user_rate_per_sec,
-            user_burst: c.user_burst,
-            user_connections: c.user_connections,
-            user_connects_per_sec: c.user_connects_per_sec,
-            user_connect_burst: c.user_connect_burst,
-            max_frame: c.max_frame,
-            presence_max: c.presence_max,
-            max_depth: super::client::MAX_DEPTH,
-            reply_bytes_per_sec: c.reply_bytes_per_sec,
-            send_window: c.send_window,
-        }
-    }
-}
+/// client can pace itself by the deployment's settings: declared with the
+/// settings they come from (`room/config.rs`).
+pub use crate::room::Limits;
 
 /// Every frame the server sends.
 #[derive(Serialize)]

@@ -20,7 +20,7 @@ mod state;
 mod timer;
 mod users;
 
-pub use config::RoomConfig;
+pub use config::{Limits, RoomConfig, ROOM_VARIABLES};
 pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
 pub use error::{CloseCode, ReadRefusal, Refusal};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};

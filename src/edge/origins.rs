@@ -18,7 +18,7 @@ impl Origins {
     /// rest still apply. A trailing `/` is forgiven.
     ///
     /// ```
-    /// use homeroom::origins::Origins;
+    /// use homeroom::edge::origins::Origins;
     /// let (o, bad) = Origins::parse(Some("https://app.example.com, http://localhost:5173/, app"));
     /// assert!(o.allows("http://localhost:5173") && !o.allows("https://evil.example"));
     /// assert_eq!(bad, ["app"]);
