@@ -2,7 +2,7 @@
 // its size budget. Run after scripts/build-client (scripts/test does).
 //
 //   - package.json: name homeroom, public, Apache-2.0, ESM, no runtime
-//     dependencies, react an optional peer, the three entry points;
+//     dependencies, react an optional peer, the four entry points;
 //   - the tarball's files: each entry's .js and .d.ts, README, LICENSE, and
 //     nothing of the tests, the demo or the build;
 //   - each entry point bundled as an app would (esbuild --bundle --minify,
@@ -18,7 +18,7 @@ import { build } from "esbuild";
 const CLIENT = dirname(fileURLToPath(import.meta.url));
 
 /** min+gzip bytes allowed per entry point; today's sizes are printed next to them. */
-const BUDGET = { ".": 11_500, "./react": 12_000, "./token": 1_800 };
+const BUDGET = { ".": 11_500, "./react": 12_000, "./token": 1_800, "./tuning": 3_000 };
 
 const problems = [];
 const check = (ok, what) => ok || problems.push(what);

@@ -103,7 +103,7 @@ describe("a room in your own app (examples/embed, the packed client)", { timeout
   let b: Tab; // bob
 
   it("is built from the tarball: its dist installed, bundled from node_modules/homeroom", logged(async () => {
-    for (const f of ["homeroom.js", "homeroom.d.ts", "react.js", "react.d.ts", "token.js", "token.d.ts"]) {
+    for (const f of ["homeroom.js", "homeroom.d.ts", "react.js", "react.d.ts", "token.js", "token.d.ts", "tuning.js", "tuning.d.ts"]) {
       assert.ok(app.installed().includes(f), `${f} installed`);
     }
     assert.ok(app.bundled.includes("node_modules/homeroom/dist/react.js"), "the app bundles the installed package's homeroom/react");

@@ -1,6 +1,8 @@
 //! The homeroom browser client: `connect()` to a room and get a handle that
 //! keeps its guarantees across flaky networks (resume without gaps, no lost
-//! or doubled durable sends, jittered reconnects, region choice).
+//! or doubled durable sends, jittered reconnects, region choice). Exports
+//! what client/README.md documents ("What `homeroom` exports"; test/exports.test.ts
+//! holds it to that); the defaults and helpers are `homeroom/tuning`.
 
 import { Room, type ConnectOptions } from "./room.js";
 
@@ -15,7 +17,7 @@ export function connect(opts: ConnectOptions): Room {
   return room;
 }
 
-export { Room, tokenExpired } from "./room.js";
+export { Room } from "./room.js";
 export type {
   ConnectOptions,
   ConnectionState,
@@ -27,18 +29,12 @@ export type {
   Status,
 } from "./room.js";
 export { HomeroomError } from "./errors.js";
-export { DEFAULT_BACKOFF, fullJitter, plan } from "./backoff.js";
-export type { BackoffOptions, Cause, Plan, PlanContext, StopWhy } from "./backoff.js";
-export { DEFAULT_HEARTBEAT } from "./heartbeat.js";
-export type { HeartbeatOptions } from "./heartbeat.js";
-export { DEFAULT_REGIONS, EndpointChooser, PIN_KEY } from "./regions.js";
-export type { ChoiceWhy, RegionOptions } from "./regions.js";
-export { DEFAULT_RATE, paceFor } from "./bucket.js";
-export type { Pace, RateOptions } from "./bucket.js";
-export { IDLE_STATUS } from "./status.js";
-export { EMPTY_PRESENCE } from "./presence.js";
-export { SESSION_KEY, validSession } from "./session.js";
+// Types only: what the documented API's signatures and options name. The
+// defaults and helpers behind them are in `homeroom/tuning` (tuning.ts).
 export type { Presence } from "./presence.js";
-export type { Env, SocketFactory, SocketLike, StorageLike, WakeSource, WakeWhy } from "./env.js";
-export { CLOSE, DEFAULT_LIMITS, PING, markEcho } from "./protocol.js";
-export type * from "./protocol.js";
+export type { Json, Limits, Member, MessageFrame, RegionCount, SignalFrame, StateEntry, Summary } from "./protocol.js";
+export type { BackoffOptions } from "./backoff.js";
+export type { HeartbeatOptions } from "./heartbeat.js";
+export type { ChoiceWhy, RegionOptions } from "./regions.js";
+export type { RateOptions } from "./bucket.js";
+export type { Env, SocketFactory, SocketLike, StorageLike, TimerHandle, WakeSource, WakeWhy } from "./env.js";
