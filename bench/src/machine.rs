@@ -206,9 +206,9 @@ pub struct Attachment {
 }
 
 pub fn attachment() -> Attachment {
-    use homeroom::room::Peer;
+    use homeroom::room::{Peer, Time};
     use serde_json::value::RawValue;
-    let ms = 1_764_460_000_123;
+    let ms = Time::from_ms(1_764_460_000_123);
     let peer = |session: &str, user: &str, region: &str, state: &str| Peer {
         conn: format!("c-{:016x}", 0x0123_4567_89ab_cdefu64),
         session: session.into(),
@@ -219,7 +219,7 @@ pub fn attachment() -> Attachment {
         seen: ms,
         state: RawValue::from_string(state.into()).expect("valid JSON"),
         // A token's expiry and the connection's mark key, as a deployment has them.
-        exp: Some(ms + 3_600_000),
+        exp: Some(ms.plus_secs(3_600)),
         key: 0xfedc_ba98_7654_3210,
         info: None,
         canary: false,

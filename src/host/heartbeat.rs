@@ -6,6 +6,8 @@ use worker::wasm_bindgen::prelude::*;
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, web_sys, worker_sys, State, WebSocket};
 
+use crate::room::Time;
+
 #[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
 extern "C" {
     /// The same `DurableObjectState`, seen with the one method we need.
@@ -19,13 +21,13 @@ extern "C" {
     ) -> Result<JsValue, JsValue>;
 }
 
-/// The time (ms) of the last ping the runtime answered on `ws`, if any.
-pub fn last_answered(state: &State, ws: &WebSocket) -> Option<u64> {
+/// When the runtime last answered a ping on `ws`, if it has.
+pub fn last_answered(state: &State, ws: &WebSocket) -> Option<Time> {
     let raw: &worker_sys::DurableObjectState = state.as_raw();
     let value = raw
         .unchecked_ref::<StateWithTimestamps>()
         .get_web_socket_auto_response_timestamp(ws.as_ref())
         .ok()?;
     let date: js_sys::Date = value.dyn_into().ok()?;
-    Some(date.get_time() as u64)
+    Some(Time::from_ms(date.get_time() as u64))
 }

@@ -26,7 +26,7 @@ use worker::{
 use crate::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
-use crate::room::{Block, Hello, Input, Room as Engine, RoomConfig};
+use crate::room::{Block, Hello, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
 use sockets::{Effects, Sockets};
 
@@ -63,7 +63,7 @@ struct Inner {
     rules: MakeRules,
     live: RefCell<Option<Live>>,
     /// The flush timer that is pending, if any (ms).
-    wake_at: Cell<Option<u64>>,
+    wake_at: Cell<Option<Time>>,
     /// `LOG_CONNECTIONS`: a `close` line per socket gone.
     log_connections: bool,
 }
@@ -167,7 +167,7 @@ impl Host {
         }
         // Pings answered by the runtime never woke us: collect them now, so a
         // client that only pings is not mistaken for a dead one.
-        let beats: Vec<(String, u64)> = inner
+        let beats: Vec<(String, Time)> = inner
             .state
             .get_websockets()
             .iter()
@@ -179,7 +179,7 @@ impl Host {
             for (conn, at) in &beats {
                 live.engine.handle(now, Input::Heartbeat { conn, at: *at });
             }
-            live.engine.handle(now, Input::Timer);
+            live.engine.handle(now, Input::Alarm);
         })?;
         inner.after(effects).await;
         Response::ok("")
@@ -335,7 +335,7 @@ impl Inner {
             epoch: fwd.epoch,
             rand: random_u64(),
             secret: random_u64(),
-            expires: fwd.expires,
+            expires: fwd.expires.map(Time::from_ms),
             info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
             canary: fwd.canary,
         };
@@ -432,11 +432,11 @@ impl Inner {
                 return Ok((error_response(400, "invalid", &message), Effects::default()));
             }
         };
-        let now = now_ms();
+        let now = now();
         let block = match parsed.block_secs {
             None => Block::Keep,
             Some(0) => Block::Lift,
-            Some(secs) => Block::Until(now + secs.min(MAX_BLOCK_SECS) * 1000),
+            Some(secs) => Block::Until(now.plus_secs(secs.min(MAX_BLOCK_SECS))),
         };
         let until = match block {
             Block::Until(t) => Some(t),
@@ -489,14 +489,14 @@ impl Inner {
     fn run<T>(
         &self,
         origin: Option<Origin<'_>>,
-        f: impl FnOnce(&mut Live, u64) -> T,
+        f: impl FnOnce(&mut Live, Time) -> T,
     ) -> Result<(T, Effects)> {
         let mut slot = self.live.borrow_mut();
         if slot.is_none() {
             *slot = Some(self.load(origin)?);
         }
         let live = slot.as_mut().expect("loaded above");
-        let now = now_ms();
+        let now = now();
         let out = f(live, now);
         let sql = self.state.storage().sql();
         match live.sockets.apply(&mut live.engine, &sql, now) {
@@ -545,7 +545,7 @@ impl Inner {
             self.schedule_flush(at);
         }
         if let Some(at) = effects.alarm {
-            let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
+            let when = ScheduledTime::new(js_sys::Date::new(&(at.ms() as f64).into()));
             if let Err(e) = self.state.storage().set_alarm(when).await {
                 log("alarm_error", serde_json::json!({ "error": e.to_string() }));
             }
@@ -555,13 +555,13 @@ impl Inner {
     /// An in-memory timer (coalescing windows are tens of milliseconds, too
     /// short and too frequent for the storage alarm). One at a time: an
     /// earlier request replaces a later pending one by simply firing first.
-    fn schedule_flush(self: &Rc<Self>, at: u64) {
+    fn schedule_flush(self: &Rc<Self>, at: Time) {
         if self.wake_at.get().is_some_and(|pending| pending <= at) {
             return;
         }
         self.wake_at.set(Some(at));
         let this = Rc::clone(self);
-        let delay = at.saturating_sub(now_ms());
+        let delay = at.since(now());
         wasm_bindgen_futures::spawn_local(async move {
             worker::Delay::from(Duration::from_millis(delay)).await;
             if this.wake_at.get() == Some(at) {
@@ -572,7 +572,7 @@ impl Inner {
             if this.live.borrow().is_none() {
                 return;
             }
-            match this.run(None, |live, now| live.engine.handle(now, Input::Flush)) {
+            match this.run(None, |live, now| live.engine.handle(now, Input::Wake)) {
                 Ok(((), effects)) => this.after(effects).await,
                 Err(e) => log("flush_error", serde_json::json!({ "error": e.to_string() })),
             }
@@ -586,13 +586,13 @@ impl Inner {
         let room = origin.map(|o| o.room);
         let home = origin.and_then(|o| o.home);
         let new_epoch = || format!("e-{:016x}", random_u64());
-        let mut snap = storage::load(&sql, room, home, new_epoch, recent, now_ms())?;
+        let mut snap = storage::load(&sql, room, home, new_epoch, recent, now())?;
         snap.nonce = random_u64();
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
         let env = &self.env;
         let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));
-        let engine = Engine::restore_with(self.config.clone(), rules, snap, now_ms());
+        let engine = Engine::restore_with(self.config.clone(), rules, snap, now());
         let fields = serde_json::json!({
             "room": engine.name(), "epoch": engine.epoch(),
             "seq": engine.seq(), "sockets": engine.connections(),
@@ -621,8 +621,9 @@ fn read_refused(refused: &crate::room::ReadRefusal) -> Result<Response> {
     Ok(response)
 }
 
-fn now_ms() -> u64 {
-    worker::Date::now().as_millis()
+/// The runtime's clock, which the engine has none of.
+fn now() -> Time {
+    Time::from_ms(worker::Date::now().as_millis())
 }
 
 /// 64 random bits, for connection ids, epochs and the engine's jitter.
@@ -630,7 +631,7 @@ fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     if getrandom::fill(&mut bytes).is_err() {
         // Unreachable on workerd (crypto.getRandomValues); fall back to time.
-        bytes = now_ms().to_le_bytes();
+        bytes = now().ms().to_le_bytes();
     }
     u64::from_le_bytes(bytes)
 }

@@ -7,15 +7,15 @@ use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, web_sys, SqlStorage, WebSocket};
 
 use super::storage;
-use crate::room::{Output, Peer, Room as Engine};
+use crate::room::{Output, Peer, Room as Engine, Time};
 
 /// The timers the engine asked for while its outputs were applied.
 #[derive(Debug, Default)]
 pub struct Effects {
     /// The storage alarm (durable; presence sweeps and summaries).
-    pub alarm: Option<u64>,
+    pub alarm: Option<Time>,
     /// The in-memory flush timer (coalescing windows, replay holds).
-    pub wake: Option<u64>,
+    pub wake: Option<Time>,
     /// The room's storage is to be deleted; the engine is spent.
     pub delete: bool,
 }
@@ -77,7 +77,7 @@ impl Sockets {
         &mut self,
         engine: &mut Engine,
         sql: &SqlStorage,
-        now: u64,
+        now: Time,
     ) -> worker::Result<Effects> {
         let mut effects = Effects::default();
         while let Some(out) = engine.poll_output() {
@@ -130,8 +130,8 @@ impl Sockets {
                 Output::Timers(all) => storage::timers(sql, &all)?,
                 Output::Delete => effects.delete = true,
                 Output::SetAlarm(at) => effects.alarm = Some(at),
-                Output::Wake(at) => {
-                    effects.wake = Some(effects.wake.map_or(at, |w: u64| w.min(at)))
+                Output::SetWake(at) => {
+                    effects.wake = Some(effects.wake.map_or(at, |w: Time| w.min(at)))
                 }
             }
         }

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use worker::{SqlStorage, SqlStorageValue as V};
 
-use crate::room::{Commit, LogEntry, LogId, Snapshot};
+use crate::room::{Commit, LogEntry, LogId, Snapshot, Time};
 
 /// The migrations in `migrations/`, applied in order and recorded by version.
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -107,7 +107,7 @@ pub fn load(
     home: Option<&str>,
     new_epoch: impl FnOnce() -> String,
     recent: u64,
-    now: u64,
+    now: Time,
 ) -> worker::Result<Snapshot> {
     let meta: Vec<MetaRow> = sql.exec("SELECT k, v FROM meta", None)?.to_array()?;
     let get = |k: &str| meta.iter().find(|m| m.k == k).map(|m| m.v.clone());
@@ -160,10 +160,10 @@ pub fn load(
         .map(|r| LogId { seq: r.seq, session: r.session, id: r.id, user: r.user, bytes: r.bytes })
         .collect();
     let blocks = sql
-        .exec("SELECT user, until FROM blocks WHERE until > ?", vec![V::Integer(now as i64)])?
+        .exec("SELECT user, until FROM blocks WHERE until > ?", vec![V::Integer(now.ms() as i64)])?
         .to_array::<BlockRow>()?
         .into_iter()
-        .map(|b| (b.user, b.until))
+        .map(|b| (b.user, Time::from_ms(b.until)))
         .collect();
     Ok(Snapshot {
         room: name,
@@ -175,7 +175,7 @@ pub fn load(
         ids,
         peers: Vec::new(),
         blocks,
-        idle_since: get("idle_since").and_then(|v| v.parse().ok()),
+        idle_since: get("idle_since").and_then(|v| v.parse().ok()).map(Time::from_ms),
         timers: get("timers").and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
         nonce: 0, // the host's fresh randomness, set by the caller
     })
@@ -195,7 +195,7 @@ pub fn commit(sql: &SqlStorage, c: &Commit) -> worker::Result<()> {
             V::String(e.region.clone()),
             V::String(e.topic.clone()),
             V::String(e.data.get().to_owned()),
-            V::Integer(e.ts as i64),
+            V::Integer(e.ts.ms() as i64),
         ],
     )?;
     if let Some(w) = &c.state {
@@ -215,15 +215,15 @@ pub fn commit(sql: &SqlStorage, c: &Commit) -> worker::Result<()> {
 }
 
 /// Stores or lifts a user's block (ended blocks are dropped on the way).
-pub fn block(sql: &SqlStorage, user: &str, until: Option<u64>, now: u64) -> worker::Result<()> {
+pub fn block(sql: &SqlStorage, user: &str, until: Option<Time>, now: Time) -> worker::Result<()> {
     sql.exec(
         "DELETE FROM blocks WHERE user = ? OR until <= ?",
-        vec![V::String(user.into()), V::Integer(now as i64)],
+        vec![V::String(user.into()), V::Integer(now.ms() as i64)],
     )?;
     if let Some(until) = until {
         sql.exec(
             "INSERT INTO blocks (user, until) VALUES (?, ?)",
-            vec![V::String(user.into()), V::Integer(until as i64)],
+            vec![V::String(user.into()), V::Integer(until.ms() as i64)],
         )?;
     }
     Ok(())
@@ -249,22 +249,22 @@ fn entry_of(r: LogRow) -> Option<LogEntry> {
         region: r.region,
         topic: r.topic,
         data: RawValue::from_string(r.data).ok()?,
-        ts: r.ts,
+        ts: Time::from_ms(r.ts),
     })
 }
 
 /// Stores the rules' timers (the whole set, as JSON in `meta`).
-pub fn timers(sql: &SqlStorage, all: &[(String, u64)]) -> worker::Result<()> {
+pub fn timers(sql: &SqlStorage, all: &[(String, Time)]) -> worker::Result<()> {
     let json = serde_json::to_string(all).unwrap_or_else(|_| "[]".into());
     sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('timers', ?)", vec![V::String(json)])?;
     Ok(())
 }
 
 /// Records since when the room has had no connection.
-pub fn idle(sql: &SqlStorage, since: u64) -> worker::Result<()> {
+pub fn idle(sql: &SqlStorage, since: Time) -> worker::Result<()> {
     sql.exec(
         "INSERT OR REPLACE INTO meta (k, v) VALUES ('idle_since', ?)",
-        vec![V::String(since.to_string())],
+        vec![V::String(since.ms().to_string())],
     )?;
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::CloseCode;
+use super::{CloseCode, Time};
 use crate::protocol::server;
 
 /// A connection the adapter has accepted, as the Worker vouched for it.
@@ -25,9 +25,9 @@ pub struct Hello {
     pub rand: u64,
     /// Another, kept secret: the key of this connection's flow-control marks.
     pub secret: u64,
-    /// When the token that admitted it expires (ms); the room closes the
+    /// When the token that admitted it expires; the room closes the
     /// socket then (4401). `None` in anonymous dev mode.
-    pub expires: Option<u64>,
+    pub expires: Option<Time>,
     /// Verified information about the user that came with the token, if any
     /// (the room's rules see it, and may replace it, when the member joins).
     pub info: Option<Box<RawValue>>,
@@ -48,14 +48,15 @@ pub enum Input<'a> {
     Binary { conn: &'a str, len: usize },
     /// A socket closed or errored.
     Closed { conn: &'a str },
-    /// The runtime answered a heartbeat ping on `conn` at `at` (ms) without
+    /// The runtime answered a heartbeat ping on `conn` at `at` without
     /// waking the room; reported when the alarm fires.
-    Heartbeat { conn: &'a str, at: u64 },
-    /// The alarm the engine asked for fired.
-    Timer,
-    /// The short wake-up timer ([`Output::Wake`]) fired: the turn ended;
-    /// release what waited for it and the windows and holds that ended.
-    Flush,
+    Heartbeat { conn: &'a str, at: Time },
+    /// The storage alarm the engine asked for ([`Output::SetAlarm`]) fired.
+    Alarm,
+    /// The short in-memory timer the engine asked for ([`Output::SetWake`])
+    /// fired: the turn ended; release what waited for it and the windows and
+    /// holds that ended.
+    Wake,
 }
 
 /// What the engine asks the adapter to do, in order.
@@ -74,24 +75,24 @@ pub enum Output {
     /// Store what the room must know about a connection to rebuild it after
     /// eviction (the socket attachment).
     Remember(Peer),
-    /// Wake the room with [`Input::Timer`] at this time (ms); replaces an
-    /// alarm set before. Durable: survives eviction.
-    SetAlarm(u64),
-    /// Call back with [`Input::Flush`] at this time (ms): a short in-memory
-    /// timer for coalescing windows (tens of milliseconds), or for the end
-    /// of the turn (the time is now: after the events already waiting).
-    Wake(u64),
-    /// Store that `user` may not connect until `until` (ms), or, with
-    /// `None`, that they may again.
-    Block { user: String, until: Option<u64> },
-    /// Record that the room has had no connection since this time (ms), for
-    /// its retention.
-    Idle(u64),
+    /// Call back with [`Input::Alarm`] at this time; replaces an alarm set
+    /// before. The storage alarm: durable, it survives eviction.
+    SetAlarm(Time),
+    /// Call back with [`Input::Wake`] at this time: a short in-memory timer
+    /// for coalescing windows (tens of milliseconds), or for the end of the
+    /// turn (the time is now: after the events already waiting).
+    SetWake(Time),
+    /// Store that `user` may not connect until `until`, or, with `None`,
+    /// that they may again.
+    Block { user: String, until: Option<Time> },
+    /// Record that the room has had no connection since this time, for its
+    /// retention.
+    Idle(Time),
     /// Delete the room's storage: the operator asked, or the room sat empty
     /// past its retention. The engine is spent; drop it.
     Delete,
-    /// Store the rules' timers (all of them: name, when due in ms).
-    Timers(Vec<(String, u64)>),
+    /// Store the rules' timers (all of them: name, when due).
+    Timers(Vec<(String, Time)>),
 }
 
 /// One durable, sequenced write.
@@ -121,7 +122,8 @@ pub struct LogEntry {
     pub region: String,
     pub topic: String,
     pub data: Box<RawValue>,
-    pub ts: u64,
+    /// When the room sequenced it (the frame's `ts`).
+    pub ts: Time,
 }
 
 impl LogEntry {
@@ -136,7 +138,7 @@ impl LogEntry {
             region: &self.region,
             topic: &self.topic,
             data: &self.data,
-            ts: self.ts,
+            ts: self.ts.ms(),
         }
         .to_text()
         .into()
@@ -150,19 +152,19 @@ pub struct Peer {
     pub session: String,
     pub user: String,
     pub region: String,
-    /// When the connection opened (ms); the newest wins a session.
-    pub opened: u64,
-    /// When the session became a member (ms).
-    pub since: u64,
-    /// The last sign of life the attachment knows of (ms); at most half a
+    /// When the connection opened; the newest wins a session.
+    pub opened: Time,
+    /// When the session became a member.
+    pub since: Time,
+    /// The last sign of life the attachment knows of; at most half a
     /// presence TTL old while the client is active.
     #[serde(default)]
-    pub seen: u64,
+    pub seen: Time,
     /// The session's presence state.
     pub state: Box<RawValue>,
-    /// When the connection's token expires (ms).
+    /// When the connection's token expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exp: Option<u64>,
+    pub exp: Option<Time>,
     /// The key of the connection's flow-control marks.
     #[serde(default)]
     pub key: u64,
@@ -191,12 +193,12 @@ pub struct Snapshot {
     pub ids: Vec<LogId>,
     /// The connections still open.
     pub peers: Vec<Peer>,
-    /// Users blocked from the room, with when the block ends (ms).
-    pub blocks: Vec<(String, u64)>,
-    /// Since when the room has had no connection (ms), if it was recorded.
-    pub idle_since: Option<u64>,
-    /// The rules' timers: name and when due (ms).
-    pub timers: Vec<(String, u64)>,
+    /// Users blocked from the room, with when the block ends.
+    pub blocks: Vec<(String, Time)>,
+    /// Since when the room has had no connection, if it was recorded.
+    pub idle_since: Option<Time>,
+    /// The rules' timers: name and when due.
+    pub timers: Vec<(String, Time)>,
     /// Fresh randomness of this load (the adapter's): the marks of a
     /// connection that stayed open are made from its key mixed with it, so
     /// no mark of this load repeats one of a load before. Otherwise a

@@ -17,6 +17,7 @@ mod presence;
 mod rate;
 pub mod rules;
 mod state;
+mod time;
 mod timer;
 mod users;
 
@@ -24,6 +25,7 @@ pub use config::{Limits, RoomConfig, ROOM_VARIABLES};
 pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
 pub use error::{CloseCode, ReadRefusal, Refusal};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
+pub use time::Time;
 
 /// The simulated adapter, for tests of the engine and of rules (feature
 /// `sim`): outputs applied in order to an in-memory disk and sockets.

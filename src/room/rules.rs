@@ -44,7 +44,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::state::RoomState;
-use super::LogEntry;
+use super::{LogEntry, Time};
 
 /// Who is acting: a connected member, the operator's backend (admin key),
 /// or the rules themselves.
@@ -312,20 +312,20 @@ pub(crate) enum Effect {
 
 /// The room as a hook sees it: read the state and members, write, schedule.
 pub struct Ctx<'a> {
-    pub(crate) now: u64,
+    pub(crate) now: Time,
     pub(crate) room: &'a str,
     pub(crate) state: &'a RoomState,
     pub(crate) members: &'a dyn Fn() -> Vec<(String, String)>,
     pub(crate) effects: Vec<Effect>,
-    pub(crate) timers: &'a mut BTreeMap<String, u64>,
+    pub(crate) timers: &'a mut BTreeMap<String, Time>,
     pub(crate) timers_changed: bool,
     /// A value that could not be encoded (a rule bug); reported, not panicked.
     pub(crate) problems: Vec<String>,
 }
 
 impl Ctx<'_> {
-    /// The time of the event being handled (ms since the Unix epoch).
-    pub fn now(&self) -> u64 {
+    /// The time of the event being handled.
+    pub fn now(&self) -> Time {
         self.now
     }
 
@@ -377,10 +377,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// Calls [`Rules::timer`] with `name` at `at` (ms), or soon after;
-    /// replaces a timer of the same name. Stored with the room: it fires
-    /// after an eviction too.
-    pub fn schedule(&mut self, name: &str, at: u64) {
+    /// Calls [`Rules::timer`] with `name` at `at`, or soon after; replaces
+    /// a timer of the same name. Stored with the room: it fires after an
+    /// eviction too. `room.schedule("close", room.now().plus_secs(60))`.
+    pub fn schedule(&mut self, name: &str, at: Time) {
         self.timers.insert(name.to_owned(), at);
         self.timers_changed = true;
     }
@@ -393,7 +393,7 @@ impl Ctx<'_> {
     }
 
     /// When the timer `name` is due, if set.
-    pub fn scheduled(&self, name: &str) -> Option<u64> {
+    pub fn scheduled(&self, name: &str) -> Option<Time> {
         self.timers.get(name).copied()
     }
 

@@ -24,7 +24,7 @@ use serde_json::Value;
 use std::rc::Rc;
 
 use crate::room::rules::Rules;
-use crate::room::{Hello, Input, LogEntry, LogId, Output, Peer, Room, RoomConfig, Snapshot};
+use crate::room::{Hello, Input, LogEntry, LogId, Output, Peer, Room, RoomConfig, Snapshot, Time};
 
 /// What SQLite would hold.
 #[derive(Default)]
@@ -32,14 +32,14 @@ pub struct Disk {
     pub seq: u64,
     pub log: BTreeMap<u64, LogEntry>,
     pub state: BTreeMap<String, (Box<RawValue>, u64)>,
-    pub blocks: BTreeMap<String, u64>,
-    pub idle_since: Option<u64>,
+    pub blocks: BTreeMap<String, Time>,
+    pub idle_since: Option<Time>,
     /// The room's storage was deleted this many times.
     pub deleted: usize,
     /// The epoch a reload gets (a deleted room starts a new log).
     pub epoch: Option<String>,
     /// The rules' timers as stored.
-    pub timers: Vec<(String, u64)>,
+    pub timers: Vec<(String, Time)>,
 }
 
 /// One client socket as the simulated runtime sees it.
@@ -53,7 +53,7 @@ pub struct Socket {
     /// WebSocket frames received (a `batch` counts once).
     pub raw: usize,
     /// When the runtime last auto-answered a ping on this socket.
-    pub pinged: Option<u64>,
+    pub pinged: Option<Time>,
     /// Bytes of text the room handed the runtime for this socket.
     pub bytes: u64,
     /// The client reads but never echoes a `mark` (a hostile or broken reader).
@@ -63,15 +63,16 @@ pub struct Socket {
 pub struct Sim {
     pub room: Room,
     pub config: RoomConfig,
-    pub now: u64,
+    /// The virtual clock; starts at 1 s after the epoch.
+    pub now: Time,
     pub disk: Disk,
     pub sockets: BTreeMap<String, Socket>,
     /// The alarm the engine asked for, as the runtime keeps it.
-    pub alarm: Option<u64>,
+    pub alarm: Option<Time>,
     /// Every alarm time the engine asked for, in order.
-    pub alarms_set: Vec<u64>,
-    /// The short flush timer the engine asked for.
-    pub wake: Option<u64>,
+    pub alarms_set: Vec<Time>,
+    /// The short in-memory timer the engine asked for.
+    pub wake: Option<Time>,
     /// How many connections each `Multicast` went to, in order.
     pub multicasts: Vec<usize>,
     /// Makes the rules a reload runs (the open rules when `None`).
@@ -88,9 +89,9 @@ impl Sim {
     pub fn new(config: RoomConfig) -> Sim {
         let snap = Snapshot { room: "r1".into(), epoch: "e-1".into(), ..Default::default() };
         Sim {
-            room: Room::restore(config.clone(), snap, 0),
+            room: Room::restore(config.clone(), snap, Time::EPOCH),
             config,
-            now: 1_000,
+            now: Time::from_ms(1_000),
             disk: Disk::default(),
             sockets: BTreeMap::new(),
             alarm: None,
@@ -128,14 +129,14 @@ impl Sim {
         self.connect_until(session, user, region, since, None)
     }
 
-    /// Connects with a token that expires at `expires` (ms).
+    /// Connects with a token that expires at `expires`.
     pub fn connect_until(
         &mut self,
         session: &str,
         user: &str,
         region: &str,
         since: Option<(u64, &str)>,
-        expires: Option<u64>,
+        expires: Option<Time>,
     ) -> String {
         self.open(session, user, region, (since.map(|s| s.0), since.map(|s| s.1)), expires, None)
     }
@@ -165,7 +166,7 @@ impl Sim {
         user: &str,
         region: &str,
         (since, epoch): (Option<u64>, Option<&str>),
-        expires: Option<u64>,
+        expires: Option<Time>,
         info: Option<Box<RawValue>>,
     ) -> String {
         self.next_conn += 1;
@@ -299,8 +300,9 @@ impl Sim {
         self.pump();
     }
 
+    /// Moves the virtual clock `ms` milliseconds on (nothing fires).
     pub fn advance(&mut self, ms: u64) {
-        self.now += ms;
+        self.now = self.now.plus_ms(ms);
     }
 
     /// Applies every pending output, in order, as the adapter does.
@@ -342,7 +344,7 @@ impl Sim {
                     s.open = false;
                     s.closed = Some(code.code());
                 }
-                Output::Wake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
+                Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
                     self.alarms_set.push(at);
@@ -442,7 +444,7 @@ impl Sim {
 
     /// Runs virtual time forward to `until`, firing the alarm on the way as
     /// the adapter does: heartbeats of every open socket first, then the timer.
-    pub fn run_until(&mut self, until: u64) {
+    pub fn run_until(&mut self, until: Time) {
         loop {
             let alarm = self.alarm.filter(|at| *at <= until);
             let wake = self.wake.filter(|at| *at <= until);
@@ -455,7 +457,7 @@ impl Sim {
                 (_, Some(w)) => {
                     self.now = self.now.max(w);
                     self.wake = None;
-                    self.room.handle(self.now, Input::Flush);
+                    self.room.handle(self.now, Input::Wake);
                     self.pump();
                 }
                 _ => break,
@@ -469,7 +471,7 @@ impl Sim {
     pub fn end_turn(&mut self) {
         while self.wake.is_some_and(|at| at <= self.now) {
             self.wake = None;
-            self.room.handle(self.now, Input::Flush);
+            self.room.handle(self.now, Input::Wake);
             self.pump();
         }
     }
@@ -484,7 +486,7 @@ impl Sim {
         // again and again at the same time is stuck.
         let (mut last, mut same) = (self.now, 0);
         for _ in 0..1_000_000 {
-            let Some(at) = self.room.flush_work() else {
+            let Some(at) = self.room.flush_work().map(Time::from_ms) else {
                 return;
             };
             self.run_until(at.max(self.now));
@@ -505,7 +507,7 @@ impl Sim {
 
     /// Fires the alarm now, whatever it was set to (an early alarm).
     pub fn fire_alarm(&mut self) {
-        let beats: Vec<(String, u64)> = self
+        let beats: Vec<(String, Time)> = self
             .sockets
             .iter()
             .filter(|(_, s)| s.open)
@@ -514,7 +516,7 @@ impl Sim {
         for (conn, at) in &beats {
             self.room.handle(self.now, Input::Heartbeat { conn, at: *at });
         }
-        self.room.handle(self.now, Input::Timer);
+        self.room.handle(self.now, Input::Alarm);
         self.pump();
     }
 }
@@ -530,7 +532,7 @@ impl Sim {
         region: &str,
         since: Option<u64>,
         epoch: Option<&str>,
-        expires: Option<u64>,
+        expires: Option<Time>,
     ) -> String {
         self.open(session, user, region, (since, epoch), expires, None)
     }

@@ -30,7 +30,7 @@
 use homeroom::room::rules::{
     Ctx, Current, Join, Refusal, Request, Response, Rules, Vars, Who, Write,
 };
-use homeroom::room::LogEntry;
+use homeroom::room::{LogEntry, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -80,7 +80,7 @@ pub struct Lot {
     pub title: String,
     pub start: u64,
     pub step: u64,
-    pub ends_at: u64,
+    pub ends_at: Time,
     pub open: bool,
     /// The winning bid, once closed (null when nobody bid).
     pub winner: Option<Value>,
@@ -101,7 +101,7 @@ impl Auction {
 
     /// Opens a lot now, for `seconds`: a fresh lot, no bid, a close timer.
     fn open(&self, room: &mut Ctx<'_>, title: &str, start: u64, step: u64, seconds: u64) -> Lot {
-        let ends_at = room.now().saturating_add(seconds.min(MAX_SECONDS) * 1000);
+        let ends_at = room.now().plus_secs(seconds.min(MAX_SECONDS));
         let lot = Lot { title: title.into(), start, step, ends_at, open: true, winner: None };
         room.set("bid", &Value::Null);
         room.set("lot", &lot);
@@ -130,7 +130,7 @@ impl Auction {
     /// The next lot opens after the pause (none with a pause of 0).
     fn reopen_later(&self, room: &mut Ctx<'_>) {
         if self.pause_seconds > 0 {
-            room.schedule("reopen", room.now().saturating_add(self.pause_seconds * 1000));
+            room.schedule("reopen", room.now().plus_secs(self.pause_seconds));
         }
     }
 }

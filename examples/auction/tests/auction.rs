@@ -4,7 +4,7 @@
 
 use homeroom::room::rules::Request;
 use homeroom::room::sim::Sim;
-use homeroom::room::RoomConfig;
+use homeroom::room::{RoomConfig, Time};
 use homeroom_auction::{Auction, Lot};
 use serde_json::{json, Value};
 
@@ -32,7 +32,7 @@ fn a_lot_opens_with_the_room_and_bids_only_go_up_in_the_bidders_own_name() {
     let mut s = room();
     let lot: Lot = serde_json::from_value(state(&s, "lot")).unwrap();
     assert!(lot.open);
-    assert_eq!(lot.ends_at, s.now + 60_000);
+    assert_eq!(lot.ends_at, s.now.plus_ms(60_000));
     let ann = s.connect_as("sess-ann1", "ann", "EU", None);
     let mal = s.connect_as("sess-mal1", "mallory", "NA", None);
     let r = bid(&mut s, &ann, "b0", json!({"amount": 90}));
@@ -63,13 +63,13 @@ fn a_lot_opens_with_the_room_and_bids_only_go_up_in_the_bidders_own_name() {
 #[test]
 fn the_room_closes_the_lot_at_its_end_even_after_an_eviction_and_names_the_winner() {
     let mut s = room();
-    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    let ends_at = Time::from_ms(state(&s, "lot")["ends_at"].as_u64().unwrap());
     let ann = s.connect_as("sess-ann1", "ann", "EU", None);
     bid(&mut s, &ann, "b1", json!({"amount": 100}));
     bid(&mut s, &ann, "b2", json!({"amount": 150}));
     s.drop_conn(&ann);
     s.evict(); // nobody there: the object goes, the alarm stays
-    s.run_until(ends_at - 1);
+    s.run_until(ends_at.minus_ms(1));
     assert!(state(&s, "lot")["open"].as_bool().unwrap());
     s.run_until(ends_at);
     let lot = state(&s, "lot");
@@ -86,7 +86,7 @@ fn the_room_closes_the_lot_at_its_end_even_after_an_eviction_and_names_the_winne
     assert_eq!(bid(&mut s, &bob, "late", json!({"amount": 500}))["code"], "auction_closed");
     assert_eq!(s.room.seq(), seq);
     // After the pause, the next lot opens with no bid.
-    s.run_until(ends_at + 30_000);
+    s.run_until(ends_at.plus_ms(30_000));
     assert_eq!(state(&s, "lot")["open"], true);
     assert_eq!(state(&s, "bid"), Value::Null);
     assert_eq!(bid(&mut s, &bob, "b9", json!({"amount": 100}))["type"], "ack");
@@ -112,7 +112,7 @@ fn the_backend_opens_closes_and_reads_lots_with_the_admin_key() {
         .unwrap();
     assert_eq!(r.status, 200);
     s.pump();
-    assert_eq!(state(&s, "lot")["ends_at"], s.now + 5_000);
+    assert_eq!(state(&s, "lot")["ends_at"], s.now.plus_ms(5_000).ms());
     let ann = s.connect_as("sess-ann1", "ann", "EU", None);
     bid(&mut s, &ann, "b1", json!({"amount": 1}));
     let r = s.room.request(s.now, &req("POST", "close", "", true)).unwrap();
@@ -127,7 +127,7 @@ fn the_backend_opens_closes_and_reads_lots_with_the_admin_key() {
     assert_eq!(body["lot"]["title"], "T");
     // The close timer of the lot the backend closed does not fire again.
     let seq = s.room.seq();
-    s.run_until(s.now + 6_000);
+    s.run_until(s.now.plus_ms(6_000));
     assert_eq!(s.room.seq(), seq);
 }
 
@@ -196,7 +196,7 @@ fn the_public_lot_shows_display_names_only() {
     assert_eq!(body["bid"]["amount"], 150);
     assert_eq!(body["bid"]["history"][0]["amount"], 100);
     // Closed, with its winner: the same.
-    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    let ends_at = Time::from_ms(state(&s, "lot")["ends_at"].as_u64().unwrap());
     s.run_until(ends_at);
     let r = s.room.request(s.now, &anyone).unwrap();
     let body: Value = serde_json::from_str(&r.body).unwrap();
@@ -210,28 +210,28 @@ fn the_public_lot_shows_display_names_only() {
 #[test]
 fn an_empty_room_schedules_no_next_lot() {
     let mut s = room();
-    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    let ends_at = Time::from_ms(state(&s, "lot")["ends_at"].as_u64().unwrap());
     let ann = s.connect_as("sess-ann1", "ann", "EU", None);
     s.drop_conn(&ann);
     s.run_until(ends_at);
     assert_eq!(state(&s, "lot")["open"], false);
     assert!(s.disk.timers.is_empty(), "no timer left: {:?}", s.disk.timers);
     let alarms = s.alarms_set.len();
-    s.run_until(ends_at + 24 * 3600 * 1000);
+    s.run_until(ends_at.plus_secs(24 * 3600));
     assert_eq!(state(&s, "lot")["open"], false, "still closed a day later");
     // Only the retention alarm (and the sweep) may be asked for meanwhile:
     // nothing wakes the room every pause.
     assert!(s.alarms_set.len() - alarms <= 2, "{:?}", &s.alarms_set[alarms..]);
     // A visitor comes: the next lot opens after the pause.
     let bob = s.connect_as("sess-bob1", "bob", "EU", None);
-    s.run_until(s.now + 30_000);
+    s.run_until(s.now.plus_ms(30_000));
     assert_eq!(state(&s, "lot")["open"], true);
     // With someone there, a close schedules the next lot; the last one
     // leaving cancels it.
-    let ends_at = state(&s, "lot")["ends_at"].as_u64().unwrap();
+    let ends_at = Time::from_ms(state(&s, "lot")["ends_at"].as_u64().unwrap());
     while s.now < ends_at {
         s.ping_runtime(&bob); // Bob's tab stays, answering heartbeats
-        s.run_until((s.now + 20_000).min(ends_at));
+        s.run_until(s.now.plus_ms(20_000).min(ends_at));
     }
     assert_eq!(state(&s, "lot")["open"], false);
     assert!(s.disk.timers.iter().any(|(n, _)| n == "reopen"), "{:?}", s.disk.timers);

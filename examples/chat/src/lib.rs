@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use homeroom::room::rules::{Ctx, Join, Refusal, Request, Response, Rules, Vars, Who, Write};
-use homeroom::room::LogEntry;
+use homeroom::room::{LogEntry, Time};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -22,7 +22,7 @@ pub struct Chat {
     /// The last messages, oldest first: what a newcomer is sent.
     recent: VecDeque<Value>,
     /// Per user: when their current 10 s window started and how many they sent in it.
-    sent: HashMap<String, (u64, u64)>,
+    sent: HashMap<String, (Time, u64)>,
     quota: u64,
 }
 
@@ -36,7 +36,7 @@ impl Chat {
         Chat { recent: VecDeque::new(), sent: HashMap::new(), quota }
     }
 
-    fn remember(&mut self, user: &str, text: &str, at: u64) {
+    fn remember(&mut self, user: &str, text: &str, at: Time) {
         self.recent.push_back(json!({ "user": user, "text": text, "at": at }));
         if self.recent.len() > KEEP {
             self.recent.pop_front();
@@ -69,8 +69,8 @@ impl Rules for Chat {
         };
         let now = room.now();
         let (left, resets_in_ms) = match self.sent.get(user) {
-            Some(&(since, count)) if now < since + WINDOW_MS => {
-                (self.quota.saturating_sub(count), since + WINDOW_MS - now)
+            Some(&(since, count)) if now < since.plus_ms(WINDOW_MS) => {
+                (self.quota.saturating_sub(count), since.plus_ms(WINDOW_MS).since(now))
             }
             _ => (self.quota, 0),
         };
@@ -103,14 +103,14 @@ impl Rules for Chat {
         }
         let now = room.now();
         if self.sent.len() > 1000 {
-            self.sent.retain(|_, (since, _)| now < *since + WINDOW_MS); // forget quiet users
+            self.sent.retain(|_, (since, _)| now < since.plus_ms(WINDOW_MS)); // forget quiet users
         }
         let (since, count) = self.sent.entry(who.user.to_owned()).or_insert((now, 0));
-        if now >= *since + WINDOW_MS {
+        if now >= since.plus_ms(WINDOW_MS) {
             (*since, *count) = (now, 0);
         }
         if *count >= self.quota {
-            let wait = (*since + WINDOW_MS - now).div_ceil(1000);
+            let wait = since.plus_ms(WINDOW_MS).since(now).div_ceil(1000);
             return Write::Refuse(Refusal::new(
                 "slow_down",
                 format!("too many messages: wait {wait} s"),

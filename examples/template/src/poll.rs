@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use homeroom::room::rules::{Ctx, Join, Refusal, Request, Response, Rules, Who, Write};
+use homeroom::room::Time;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -36,7 +37,7 @@ pub struct Poll;
 pub struct Question {
     pub question: String,
     pub options: Vec<String>,
-    pub closes_at: u64,
+    pub closes_at: Time,
     pub open: bool,
 }
 
@@ -72,7 +73,7 @@ impl Poll {
         let q = Question {
             question: question.to_owned(),
             options,
-            closes_at: room.now().saturating_add(seconds * 1000),
+            closes_at: room.now().plus_secs(seconds),
             open: true,
         };
         let tally: BTreeMap<&str, u64> = q.options.iter().map(|o| (o.as_str(), 0)).collect();

@@ -4,7 +4,7 @@
 
 use homeroom::room::rules::Request;
 use homeroom::room::sim::Sim;
-use homeroom::room::RoomConfig;
+use homeroom::room::{RoomConfig, Time};
 use my_rooms::poll::{Poll, Question};
 use serde_json::{json, Value};
 
@@ -81,12 +81,12 @@ fn one_vote_per_member_counted_by_the_room() {
 fn the_timer_closes_the_poll_after_an_eviction_too() {
     let mut s = room();
     let opened = open(&mut s, 30);
-    let closes_at = opened["poll"]["closes_at"].as_u64().unwrap();
+    let closes_at = Time::from_ms(opened["poll"]["closes_at"].as_u64().unwrap());
     let ann = member(&mut s, "ann");
     vote(&mut s, &ann, "v1", "tea");
     s.drop_conn(&ann);
     s.evict(); // nobody there: the object goes, the timer stays in storage
-    s.run_until(closes_at - 1);
+    s.run_until(closes_at.minus_ms(1));
     assert!(state(&s, "poll")["open"].as_bool().unwrap());
     s.run_until(closes_at);
     let q: Question = serde_json::from_value(state(&s, "poll")).unwrap();

@@ -3,6 +3,7 @@
 //! writes, sends and timers it asked for, in order, as writes of the rules
 //! (sequenced, stored before seen, deduplicated by what triggered them).
 
+use crate::room::Time;
 use std::rc::Rc;
 
 use serde_json::value::RawValue;
@@ -34,7 +35,7 @@ impl Room {
         let Room { rules, name, state, presence, timers, .. } = self;
         let members = || presence.sessions();
         let mut ctx = Ctx {
-            now,
+            now: Time::from_ms(now),
             room: name,
             state,
             members: &members,
@@ -146,7 +147,8 @@ impl Room {
     /// Fires the rules' timers that are due, earliest first.
     pub(super) fn fire_rule_timers(&mut self, now: u64) {
         loop {
-            let due = self.timers.iter().filter(|(_, at)| **at <= now).min_by_key(|(_, at)| **at);
+            let due =
+                self.timers.iter().filter(|(_, at)| at.ms() <= now).min_by_key(|(_, at)| **at);
             let Some((name, at)) = due.map(|(n, at)| (n.clone(), *at)) else {
                 return;
             };
@@ -176,15 +178,16 @@ impl Room {
     ///
     /// ```
     /// use homeroom::room::rules::Request;
-    /// use homeroom::room::{Room, RoomConfig, Snapshot};
-    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    /// use homeroom::room::{Room, RoomConfig, Snapshot, Time};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), Time::EPOCH);
     /// let req = Request {
     ///     method: "GET".into(), path: "anything".into(), query: String::new(),
     ///     body: String::new(), admin: true, user: None,
     /// };
-    /// assert_eq!(room.request(1_000, &req), None, "the open rules claim no path");
+    /// assert_eq!(room.request(Time::from_ms(1_000), &req), None, "the open rules claim no path");
     /// ```
-    pub fn request(&mut self, now: u64, req: &Request) -> Option<Response> {
+    pub fn request(&mut self, now: Time, req: &Request) -> Option<Response> {
+        let now = now.ms();
         self.now = self.now.max(now);
         let member = req.user.as_deref().filter(|_| !req.admin);
         if let Some(user) = member {

@@ -2,6 +2,7 @@
 //! session wins), joins and leaves, throttled per-region summaries, the
 //! large-room switch, the heartbeat sweep and the alarm that drives them.
 
+use crate::room::Time;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -33,7 +34,7 @@ impl Room {
                 self.drop_conn(&old);
                 self.push(Output::Close { conn: old, code: CloseCode::Superseded });
             }
-            let seen = p.seen.max(p.opened);
+            let seen = p.seen.max(p.opened).ms();
             let conn = Conn {
                 session: p.session.clone(),
                 user: p.user.clone(),
@@ -46,7 +47,7 @@ impl Room {
                 // same. Its marks come from a key of this load: none repeats
                 // one the client may still hold from before.
                 flow: Flow::new(Flow::key_of_load(p.key, nonce)),
-                expires: p.exp,
+                expires: p.exp.map(Time::ms),
                 stalled_since: None,
             };
             self.add_conn(&p.conn, conn, now);
@@ -55,8 +56,8 @@ impl Room {
                 user: p.user,
                 region: p.region,
                 state: p.state,
-                since: p.since,
-                opened: p.opened,
+                since: p.since.ms(),
+                opened: p.opened.ms(),
                 info: p.info,
                 canary: p.canary,
             };
@@ -164,7 +165,7 @@ impl Room {
 
     /// The last connection went: the room's retention starts counting.
     pub(super) fn emptied(&mut self, now: u64) {
-        self.push(Output::Idle(now));
+        self.push(Output::Idle(Time::from_ms(now)));
         self.retain_from(now);
     }
 
@@ -178,7 +179,8 @@ impl Room {
 
     /// Closes every socket with 1001 (the operator drains the room; clients
     /// come back on their own). No leaves are sent: nobody stays to read them.
-    pub fn drain(&mut self, now: u64) -> usize {
+    pub fn drain(&mut self, now: Time) -> usize {
+        let now = now.ms();
         self.now = self.now.max(now);
         let mut conns: Vec<String> = self.conns.keys().cloned().collect();
         conns.sort();
@@ -277,7 +279,7 @@ impl Room {
     /// already requested is not early enough.
     pub(super) fn arm(&mut self) {
         self.close_doomed();
-        let rule_timer = self.timers.values().min().copied();
+        let rule_timer = self.timers.values().min().map(|at| at.ms());
         let want =
             [self.sweep_at, self.summary.due, self.next_expiry(), self.retain_at, rule_timer]
                 .into_iter()
@@ -285,10 +287,10 @@ impl Room {
                 .min();
         let flush = self.next_flush();
         if let Some(at) = self.wake.want(flush, self.now) {
-            self.push(Output::Wake(at));
+            self.push(Output::SetWake(Time::from_ms(at)));
         }
         if let Some(at) = self.alarm.want(want, self.now) {
-            self.push(Output::SetAlarm(at));
+            self.push(Output::SetAlarm(Time::from_ms(at)));
         }
     }
 
@@ -298,14 +300,19 @@ impl Room {
     /// operator blocked here reads nothing.
     ///
     /// ```
-    /// use homeroom::room::{ReadRefusal, Room, RoomConfig, Snapshot};
-    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
-    /// assert!(room.presence_read(1_000, Some("ann")).is_ok());
+    /// use homeroom::room::{ReadRefusal, Room, RoomConfig, Snapshot, Time};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), Time::EPOCH);
+    /// assert!(room.presence_read(Time::from_ms(1_000), Some("ann")).is_ok());
     /// // 2 MiB of member lists at once is more than one user's burst.
-    /// let refused = (0..100_000).find_map(|_| room.presence_read(1_000, Some("ann")).err());
+    /// let refused = (0..100_000).find_map(|_| room.presence_read(Time::from_ms(1_000), Some("ann")).err());
     /// assert!(matches!(refused, Some(ReadRefusal::Budget { .. })));
     /// ```
-    pub fn presence_read(&mut self, now: u64, reader: Option<&str>) -> Result<String, ReadRefusal> {
+    pub fn presence_read(
+        &mut self,
+        now: Time,
+        reader: Option<&str>,
+    ) -> Result<String, ReadRefusal> {
+        let now = now.ms();
         self.now = self.now.max(now);
         let Some(user) = reader else {
             return Ok(self.presence_json());
@@ -460,11 +467,11 @@ impl Room {
             session: session.to_owned(),
             user: m.user.clone(),
             region: m.region.clone(),
-            opened: m.opened,
-            since: m.since,
-            seen: now,
+            opened: Time::from_ms(m.opened),
+            since: Time::from_ms(m.since),
+            seen: Time::from_ms(now),
             state: m.state.clone(),
-            exp,
+            exp: exp.map(Time::from_ms),
             key,
             info: m.info.clone(),
             canary: m.canary,

@@ -18,6 +18,7 @@ pub use operator::Block;
 
 pub use writes::{RULES_SESSION, SERVER_SESSION};
 
+use crate::room::Time;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
@@ -131,7 +132,7 @@ pub struct Room {
     limits: Limits,
     /// The application's rules, and their timers (name -> due, ms).
     rules: Box<dyn Rules>,
-    timers: BTreeMap<String, u64>,
+    timers: BTreeMap<String, Time>,
     /// Requests under the room's path the rules answered (unique ids for
     /// the writes they make).
     requests: u64,
@@ -154,8 +155,9 @@ impl Room {
     /// Rebuilds a room with the open rules (everything accepted) from
     /// storage and the sockets still open. A new room is a snapshot with
     /// `seq` 0 and a fresh epoch.
-    pub fn restore(config: RoomConfig, snap: Snapshot, now: u64) -> Room {
-        Room::restore_with(config, Box::new(Open), snap, now)
+    pub fn restore(config: RoomConfig, snap: Snapshot, now: Time) -> Room {
+        let now = now.ms();
+        Room::restore_with(config, Box::new(Open), snap, Time::from_ms(now))
     }
 
     /// Rebuilds a room that runs `rules` (see [`crate::room::rules`]).
@@ -163,8 +165,9 @@ impl Room {
         config: RoomConfig,
         rules: Box<dyn Rules>,
         snap: Snapshot,
-        now: u64,
+        now: Time,
     ) -> Room {
+        let now = now.ms();
         let mut history =
             History::new(config.replay_limit, config.log_retain, config.log_retain_bytes);
         let first_framed = snap.recent.first().map_or(u64::MAX, |e| e.seq);
@@ -177,7 +180,7 @@ impl Room {
         }
         let mut users = Users::default();
         for (user, until) in &snap.blocks {
-            users.block(user, Some(*until));
+            users.block(user, Some(until.ms()));
         }
         users.prune_blocks(now);
         let mut state = RoomState::default();
@@ -228,7 +231,7 @@ impl Room {
         };
         room.restore_peers(snap.peers, snap.nonce, now);
         if room.conns.is_empty() {
-            room.retain_from(snap.idle_since.unwrap_or(now));
+            room.retain_from(snap.idle_since.map_or(now, Time::ms));
         }
         room.rules_loaded(now, &snap.recent);
         room.arm();
@@ -238,8 +241,8 @@ impl Room {
     /// The next effect to apply, in order.
     ///
     /// ```
-    /// use homeroom::room::{Room, RoomConfig, Snapshot};
-    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    /// use homeroom::room::{Room, RoomConfig, Snapshot, Time};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), Time::EPOCH);
     /// while let Some(output) = room.poll_output() {
     ///     println!("{output:?}"); // applied in order by the adapter
     /// }
@@ -272,7 +275,8 @@ impl Room {
     }
 
     /// Feeds one input at time `now` (ms since the Unix epoch).
-    pub fn handle(&mut self, now: u64, input: Input<'_>) {
+    pub fn handle(&mut self, now: Time, input: Input<'_>) {
+        let now = now.ms();
         self.now = self.now.max(now);
         match input {
             Input::Open(hello) => self.open(now, hello),
@@ -288,11 +292,11 @@ impl Room {
             Input::Closed { conn } => self.closed(now, conn),
             Input::Heartbeat { conn, at } => {
                 if let Some(c) = self.conns.get_mut(conn) {
-                    c.last_seen = c.last_seen.max(at);
+                    c.last_seen = c.last_seen.max(at.ms());
                 }
             }
-            Input::Timer => self.timer(now),
-            Input::Flush => {
+            Input::Alarm => self.timer(now),
+            Input::Wake => {
                 self.wake.fired();
                 self.flush_turn();
                 self.flush_due();
@@ -322,6 +326,7 @@ impl Room {
             info,
             canary,
         } = hello;
+        let expires = expires.map(Time::ms);
         if let Some(code) = self.refuse_open(now, &session, &user, expires) {
             self.stats.refused_opens += 1;
             self.push(Output::Close { conn, code });

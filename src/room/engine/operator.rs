@@ -5,14 +5,15 @@
 use super::Room;
 use crate::room::io::Output;
 use crate::room::CloseCode;
+use crate::room::Time;
 
 /// What a kick does to the user's block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Block {
     /// Leave it as it is.
     Keep,
-    /// Refuse the user's connects until this time (ms).
-    Until(u64),
+    /// Refuse the user's connects until this time.
+    Until(Time),
     /// Lift it: the user may connect again.
     Lift,
 }
@@ -36,20 +37,22 @@ impl Room {
     /// many connections were closed.
     ///
     /// ```
-    /// use homeroom::room::{Block, Room, RoomConfig, Snapshot};
-    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
-    /// assert_eq!(room.kick(1_000, "mallory", Block::Until(61_000)), 0);
+    /// use homeroom::room::{Block, Room, RoomConfig, Snapshot, Time};
+    /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), Time::EPOCH);
+    /// let (now, a_minute_on) = (Time::from_ms(1_000), Time::from_ms(61_000));
+    /// assert_eq!(room.kick(now, "mallory", Block::Until(a_minute_on)), 0);
     /// ```
-    pub fn kick(&mut self, now: u64, user: &str, block: Block) -> usize {
+    pub fn kick(&mut self, now: Time, user: &str, block: Block) -> usize {
+        let now = now.ms();
         self.now = self.now.max(now);
         let until = match block {
             Block::Keep => None,
-            Block::Until(t) => Some(Some(t)),
+            Block::Until(t) => Some(Some(t.ms())),
             Block::Lift => Some(None),
         };
         if let Some(until) = until {
             self.users.block(user, until);
-            self.push(Output::Block { user: user.to_owned(), until });
+            self.push(Output::Block { user: user.to_owned(), until: until.map(Time::from_ms) });
         }
         let mut conns: Vec<String> =
             self.conns.iter().filter(|(_, c)| c.user == user).map(|(id, _)| id.clone()).collect();
@@ -64,7 +67,8 @@ impl Room {
     /// Closes every connection with 4404 `room_deleted` and asks the
     /// adapter to delete the room's storage. The engine is spent after it.
     /// Returns how many connections were closed.
-    pub fn delete(&mut self, now: u64) -> usize {
+    pub fn delete(&mut self, now: Time) -> usize {
+        let now = now.ms();
         self.now = self.now.max(now);
         let mut conns: Vec<String> = self.conns.keys().cloned().collect();
         conns.sort();

@@ -3,6 +3,7 @@
 //! (session, id); the same for the operator's backend and for the rules'
 //! own writes.
 
+use crate::room::Time;
 use std::rc::Rc;
 
 use serde_json::value::RawValue;
@@ -104,13 +105,14 @@ impl Room {
     /// Returns the key's new version (the original one for a retry).
     pub fn server_set(
         &mut self,
-        now: u64,
+        now: Time,
         id: Option<String>,
         key: String,
         value: Box<RawValue>,
         if_version: Option<u64>,
         region: String,
     ) -> Result<u64, Refusal> {
+        let now = now.ms();
         if !names::bounded(&key) || key.starts_with('$') {
             return Err(Refusal::Invalid(
                 "`key` must be 1-64 characters, not starting with `$`".into(),
@@ -156,12 +158,13 @@ impl Room {
     /// Returns its `seq` (the original one for a retry).
     pub fn server_publish(
         &mut self,
-        now: u64,
+        now: Time,
         id: String,
         topic: String,
         data: Box<RawValue>,
         region: String,
     ) -> Result<u64, Refusal> {
+        let now = now.ms();
         if !names::bounded(&id) {
             return Err(Refusal::Invalid("`id` must be 1-64 characters".into()));
         }
@@ -251,7 +254,7 @@ impl Room {
             region: author.region.clone(),
             topic,
             data,
-            ts: now,
+            ts: Time::from_ms(now),
         };
         let frame = entry.frame();
         let bytes = entry.data.get().len() as u64;

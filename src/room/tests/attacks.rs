@@ -219,7 +219,7 @@ fn a_member_that_pings_but_never_reads_is_closed_after_the_echo_deadline() {
         for c in [&p, &hog, &slow] {
             s.ping_runtime(c);
         }
-        let t = s.now + 5_000;
+        let t = s.now.plus_ms(5_000);
         s.run_until(t);
         if step % 6 == 0 {
             s.sockets.get_mut(&slow).unwrap().silent = false;
@@ -228,7 +228,7 @@ fn a_member_that_pings_but_never_reads_is_closed_after_the_echo_deadline() {
             publish(&mut s);
         }
         if hog_closed_at.is_none() && closed(&s, &hog).is_some() {
-            hog_closed_at = Some(s.now - start);
+            hog_closed_at = Some(s.now.since(start));
         }
     }
     assert_eq!(closed(&s, &hog), Some(4013), "the stuck reader is let go");
@@ -348,12 +348,12 @@ fn reconnecting_does_not_refill_a_users_reply_budget() {
 fn a_connection_is_closed_when_its_token_expires() {
     let mut s = sim();
     let obs = s.connect_as("sess-observer", "obs", "EU", None);
-    let exp = s.now + 30_000;
+    let exp = s.now.plus_ms(30_000);
     let a = s.connect_until("sess-aaaa", "ann", "EU", None, Some(exp));
     let w = &s.take(&a)[0];
-    assert_eq!(w["expires"], exp, "the welcome says when");
+    assert_eq!(w["expires"], exp.ms(), "the welcome says when");
     s.take(&obs);
-    s.run_until(exp - 1);
+    s.run_until(exp.minus_ms(1));
     assert_eq!(closed(&s, &a), None);
     s.run_until(exp);
     assert_eq!(closed(&s, &a), Some(4401));
@@ -364,7 +364,7 @@ fn a_connection_is_closed_when_its_token_expires() {
 #[test]
 fn a_write_after_expiry_is_refused_even_before_the_alarm() {
     let mut s = sim();
-    let exp = s.now + 1_000;
+    let exp = s.now.plus_ms(1_000);
     let a = s.connect_until("sess-aaaa", "ann", "EU", None, Some(exp));
     s.take(&a);
     s.advance(3_000); // the alarm is late
@@ -380,7 +380,7 @@ fn a_write_after_expiry_is_refused_even_before_the_alarm() {
 #[test]
 fn token_expiry_survives_an_eviction() {
     let mut s = sim();
-    let exp = s.now + 60_000;
+    let exp = s.now.plus_ms(60_000);
     let a = s.connect_until("sess-aaaa", "ann", "EU", None, Some(exp));
     s.take(&a);
     s.evict();
@@ -395,7 +395,7 @@ fn the_operator_kicks_a_user_and_blocks_them_for_a_while() {
     let m1 = s.connect_as("sess-mal1", "mallory", "EU", None);
     let m2 = s.connect_as("sess-mal2", "mallory", "NA", None);
     s.take(&obs);
-    let until = s.now + 60_000;
+    let until = s.now.plus_ms(60_000);
     assert_eq!(s.room.kick(s.now, "mallory", Block::Until(until)), 2);
     s.pump();
     assert_eq!((closed(&s, &m1), closed(&s, &m2)), (Some(4403), Some(4403)));
@@ -409,7 +409,7 @@ fn the_operator_kicks_a_user_and_blocks_them_for_a_while() {
     let later = s.connect_as("sess-mal4", "mallory", "EU", None);
     assert_eq!(closed(&s, &later), None, "the block ended");
     // Lifting a block early, and a kick without one.
-    assert_eq!(s.room.kick(s.now, "mallory", Block::Until(s.now + 99_000)), 1);
+    assert_eq!(s.room.kick(s.now, "mallory", Block::Until(s.now.plus_ms(99_000))), 1);
     s.pump();
     assert_eq!(s.room.kick(s.now, "mallory", Block::Lift), 0);
     s.pump();
@@ -491,9 +491,9 @@ fn an_empty_room_deletes_its_storage_after_the_retention() {
     s.drop_conn(&a);
     let left = s.now;
     s.evict(); // an idle room is evicted long before its retention ends
-    s.run_until(left + 3_600_000 - 1);
+    s.run_until(left.plus_ms(3_600_000 - 1));
     assert_eq!(s.disk.deleted, 0);
-    s.run_until(left + 3_600_000);
+    s.run_until(left.plus_ms(3_600_000));
     assert_eq!(s.disk.deleted, 1, "deleted when the retention ended");
     assert!(s.disk.log.is_empty());
 }
@@ -507,11 +507,11 @@ fn a_visit_within_the_retention_keeps_the_room() {
     let a = s.connect_as("sess-aaaa", "ann", "EU", None);
     s.publish(&a, "m1", "1");
     s.drop_conn(&a);
-    s.run_until(s.now + 3_000_000);
+    s.run_until(s.now.plus_ms(3_000_000));
     let b = s.connect_as("sess-bbbb", "bob", "EU", None);
-    s.run_until(s.now + 3_000_000);
+    s.run_until(s.now.plus_ms(3_000_000));
     s.drop_conn(&b);
-    s.run_until(s.now + 3_000_000);
+    s.run_until(s.now.plus_ms(3_000_000));
     assert_eq!(s.disk.deleted, 0, "the clock restarted when the room emptied again");
     assert_eq!(s.disk.log.len(), 1);
 }

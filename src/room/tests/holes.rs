@@ -208,7 +208,7 @@ fn a_reconnect_loop_gets_no_more_history_than_the_reply_budget_pays_for() {
         s.end_turn();
         s.run_until(s.now);
     }
-    let elapsed = s.now - start;
+    let elapsed = s.now.since(start);
     s.settle();
     for (id, sock) in &s.sockets {
         socket_bytes += sock.bytes;
@@ -252,7 +252,7 @@ fn a_history_over_the_budget_arrives_later_and_whole() {
     assert_eq!(got[..3], [1, 1, 1], "three fit in the burst: {got:?}");
     assert_eq!(got[3], 0, "the fourth waits for its bytes");
     let wait = 600_000 * 1000 / c.reply_bytes_per_sec + 1;
-    s.run_until(s.now + wait);
+    s.run_until(s.now.plus_ms(wait));
     let later = s.take(&conns[3]);
     assert_eq!(of_type(&later, "signal").len(), 1, "then it comes, whole: {}", later.len());
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
@@ -314,7 +314,7 @@ fn the_member_list_is_paid_for_by_its_reader_and_refused_to_the_blocked() {
             Err(other) => panic!("{other:?}"),
         }
     }
-    let elapsed = s.now - start;
+    let elapsed = s.now.since(start);
     let bound = c.reply_burst_bytes + c.reply_bytes_per_sec * elapsed / 1000;
     assert!(served <= bound, "{served} B of lists in {elapsed} ms, budget {bound} B");
     assert!(refused > 1_000, "most reads refused: {refused}");
@@ -322,7 +322,7 @@ fn the_member_list_is_paid_for_by_its_reader_and_refused_to_the_blocked() {
     assert!(s.room.presence_read(s.now, Some("vic")).is_ok());
 
     // A blocked user reads nothing, with or without a socket.
-    s.room.kick(s.now, "mallory", Block::Until(s.now + 60_000));
+    s.room.kick(s.now, "mallory", Block::Until(s.now.plus_ms(60_000)));
     s.advance(10_000);
     assert_eq!(s.room.presence_read(s.now, Some("mallory")), Err(ReadRefusal::Blocked));
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
@@ -369,7 +369,7 @@ fn a_rules_route_is_paid_for_by_the_member_who_calls_it() {
             other => panic!("status {other}"),
         }
     }
-    let elapsed = s.now - start;
+    let elapsed = s.now.since(start);
     let bound = c.reply_burst_bytes + c.reply_bytes_per_sec * elapsed / 1000 + 100_002;
     assert!(served <= bound, "{served} B in {elapsed} ms; budget {bound}");
     assert!(limited > 400, "{limited}");

@@ -19,7 +19,7 @@ fn signals_in_one_window_arrive_as_one_per_topic() {
     let mut s = Sim::new(RoomConfig::default());
     let a = s.connect("sess-aaaa", "EU", None);
     let b = s.connect("sess-bbbb", "EU", None);
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     s.take(&b);
     let raw_before = s.sockets[&b].raw;
     for n in 1..=10 {
@@ -27,7 +27,7 @@ fn signals_in_one_window_arrive_as_one_per_topic() {
         s.send(&a, &signal("select", n));
         s.advance(3); // 60 ms of signals: 20 of them
     }
-    s.run_until(s.now + 500);
+    s.run_until(s.now.plus_ms(500));
     let got = s.take(&b);
     assert!(got.iter().all(|f| f["type"] == "signal" && f["session"] == "sess-aaaa"));
     // The first goes out at once; the rest of the window collapses to the
@@ -58,7 +58,7 @@ fn a_durable_message_is_not_held_by_a_signal_window() {
     let mut s = Sim::new(RoomConfig::default());
     let a = s.connect("sess-aaaa", "EU", None);
     let b = s.connect("sess-bbbb", "EU", None);
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     s.take(&b);
     s.send(&a, &signal("cursor", 1)); // opens b's window
     s.send(&a, &signal("cursor", 2)); // held
@@ -82,7 +82,7 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
     let p = s.connect("sess-pubr", "EU", None);
     let watchers: Vec<String> =
         (0..20).map(|i| s.connect(&format!("sess-w{i:03}"), "EU", None)).collect();
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     s.take(&p);
     for w in &watchers {
         s.take(w);
@@ -136,7 +136,7 @@ fn a_resume_into_a_batching_room_gets_its_welcome_then_its_replay_then_live() {
     let r = s.connect("sess-back", "EU", None);
     let others: Vec<String> =
         (0..10).map(|i| s.connect(&format!("sess-o{i:02}"), "EU", None)).collect();
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     let epoch = s.room.epoch().to_owned();
     s.drop_conn(&r);
     for i in 0..5 {
@@ -173,7 +173,7 @@ fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
     let p = s.connect("sess-pubr", "EU", None);
     let sessions: Vec<String> = (0..4).map(|i| format!("sess-r{i}")).collect();
     let conns: Vec<String> = sessions.iter().map(|x| s.connect(x, "EU", None)).collect();
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     let epoch = s.room.epoch().to_owned();
     for c in &conns {
         s.drop_conn(c);
@@ -195,7 +195,7 @@ fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
         s.sockets.get_mut(c).unwrap().inbox = got; // keep for the check below
     }
     assert!(deferred >= 2, "past 1 resume/s the replays are spread: {deferred} deferred");
-    s.run_until(s.now + 2_500);
+    s.run_until(s.now.plus_ms(2_500));
     for c in &back {
         let got = s.take(c);
         assert_eq!(seqs(&got), (1..=6).collect::<Vec<u64>>(), "{c}: replay then live, once each");
@@ -216,7 +216,7 @@ fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
     let p = s.connect("sess-pubr", "EU", None);
     let watchers: Vec<String> =
         (0..10).map(|i| s.connect(&format!("sess-w{i:03}"), "EU", None)).collect();
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     for w in &watchers {
         s.take(w);
     }
@@ -228,7 +228,7 @@ fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
     }
     let late = s.connect("sess-late", "EU", None); // a join while shedding
     s.publish(&p, "last", "1");
-    s.run_until(s.now + 300);
+    s.run_until(s.now.plus_ms(300));
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
     assert!(stats["signals_dropped"].as_u64().unwrap() > 0, "{stats}");
     assert!(stats["batches"].as_u64().unwrap() > 0, "durable frames were batched: {stats}");
@@ -243,7 +243,7 @@ fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
         );
     }
     // Once the load is gone the next summary brings the whole list back.
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     let got = s.take(&watchers[0]);
     let reset =
         of_type(&got, "presence").into_iter().find(|f| f["reset"] == true).expect("a reset");
@@ -271,14 +271,14 @@ fn a_reconnect_storm_spreads_catch_up_and_loses_nothing() {
     s.publish(&p, "live", "1"); // seq 22, during the storm
     let mut first_message_at = Vec::new();
     let mut got: Vec<Vec<Value>> = vec![Vec::new(); back.len()];
-    while s.now < t0 + 3_000 {
-        s.run_until(s.now + 10);
+    while s.now < t0.plus_ms(3_000) {
+        s.run_until(s.now.plus_ms(10));
         for (i, c) in back.iter().enumerate() {
             let frames = s.take(c);
             if got[i].iter().all(|f| f["type"] != "message")
                 && frames.iter().any(|f| f["type"] == "message")
             {
-                first_message_at.push(s.now - t0);
+                first_message_at.push(s.now.since(t0));
             }
             got[i].extend(frames);
         }

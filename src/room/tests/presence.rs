@@ -38,7 +38,7 @@ fn a_session_hopping_region_is_never_two_members() {
     );
     // The old socket's close arrives late: not a leave.
     s.runtime_close(&old);
-    s.run_until(s.now + 10_000);
+    s.run_until(s.now.plus_ms(10_000));
     assert!(of_type(&s.take(&obs), "presence").is_empty());
     assert_eq!(summary_of(&mut s)["members"], 2);
 }
@@ -64,15 +64,15 @@ fn a_silent_connection_leaves_after_the_ttl_and_a_pinging_one_stays() {
     let silent = s.connect("sess-slnt", "EU", None);
     let pinger = s.connect("sess-ping", "EU", None);
     let talker = s.connect("sess-talk", "EU", None);
-    s.run_until(t0 + 5_000); // the trailing summary of the joins
-    assert_eq!(s.alarm, Some(t0 + 60_000), "a sweep is scheduled one TTL out");
+    s.run_until(t0.plus_ms(5_000)); // the trailing summary of the joins
+    assert_eq!(s.alarm, Some(t0.plus_ms(60_000)), "a sweep is scheduled one TTL out");
     s.take(&pinger);
     for step in 1..=5u64 {
-        s.run_until(t0 + step * 25_000);
+        s.run_until(t0.plus_ms(step * 25_000));
         s.ping_runtime(&pinger);
         s.send(&talker, r#"{"type":"get_state"}"#);
     }
-    s.run_until(t0 + 130_000);
+    s.run_until(t0.plus_ms(130_000));
     assert_eq!(s.sockets[&silent].closed, Some(4008));
     assert!(s.sockets[&pinger].open && s.sockets[&talker].open);
     let leaves: Vec<Value> = of_type(&s.take(&pinger), "presence");
@@ -101,7 +101,7 @@ fn the_ttl_survives_eviction_through_the_attachment() {
     let talker = s.connect("sess-talk", "EU", None);
     let silent = s.connect("sess-slnt", "EU", None);
     for step in 1..=8u64 {
-        s.run_until(t0 + step * 20_000);
+        s.run_until(t0.plus_ms(step * 20_000));
         s.send(&talker, r#"{"type":"get_state"}"#);
         s.evict();
     }
@@ -113,20 +113,20 @@ fn the_ttl_survives_eviction_through_the_attachment() {
 fn summaries_are_coalesced_to_one_per_interval() {
     let mut s = Sim::new(RoomConfig::default());
     let obs = s.connect("sess-obsv", "EU", None);
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     s.take(&obs);
     let t0 = s.now;
     let mut sent_at = Vec::new();
     for i in 0..50u64 {
-        s.run_until(t0 + i * 40); // 50 joins within 2 s
+        s.run_until(t0.plus_ms(i * 40)); // 50 joins within 2 s
         s.connect(&format!("sess-{i:04}"), if i % 2 == 0 { "EU" } else { "NA" }, None);
         sent_at.extend(of_type(&s.take(&obs), "summary").into_iter().map(|_| s.now));
     }
-    s.run_until(t0 + 10_000);
+    s.run_until(t0.plus_ms(10_000));
     let last = of_type(&s.take(&obs), "summary");
-    sent_at.extend(last.iter().map(|_| t0 + 2_000));
+    sent_at.extend(last.iter().map(|_| t0.plus_ms(2_000)));
     assert_eq!(sent_at.len(), 2, "leading and trailing edge only: {sent_at:?}");
-    assert!(sent_at[1] - sent_at[0] >= 2_000);
+    assert!(sent_at[1].since(sent_at[0]) >= 2_000);
     assert_eq!(last[0]["members"], 51);
     assert_eq!(last[0]["regions"]["NA"]["members"], 25);
 }
@@ -135,19 +135,19 @@ fn summaries_are_coalesced_to_one_per_interval() {
 fn a_summary_is_sent_only_when_the_counts_changed() {
     let mut s = Sim::new(RoomConfig::default());
     let obs = s.connect("sess-obsv", "EU", None);
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     s.connect("sess-bbbb", "EU", None); // goes out at once: 2 members
     s.advance(100);
     let a = s.connect("sess-aaaa", "EU", None);
     s.send(&a, r#"{"type":"presence","state":{"typing":true}}"#);
     s.advance(100);
     s.drop_conn(&a); // joined and left within the interval: back to 2
-    s.run_until(s.now + 5_000);
+    s.run_until(s.now.plus_ms(5_000));
     let f = s.take(&obs);
     let summaries = of_type(&f, "summary");
     assert_eq!(summaries.len(), 1, "only b's join changed the counts: {f:?}");
     assert_eq!(summaries[0]["members"], 2);
-    s.run_until(s.now + 30_000); // quiet, within the TTL
+    s.run_until(s.now.plus_ms(30_000)); // quiet, within the TTL
     assert!(of_type(&s.take(&obs), "summary").is_empty());
 }
 
@@ -198,7 +198,7 @@ fn a_socket_the_room_closes_is_not_sent_its_own_leave() {
     s.take(&quiet);
     let t0 = s.now;
     for step in 1..=3u64 {
-        s.run_until(t0 + step * 30_000);
+        s.run_until(t0.plus_ms(step * 30_000));
         s.ping_runtime(&obs);
     }
     assert_eq!(s.sockets[&quiet].closed, Some(4008));

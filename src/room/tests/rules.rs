@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::room::rules::{Ctx, Current, Join, Refusal, Request, Response, Rules, Who, Write};
 use crate::room::sim::{seqs, Sim};
-use crate::room::{Room, RoomConfig, Snapshot};
+use crate::room::{Room, RoomConfig, Snapshot, Time};
 
 /// What the test rules saw, for the tests to read.
 #[derive(Default)]
@@ -72,7 +72,7 @@ impl Rules for TestRules {
                 Write::Accept
             }
             "schedule" => {
-                room.schedule("close", v.as_u64().unwrap_or(0));
+                room.schedule("close", Time::from_ms(v.as_u64().unwrap_or(0)));
                 Write::Accept
             }
             "bad-topic" => {
@@ -242,12 +242,12 @@ fn a_timer_fires_after_an_eviction_and_its_writes_are_stored_once() {
     let (mut s, _) = sim();
     let a = s.connect_as("sess-aaaa", "ann", "EU", None);
     s.send(&a, r#"{"type":"set","id":"b1","key":"bid","value":{"amount":10}}"#);
-    let at = s.now + 60_000;
+    let at = s.now.plus_ms(60_000);
     s.send(&a, &format!(r#"{{"type":"publish","id":"m1","topic":"schedule","data":{at}}}"#));
     assert_eq!(s.disk.timers, [("close".to_string(), at)], "stored with the room");
     s.drop_conn(&a);
     s.evict(); // nobody left: the object goes; the alarm stays
-    s.run_until(at - 1);
+    s.run_until(at.minus_ms(1));
     assert!(!s.disk.state.contains_key("closed"));
     s.run_until(at);
     assert_eq!(s.disk.state["closed"].0.get(), r#"{"timer":"close","winner":"ann"}"#);
@@ -257,7 +257,7 @@ fn a_timer_fires_after_an_eviction_and_its_writes_are_stored_once() {
     // Were its removal lost (the same timer firing again), nothing is written twice.
     s.disk.timers = vec![("close".to_string(), at)];
     s.evict();
-    s.run_until(at + 1);
+    s.run_until(at.plus_ms(1));
     assert_eq!(s.room.seq(), seq, "the same timer's writes are deduplicated");
 }
 
@@ -351,7 +351,7 @@ fn a_blocked_user_cannot_act_through_the_rules_routes() {
         admin,
         user: Some(user.into()),
     };
-    let until = s.now + 60_000;
+    let until = s.now.plus_ms(60_000);
     assert_eq!(s.room.kick(s.now, "mallory", crate::room::Block::Until(until)), 1);
     s.pump();
     let r = s.room.request(s.now, &req("mallory", false)).unwrap();
@@ -392,10 +392,10 @@ fn the_loaded_hook_gets_the_newest_log_after_an_eviction() {
 
 #[test]
 fn a_room_without_rules_accepts_everything_as_before() {
-    let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), 0);
+    let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), Time::EPOCH);
     assert_eq!(
         room.request(
-            0,
+            Time::EPOCH,
             &Request {
                 method: "GET".into(),
                 path: "x".into(),

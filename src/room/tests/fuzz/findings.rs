@@ -38,7 +38,7 @@ pub(super) fn finding_1_frames_waiting_for_an_echo_keep_the_room_awake() {
     for _ in 0..4 {
         s.ping_runtime(&p);
         s.ping_runtime(&r);
-        let t = s.now + 10_000;
+        let t = s.now.plus_ms(10_000);
         s.run_until(t);
         assert!(s.waiting_for_echo() && !s.hibernatable());
     }
@@ -80,7 +80,7 @@ pub(super) fn finding_2_a_due_summary_keeps_the_room_awake_until_it_is_sent() {
         for _ in 0..5 {
             s.ping_runtime(&a);
             s.ping_runtime(&b);
-            let t = s.now + 1_000;
+            let t = s.now.plus_ms(1_000);
             s.run_until(t);
         }
         let summaries: Vec<Value> =
@@ -103,25 +103,25 @@ pub(super) fn finding_2_a_due_summary_keeps_the_room_awake_until_it_is_sent() {
 #[test]
 pub(super) fn finding_3_later_joiners_get_a_summary_equal_to_the_last_broadcast() {
     let mut s = Sim::new(RoomConfig::default());
-    let live = |s: &mut Sim, conns: &[&String], until: u64| {
+    let live = |s: &mut Sim, conns: &[&String], until: Time| {
         while s.now < until {
             for c in conns {
                 if s.sockets[*c].open {
                     s.ping_runtime(c);
                 }
             }
-            let t = (s.now + 250).min(until);
+            let t = s.now.plus_ms(250).min(until);
             s.run_until(t);
         }
     };
     let a = s.connect_as("sess-aaaa", "ann", "EU", None);
     let c = s.connect_as("sess-cccc", "cat", "EU", None);
-    live(&mut s, &[&a, &c], 3_500); // the summary of {a, c} went out at 3,000
+    live(&mut s, &[&a, &c], Time::from_ms(3_500)); // the summary of {a, c} went out at 3,000
     let b = s.connect_as("sess-bbbb", "bob", "EU", None); // inside the interval
     let w = s.take(&b);
     assert_eq!(w[0]["presence"]["summary"]["members"], 3, "b's welcome: three members");
     s.drop_conn(&c); // back to two members, two users: the counts last broadcast
-    live(&mut s, &[&a, &b], 20_000);
+    live(&mut s, &[&a, &b], Time::from_ms(20_000));
     let last = s.take(&b).into_iter().rfind(|f| f["type"] == "summary");
     let members =
         last.map_or(w[0]["presence"]["summary"]["members"].clone(), |f| f["members"].clone());
@@ -177,7 +177,7 @@ pub(super) fn finding_5_presence_held_under_load_keeps_the_room_awake() {
         for _ in 0..10 {
             s.ping_runtime(&a);
             s.ping_runtime(&b);
-            let t = s.now + 1_000;
+            let t = s.now.plus_ms(1_000);
             s.run_until(t);
         }
         let frames = s.take(&a);
@@ -270,7 +270,7 @@ pub(super) fn finding_7_a_cascading_backlog_close_inside_the_sweep_closes_once()
     // leave takes b over its bound, then closes b.
     for _ in 0..4 {
         s.ping_runtime(&p);
-        let t = s.now + 500;
+        let t = s.now.plus_ms(500);
         s.run_until(t); // "closing c-3 twice" when it happens
     }
     assert_eq!(s.sockets[&a].closed, Some(4008));
@@ -386,7 +386,7 @@ pub(super) fn finding_10_a_backlog_close_inside_a_summary_flush_keeps_what_was_s
         // A quiet interval: the next change sends its summary at once.
         for _ in 0..6 {
             s.ping_runtime(&p);
-            let t = s.now + 1_000;
+            let t = s.now.plus_ms(1_000);
             s.run_until(t);
         }
         s.take(&p);
@@ -400,7 +400,7 @@ pub(super) fn finding_10_a_backlog_close_inside_a_summary_flush_keeps_what_was_s
             for c in [&p, &n] {
                 s.ping_runtime(c);
             }
-            let t = s.now + 1_000;
+            let t = s.now.plus_ms(1_000);
             s.run_until(t);
             for f in s.take(&p) {
                 if f["type"] == "summary" {

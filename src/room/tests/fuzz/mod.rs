@@ -62,7 +62,7 @@ use crate::protocol::server::{carries, Message};
 use crate::protocol::{parse, ClientFrame, FrameError};
 use crate::room::outbox::pack;
 use crate::room::sim::Sim;
-use crate::room::{Block, RoomConfig};
+use crate::room::{Block, RoomConfig, Time};
 use budgets::{Account, ModelBucket, Sender, POKE};
 
 #[allow(unused_imports)]

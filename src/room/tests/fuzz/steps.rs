@@ -6,11 +6,11 @@ use super::*;
 impl World<'_> {
     /// Runs one step.
     pub(super) fn step(&mut self, op: &Op) {
-        let mut ctx = StepCtx { start: self.sim.now, ..Default::default() };
+        let mut ctx = StepCtx { start: self.sim.now.ms(), ..Default::default() };
         self.stats.steps += 1;
         match op {
             Op::Connect { slot, resume, region, exp } => {
-                let exp = exp.map(|e| (self.sim.now as i64 + e).max(0) as u64);
+                let exp = exp.map(|e| (self.sim.now.ms() as i64 + e).max(0) as u64);
                 self.connect_slot(&mut ctx, *slot, *resume, *region, exp);
             }
             Op::Hijack { slot, victim, region } => {
@@ -39,23 +39,24 @@ impl World<'_> {
                 if !closed.is_empty() {
                     let conn = self.recs[closed[pick % closed.len()]].conn.clone();
                     self.stats.frames += 1;
-                    let now = self.sim.now;
-                    self.sim
-                        .room
-                        .handle(now, crate::room::Input::Text { conn: &conn, text: &text.0 });
+                    let now = self.sim.now.ms();
+                    self.sim.room.handle(
+                        Time::from_ms(now),
+                        crate::room::Input::Text { conn: &conn, text: &text.0 },
+                    );
                     self.sim.pump();
                 }
             }
             Op::Binary { pick, len } => {
                 if let Some(r) = self.pick_open(*pick) {
                     let conn = self.recs[r].conn.clone();
-                    let expired = self.recs[r].expires.is_some_and(|e| e <= self.sim.now);
+                    let expired = self.recs[r].expires.is_some_and(|e| e <= self.sim.now.ms());
                     if *len > self.config().max_frame {
                         ctx.oversize.insert(r);
                     } else if !expired {
                         self.cost(r);
                     }
-                    self.recs[r].active = self.sim.now;
+                    self.recs[r].active = self.sim.now.ms();
                     self.stats.frames += 1;
                     self.sim.send_binary(&conn, *len);
                 }
@@ -94,7 +95,7 @@ impl World<'_> {
                 if let Some(r) = self.pick_open(*pick) {
                     let conn = self.recs[r].conn.clone();
                     self.sim.ping_runtime(&conn);
-                    self.recs[r].active = self.sim.now;
+                    self.recs[r].active = self.sim.now.ms();
                 }
             }
             Op::Evict => {
@@ -120,25 +121,25 @@ impl World<'_> {
             }
             Op::Advance(ms) => self.sim.advance(*ms),
             Op::TurnEnds => {
-                let now = self.sim.now;
-                self.sim.run_until(now);
+                let now = self.sim.now.ms();
+                self.sim.run_until(Time::from_ms(now));
             }
             Op::RunFor(ms) => {
-                let until = self.sim.now + ms;
-                self.sim.run_until(until);
+                let until = self.sim.now.ms() + ms;
+                self.sim.run_until(Time::from_ms(until));
             }
             Op::Settle => self.sim.settle(),
             Op::EarlyAlarm => self.sim.fire_alarm(),
             Op::Kick { user, block } => {
                 let user = user_name(*user);
-                let now = self.sim.now;
+                let now = self.sim.now.ms();
                 let held =
                     self.open_recs().into_iter().filter(|&r| self.recs[r].user == user).count();
                 let block = match block {
                     BlockOp::Keep => Block::Keep,
                     BlockOp::For(ms) => {
                         self.blocks.insert(user.clone(), now + ms);
-                        Block::Until(now + ms)
+                        Block::Until(Time::from_ms(now + ms))
                     }
                     BlockOp::Lift => {
                         self.blocks.remove(&user);
@@ -146,23 +147,23 @@ impl World<'_> {
                     }
                 };
                 ctx.kick_user = Some(user.clone());
-                let closed = self.sim.room.kick(now, &user, block);
+                let closed = self.sim.room.kick(Time::from_ms(now), &user, block);
                 self.sim.pump();
                 assert_eq!(closed, held, "[kick] closed {closed} of {held} connections");
             }
             Op::Drain => {
                 ctx.drain = true;
                 let held = self.open_recs().len();
-                let now = self.sim.now;
-                let closed = self.sim.room.drain(now);
+                let now = self.sim.now.ms();
+                let closed = self.sim.room.drain(Time::from_ms(now));
                 self.sim.pump();
                 assert_eq!(closed, held, "[drain] closed {closed} of {held}");
             }
             Op::Delete => {
                 ctx.delete = true;
                 let held = self.open_recs().len();
-                let now = self.sim.now;
-                let closed = self.sim.room.delete(now);
+                let now = self.sim.now.ms();
+                let closed = self.sim.room.delete(Time::from_ms(now));
                 self.sim.pump();
                 assert_eq!(closed, held, "[delete] closed {closed} of {held}");
             }
@@ -174,9 +175,9 @@ impl World<'_> {
                     .copied();
                 let valid = names::bounded(id) && names::valid_topic(topic);
                 let deep = deeper_than(&data.0, MAX_DEPTH);
-                let now = self.sim.now;
+                let now = self.sim.now.ms();
                 let result = self.sim.room.server_publish(
-                    now,
+                    Time::from_ms(now),
                     id.clone(),
                     topic.to_string(),
                     raw,
@@ -212,21 +213,21 @@ impl World<'_> {
     /// pings and reads, as live clients do.
     pub(super) fn live_until(&mut self, until: u64) {
         let step = (self.config().presence_ttl_ms / 4).max(1);
-        let ctx = StepCtx { start: self.sim.now, ..Default::default() };
+        let ctx = StepCtx { start: self.sim.now.ms(), ..Default::default() };
         loop {
             for r in self.open_recs() {
                 let conn = self.recs[r].conn.clone();
                 self.sim.ping_runtime(&conn);
-                self.recs[r].active = self.sim.now;
+                self.recs[r].active = self.sim.now.ms();
             }
             let next = match self.sim.wake {
-                Some(w) => w.min(self.sim.now + step),
-                None if self.sim.now < until => until.min(self.sim.now + step),
+                Some(w) => w.ms().min(self.sim.now.ms() + step),
+                None if self.sim.now.ms() < until => until.min(self.sim.now.ms() + step),
                 None => break,
             };
-            self.sim.run_until(next.max(self.sim.now));
+            self.sim.run_until(Time::from_ms(next.max(self.sim.now.ms())));
             self.after(&ctx);
-            if self.sim.now >= until && self.sim.wake.is_none() {
+            if self.sim.now.ms() >= until && self.sim.wake.is_none() {
                 break;
             }
         }
@@ -241,12 +242,12 @@ impl World<'_> {
         for slot in &mut self.slots {
             slot.mode = Mode::Reading;
         }
-        let now = self.sim.now;
+        let now = self.sim.now.ms();
         let blocked: Vec<String> =
             self.blocks.iter().filter(|(_, t)| **t > now).map(|(u, _)| u.clone()).collect();
         for user in blocked {
             let ctx = StepCtx { start: now, kick_user: Some(user.clone()), ..Default::default() };
-            self.sim.room.kick(now, &user, Block::Lift);
+            self.sim.room.kick(Time::from_ms(now), &user, Block::Lift);
             self.sim.pump();
             self.blocks.remove(&user);
             self.after(&ctx);
@@ -255,7 +256,7 @@ impl World<'_> {
             self.catch_up(s);
         }
         // Summaries and held presence go out within a few intervals.
-        let until = self.sim.now + 3 * self.config().summary_interval_ms + 3_000;
+        let until = self.sim.now.ms() + 3 * self.config().summary_interval_ms + 3_000;
         self.live_until(until);
         let seq = self.sim.room.seq();
         let presence = self.presence();
@@ -280,7 +281,7 @@ impl World<'_> {
                     view.summary,
                     presence["summary"],
                     waiting_bytes(&mut self.sim),
-                    self.sim.now,
+                    self.sim.now.ms(),
                     self.sim.alarm,
                     &self.sim.alarms_set[self.sim.alarms_set.len().saturating_sub(8)..],
                 );
@@ -323,7 +324,7 @@ impl World<'_> {
         for _ in 0..16 {
             let open = self.slots[s].rec.is_some_and(|r| self.is_open(r));
             if !open {
-                let mut ctx = StepCtx { start: self.sim.now, ..Default::default() };
+                let mut ctx = StepCtx { start: self.sim.now.ms(), ..Default::default() };
                 let user = user_name(self.slots[s].user);
                 // A user at the connection limit lets one of its tabs go.
                 let mine: Vec<usize> =
@@ -341,13 +342,13 @@ impl World<'_> {
                 if self.recs[r].refused && self.sim.sockets[&self.recs[r].conn].closed == Some(4429)
                 {
                     let wait = 1_000 / self.config().user_connects_per_sec.max(1) + 1;
-                    let until = self.sim.now + wait;
+                    let until = self.sim.now.ms() + wait;
                     self.live_until(until);
                 }
                 continue;
             }
             let r = self.slots[s].rec.unwrap();
-            let until = self.sim.now;
+            let until = self.sim.now.ms();
             self.live_until(until);
             if self.is_open(r)
                 && self.recs[r].applied == Some(self.sim.room.seq())
@@ -358,7 +359,7 @@ impl World<'_> {
             }
             if self.is_open(r) {
                 // Time for a held catch-up (reply budget, storm jitter).
-                let until = self.sim.now + 2_500;
+                let until = self.sim.now.ms() + 2_500;
                 self.live_until(until);
             }
         }
@@ -388,12 +389,12 @@ pub(super) fn run_case(setup: &Setup, ops: &[Op], stats: &mut EngineStats, trace
     let mut w = World::new(setup, stats, trace);
     for (i, op) in ops.iter().enumerate() {
         if trace {
-            println!("  step {i} (t={}): {op:?}", w.sim.now);
+            println!("  step {i} (t={}): {op:?}", w.sim.now.ms());
         }
         w.step(op);
     }
     if trace {
-        println!("  finish (t={})", w.sim.now);
+        println!("  finish (t={})", w.sim.now.ms());
     }
     w.finish();
     w.stats.cases += 1;

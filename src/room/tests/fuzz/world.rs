@@ -272,7 +272,7 @@ impl<'a> World<'a> {
         }
         match self.departed.get(session) {
             Some((user, lo, hi)) => {
-                let now = self.sim.now;
+                let now = self.sim.now.ms();
                 if now.saturating_sub(*hi) >= DEPARTED_MS {
                     Ok(None)
                 } else if now.saturating_sub(*lo) < DEPARTED_MS {
@@ -292,7 +292,7 @@ impl<'a> World<'a> {
         user: &str,
         exp: Option<u64>,
     ) -> Result<Option<u16>, ()> {
-        let now = self.sim.now;
+        let now = self.sim.now.ms();
         if exp.is_some_and(|e| e <= now) {
             return Ok(Some(4401));
         }
@@ -324,7 +324,7 @@ impl<'a> World<'a> {
         expires: Option<u64>,
     ) -> usize {
         // Every attempt costs one from the user's connect budget, first.
-        let now = self.sim.now;
+        let now = self.sim.now.ms();
         let c = self.config();
         let (rate, burst) = (c.user_connects_per_sec, c.user_connect_burst);
         let loads = self.loads;
@@ -347,7 +347,7 @@ impl<'a> World<'a> {
             REGIONS[region],
             since,
             epoch.as_deref(),
-            expires,
+            expires.map(Time::from_ms),
         );
         self.stats.connects += 1;
         let r = self.recs.len();
@@ -371,9 +371,9 @@ impl<'a> World<'a> {
             resync: None,
             marks: Vec::new(),
             echoed: Vec::new(),
-            active: self.sim.now,
+            active: self.sim.now.ms(),
             view: View::default(),
-            bucket: ModelBucket::full(self.setup.config.burst, self.sim.now),
+            bucket: ModelBucket::full(self.setup.config.burst, self.sim.now.ms()),
             must_refuse: 0,
             limited: 0,
         });
@@ -385,7 +385,8 @@ impl<'a> World<'a> {
                 socket.inbox.iter().map(|f| Txt(f.to_string()).short()).collect();
             println!(
                 "    {conn} opened at {}: {kinds:?}, closed {:?}",
-                self.sim.now, socket.closed
+                self.sim.now.ms(),
+                socket.closed
             );
         }
         let refused = socket.inbox.is_empty() && socket.closed.is_some();
@@ -459,7 +460,7 @@ impl<'a> World<'a> {
     /// Sends one text on an open connection, as its client does; `free` when it is an echo
     /// of a mark outstanding (the one frame that costs nothing).
     pub(super) fn send_text(&mut self, ctx: &mut StepCtx, r: usize, text: &str, free: bool) {
-        let now = self.sim.now;
+        let now = self.sim.now.ms();
         let max = self.config().max_frame;
         let conn = self.recs[r].conn.clone();
         let expired = self.recs[r].expires.is_some_and(|e| e <= now);
@@ -512,7 +513,7 @@ impl<'a> World<'a> {
     pub(super) fn fresh_budgets(&mut self) {
         self.loads += 1;
         self.connects.clear();
-        let (burst, now) = (self.setup.config.burst, self.sim.now);
+        let (burst, now) = (self.setup.config.burst, self.sim.now.ms());
         for r in self.open_recs() {
             self.recs[r].bucket = ModelBucket::full(burst, now);
         }
@@ -521,7 +522,7 @@ impl<'a> World<'a> {
     /// One frame against `r`'s own budget: one its bucket cannot pay for must be refused.
     pub(super) fn cost(&mut self, r: usize) {
         let (rate, burst) = (self.setup.config.rate_per_sec, self.setup.config.burst);
-        let now = self.sim.now;
+        let now = self.sim.now.ms();
         if !self.recs[r].bucket.take(rate, burst, now) {
             self.recs[r].must_refuse += 1;
         }
@@ -590,7 +591,7 @@ impl<'a> World<'a> {
                 let text = format!(r#"{{"type":"mark","mark":"{m}"}}"#);
                 self.stats.marks_echoed += 1;
                 self.stats.frames += 1;
-                self.recs[r].active = self.sim.now;
+                self.recs[r].active = self.sim.now.ms();
                 self.sim.send(&conn, &text);
                 self.recs[r].echoed.push(m);
             }
@@ -606,7 +607,7 @@ impl<'a> World<'a> {
             assert_eq!(kind, "welcome", "[welcome] {who}: the first frame must be the welcome");
         }
         if self.trace {
-            println!("    {who} <- (t={}) {}", self.sim.now, Txt(f.to_string()).short());
+            println!("    {who} <- (t={}) {}", self.sim.now.ms(), Txt(f.to_string()).short());
         }
         match kind.as_str() {
             "welcome" => {
@@ -781,7 +782,7 @@ impl<'a> World<'a> {
         }
         let c = &self.setup.config;
         let (burst, rate, now, loads) =
-            (c.reply_burst_bytes, c.reply_bytes_per_sec, self.sim.now, self.loads);
+            (c.reply_burst_bytes, c.reply_bytes_per_sec, self.sim.now.ms(), self.loads);
         let account = self
             .accounts
             .get_mut(&by)
@@ -860,7 +861,7 @@ impl<'a> World<'a> {
 
     /// Judges every close since the last step.
     pub(super) fn closures(&mut self, ctx: &StepCtx) {
-        let now = self.sim.now;
+        let now = self.sim.now.ms();
         if self.trace {
             for &r in &self.live {
                 if !self.is_open(r) && !self.recs[r].closed_seen {
