@@ -26,7 +26,7 @@ use worker::{
 use crate::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
-use crate::room::{Block, Hello, Input, Room as Engine, RoomConfig, Time};
+use crate::room::{self, Block, Hello, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
 use sockets::{Effects, Sockets};
 
@@ -322,7 +322,7 @@ impl Inner {
         // connection, nothing may fail between it and the client.
         let response = Response::from_websocket(pair.client)?;
         let rand = random_u64();
-        let conn = format!("c-{rand:016x}");
+        let conn = room::conn_id(rand);
         let session_tag = format!("s:{}", fwd.session);
         let region_tag = format!("r:{}", fwd.region);
         self.state.accept_websocket_with_tags(&pair.server, &[&conn, &session_tag, &region_tag]);
@@ -404,7 +404,7 @@ impl Inner {
         })?;
         let response = match result {
             Ok(version) => json_response(200, serde_json::json!({ "version": version }).to_string()),
-            Err(crate::room::Refusal::Conflict { version }) => json_response(
+            Err(crate::room::Error::Conflict { version }) => json_response(
                 409,
                 serde_json::json!({"error": "conflict", "message": "version mismatch", "version": version})
                     .to_string(),
@@ -585,7 +585,7 @@ impl Inner {
         let recent = self.config.replay_limit.max(1);
         let room = origin.map(|o| o.room);
         let home = origin.and_then(|o| o.home);
-        let new_epoch = || format!("e-{:016x}", random_u64());
+        let new_epoch = || room::epoch_id(random_u64());
         let mut snap = storage::load(&sql, room, home, new_epoch, recent, now())?;
         snap.nonce = random_u64();
         let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);

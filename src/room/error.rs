@@ -2,9 +2,12 @@
 
 use crate::protocol::FrameError;
 
-/// A frame the room did not apply. The connection stays open.
+/// Why the room did not apply a frame (or an operator's write): the `code`
+/// and `message` of the `error` frame it answers with, or of the HTTP answer.
+/// The connection stays open. (A rule's own refusal is
+/// [`rules::Refusal`](super::rules::Refusal), carried as [`Error::Rule`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Error {
     /// Not a JSON object, an unknown `type`, or a binary frame.
     BadFrame(String),
     /// A field is missing, ill-typed or out of bounds.
@@ -25,42 +28,42 @@ pub enum Refusal {
     Rule(super::rules::Refusal),
 }
 
-impl Refusal {
+impl Error {
     /// The stable `code` of the `error` frame.
     pub fn code(&self) -> &str {
         match self {
-            Refusal::BadFrame(_) => "bad_frame",
-            Refusal::Invalid(_) => "invalid",
-            Refusal::TooLarge(_) => "too_large",
-            Refusal::RateLimited | Refusal::ReplyBudget { .. } => "rate_limited",
-            Refusal::UnknownMark => "invalid",
-            Refusal::Rule(r) => r.code(),
-            Refusal::Conflict { .. } => "conflict",
+            Error::BadFrame(_) => "bad_frame",
+            Error::Invalid(_) => "invalid",
+            Error::TooLarge(_) => "too_large",
+            Error::RateLimited | Error::ReplyBudget { .. } => "rate_limited",
+            Error::UnknownMark => "invalid",
+            Error::Rule(r) => r.code(),
+            Error::Conflict { .. } => "conflict",
         }
     }
 
     /// The human-readable `message` of the `error` frame.
     pub fn message(&self) -> String {
         match self {
-            Refusal::BadFrame(m) | Refusal::Invalid(m) | Refusal::TooLarge(m) => m.clone(),
-            Refusal::RateLimited => "too many frames; slow down".into(),
-            Refusal::ReplyBudget { bytes, per_sec } => format!(
+            Error::BadFrame(m) | Error::Invalid(m) | Error::TooLarge(m) => m.clone(),
+            Error::RateLimited => "too many frames; slow down".into(),
+            Error::ReplyBudget { bytes, per_sec } => format!(
                 "the state is {bytes} bytes and state replies are limited to {per_sec} bytes/s per user; ask again later"
             ),
-            Refusal::UnknownMark => "no such mark was sent to this connection".into(),
-            Refusal::Rule(r) => r.message().to_owned(),
-            Refusal::Conflict { version } => {
+            Error::UnknownMark => "no such mark was sent to this connection".into(),
+            Error::Rule(r) => r.message().to_owned(),
+            Error::Conflict { version } => {
                 format!("version mismatch: the key is at version {version}")
             }
         }
     }
 }
 
-impl From<FrameError> for Refusal {
+impl From<FrameError> for Error {
     fn from(e: FrameError) -> Self {
         match e {
-            FrameError::BadFrame(m) => Refusal::BadFrame(m),
-            FrameError::Invalid { message, .. } => Refusal::Invalid(message),
+            FrameError::BadFrame(m) => Error::BadFrame(m),
+            FrameError::Invalid { message, .. } => Error::Invalid(message),
         }
     }
 }

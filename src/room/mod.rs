@@ -11,6 +11,7 @@ mod engine;
 mod error;
 mod flow;
 mod history;
+mod ids;
 mod io;
 mod outbox;
 mod presence;
@@ -23,7 +24,8 @@ mod users;
 
 pub use config::{Limits, RoomConfig, ROOM_VARIABLES};
 pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
-pub use error::{CloseCode, ReadRefusal, Refusal};
+pub use error::{CloseCode, Error, ReadRefusal};
+pub use ids::{conn_id, epoch_id};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
 pub use time::Time;
 

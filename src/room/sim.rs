@@ -170,7 +170,7 @@ impl Sim {
         info: Option<Box<RawValue>>,
     ) -> String {
         self.next_conn += 1;
-        let conn = format!("c-{}", self.next_conn);
+        let conn = crate::room::conn_id(self.next_conn);
         self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
         let hello = Hello {
             conn: conn.clone(),

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use serde_json::value::RawValue;
 
-use super::{Refusal, RoomConfig};
+use super::{Error, RoomConfig};
 use crate::protocol::server::{StateMap, StateValue};
 
 #[derive(Debug, Default)]
@@ -30,19 +30,19 @@ impl RoomState {
         config: &RoomConfig,
         key: &str,
         value: &RawValue,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Error> {
         let (old, is_new) = match self.entries.get(key) {
             Some((v, _)) => (key.len() + v.get().len(), false),
             None => (0, true),
         };
         if is_new && self.entries.len() >= config.state_max_keys {
-            return Err(Refusal::TooLarge(format!(
+            return Err(Error::TooLarge(format!(
                 "room state holds at most {} keys",
                 config.state_max_keys
             )));
         }
         if self.bytes - old + key.len() + value.get().len() > config.state_max_bytes {
-            return Err(Refusal::TooLarge(format!(
+            return Err(Error::TooLarge(format!(
                 "room state holds at most {} bytes",
                 config.state_max_bytes
             )));

@@ -7,7 +7,7 @@
 use super::{Conn, Room};
 use crate::room::flow::Echo;
 use crate::room::rate::Verdict;
-use crate::room::{CloseCode, Refusal};
+use crate::room::{CloseCode, Error};
 
 /// How long a departed member's session stays its user's (ms): long enough
 /// for a dropped tab to come back.
@@ -120,7 +120,7 @@ impl Room {
             Verdict::Allow => true,
             Verdict::Refuse => {
                 self.stats.rate_limited += 1;
-                self.refuse(conn, None, Refusal::RateLimited);
+                self.refuse(conn, None, Error::RateLimited);
                 false
             }
             Verdict::Abuse => {

@@ -3,20 +3,20 @@
 //! writes, sends and timers it asked for, in order, as writes of the rules
 //! (sequenced, stored before seen, deduplicated by what triggered them).
 
-use crate::room::Time;
 use std::rc::Rc;
 
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
 use super::writes::{Author, RULES_SESSION};
 use super::Room;
 use crate::protocol::names;
 use crate::protocol::server::ServerFrame;
+use crate::room::ids::{Cause, RuleIds};
 use crate::room::io::{Output, StateWrite};
 use crate::room::presence::Member;
 use crate::room::rules::{self, Ctx, Effect, Join, Request, Response, Rules, Who, Write};
-use crate::room::{CloseCode, LogEntry, ReadRefusal, Refusal};
+use crate::room::Time;
+use crate::room::{CloseCode, Error, LogEntry, ReadRefusal};
 
 /// Most timers the rules may keep at once.
 pub const MAX_TIMERS: usize = 256;
@@ -93,9 +93,8 @@ impl Room {
                 // A refused member never joined: what the rule asked for stays
                 // (it may have written down the attempt), but nothing is sent
                 // to a socket about to close.
-                let trigger = format!("join:{conn}");
                 let writes = effects.into_iter().filter(|e| !matches!(e, Effect::Send { .. }));
-                self.apply_effects(now, &trigger, Some(user), writes.collect());
+                self.apply_effects(now, Cause::Join { conn }.ids(), Some(user), writes.collect());
                 Err(CloseCode::Rule(refusal.code().to_owned()))
             }
         }
@@ -140,8 +139,7 @@ impl Room {
             server: false,
         };
         let ((), effects) = self.call(now, |r, ctx| r.leave(ctx, &who));
-        let trigger = format!("leave:{}", m.conn);
-        self.apply_effects(now, &trigger, Some(&m.user), effects);
+        self.apply_effects(now, Cause::Leave { conn: &m.conn }.ids(), Some(&m.user), effects);
     }
 
     /// Fires the rules' timers that are due, earliest first.
@@ -157,14 +155,14 @@ impl Room {
             self.push(Output::Timers(all));
             let ((), effects) = self.call(now, |r, ctx| r.timer(ctx, &name));
             // The same timer firing again (its removal lost) writes nothing twice.
-            self.apply_effects(now, &format!("timer:{name}:{at}"), None, effects);
+            self.apply_effects(now, Cause::Timer { name: &name, at }.ids(), None, effects);
         }
     }
 
     /// The room was loaded: the loaded hook with the newest part of the log.
     pub(super) fn rules_loaded(&mut self, now: u64, recent: &[LogEntry]) {
         let ((), effects) = self.call(now, |r, ctx| r.loaded(ctx, recent));
-        self.apply_effects(now, &format!("loaded:{now}"), None, effects);
+        self.apply_effects(now, Cause::Loaded { at: Time::from_ms(now) }.ids(), None, effects);
     }
 
     /// A request under the room's path that the rules may answer (see
@@ -207,8 +205,8 @@ impl Room {
             let bytes = answer.body.len() as u64;
             self.users.reply_after(&self.config, user, bytes, self.now);
         }
-        let trigger = format!("request:{now}:{}", self.requests);
-        self.apply_effects(now, &trigger, member, effects);
+        let cause = Cause::Request { at: Time::from_ms(now), n: self.requests };
+        self.apply_effects(now, cause.ids(), member, effects);
         self.arm();
         response
     }
@@ -232,15 +230,15 @@ impl Room {
         &mut self,
         verdict: Write,
         value: Box<RawValue>,
-    ) -> Result<Box<RawValue>, Refusal> {
+    ) -> Result<Box<RawValue>, Error> {
         match verdict {
             Write::Accept => Ok(value),
-            Write::Refuse(refusal) => Err(Refusal::Rule(refusal)),
+            Write::Refuse(refusal) => Err(Error::Rule(refusal)),
             Write::Rewrite(new) => match self.fits(&new) {
                 Ok(()) => Ok(new),
                 Err(problem) => {
                     self.rule_problem(format!("a rewrite was refused: {problem}"));
-                    Err(Refusal::Rule(rules::Refusal::new(
+                    Err(Error::Rule(rules::Refusal::new(
                         "rule_error",
                         "the room's rules produced a value the room cannot store",
                     )))
@@ -258,20 +256,19 @@ impl Room {
     }
 
     /// Applies what a hook asked for, in order: the rules' writes
-    /// (sequenced, stored, deduplicated by `trigger` and their position),
+    /// (sequenced, stored, deduplicated by the ids of their cause),
     /// and sends to one member's connection, paid for by `payer`: the user
     /// whose action caused them (none for the room's own timers and loads,
     /// and the operator's requests).
     pub(super) fn apply_effects(
         &mut self,
         now: u64,
-        trigger: &str,
+        ids: RuleIds,
         payer: Option<&str>,
         effects: Vec<Effect>,
     ) {
-        let base = effect_id(trigger);
         for (k, effect) in effects.into_iter().enumerate() {
-            let id = format!("{base}-{k}");
+            let id = ids.nth(k);
             match effect {
                 Effect::Publish { topic, data } => {
                     if !names::valid_topic(&topic) {
@@ -353,12 +350,4 @@ fn who(author: &Author) -> Who<'_> {
         info: author.info.as_deref(),
         server: author.server,
     }
-}
-
-/// The id of the rules' writes caused by `trigger`: 16 hex digits of a hash,
-/// so that any trigger makes a short id and the same trigger the same one.
-fn effect_id(trigger: &str) -> String {
-    let digest = Sha256::digest(trigger.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("r{hex}")
 }

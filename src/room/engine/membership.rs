@@ -2,7 +2,6 @@
 //! session wins), joins and leaves, throttled per-region summaries, the
 //! large-room switch, the heartbeat sweep and the alarm that drives them.
 
-use crate::room::Time;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -14,6 +13,7 @@ use crate::room::flow::Flow;
 use crate::room::io::{Output, Peer};
 use crate::room::presence::Member;
 use crate::room::rate::RateLimiter;
+use crate::room::Time;
 use crate::room::{CloseCode, ReadRefusal};
 
 /// What happened to the member list, for the frame that tells the others.
@@ -130,7 +130,7 @@ impl Room {
         if state.get().len() > self.config.presence_max {
             let limit = self.config.presence_max;
             let refusal =
-                crate::room::Refusal::TooLarge(format!("presence state is over {limit} bytes"));
+                crate::room::Error::TooLarge(format!("presence state is over {limit} bytes"));
             return self.refuse(conn, None, refusal);
         }
         let session = self.conns[conn].session.clone();

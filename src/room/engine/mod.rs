@@ -18,7 +18,6 @@ pub use operator::Block;
 
 pub use writes::{RULES_SESSION, SERVER_SESSION};
 
-use crate::room::Time;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
@@ -34,9 +33,11 @@ use super::rules::{Open, Rules};
 use super::state::RoomState;
 use super::timer::Alarm;
 use super::users::Users;
-use super::{CloseCode, Refusal, RoomConfig};
+use super::{CloseCode, Error, RoomConfig};
 use crate::protocol::server::{Limits, PresenceView, ServerFrame};
 use crate::protocol::{self, ClientFrame, FrameError};
+use crate::room::ids::Cause;
+use crate::room::Time;
 
 /// A connection the engine knows: which session and user it carries, its
 /// rate budget, what it was sent and confirmed, and when it last showed
@@ -285,7 +286,7 @@ impl Room {
                 if len > self.config.max_frame {
                     self.close(now, conn, CloseCode::TooLarge);
                 } else if self.admit(now, conn) {
-                    let refusal = Refusal::BadFrame("binary frames are not accepted".into());
+                    let refusal = Error::BadFrame("binary frames are not accepted".into());
                     self.refuse(conn, None, refusal);
                 }
             }
@@ -364,7 +365,7 @@ impl Room {
         }
         // What the rules asked for when the member joined comes after its
         // welcome and catch-up (a `send` to the newcomer, writes of their own).
-        self.apply_effects(now, &format!("join:{conn}"), Some(&user), effects);
+        self.apply_effects(now, Cause::Join { conn: &conn }.ids(), Some(&user), effects);
     }
 
     /// What a connect resuming from `since` in `epoch` is owed: nothing (a
@@ -545,7 +546,7 @@ impl Room {
             // quietly (a client may echo twice); any other is refused.
             ClientFrame::Mark { mark } => {
                 if !self.confirm(conn, &mark) && !self.issued(conn, &mark) {
-                    self.refuse(conn, None, Refusal::UnknownMark);
+                    self.refuse(conn, None, Error::UnknownMark);
                 }
             }
         }
@@ -561,13 +562,13 @@ impl Room {
         } else {
             self.stats.rate_limited += 1;
             let per_sec = self.config.reply_bytes_per_sec;
-            self.refuse(conn, None, Refusal::ReplyBudget { bytes, per_sec });
+            self.refuse(conn, None, Error::ReplyBudget { bytes, per_sec });
         }
     }
 
-    fn refuse(&mut self, conn: &str, id: Option<&str>, refusal: Refusal) {
+    fn refuse(&mut self, conn: &str, id: Option<&str>, refusal: Error) {
         let version = match refusal {
-            Refusal::Conflict { version } => Some(version),
+            Error::Conflict { version } => Some(version),
             _ => None,
         };
         let message = refusal.message();

@@ -3,7 +3,6 @@
 //! (session, id); the same for the operator's backend and for the rules'
 //! own writes.
 
-use crate::room::Time;
 use std::rc::Rc;
 
 use serde_json::value::RawValue;
@@ -11,8 +10,10 @@ use serde_json::value::RawValue;
 use super::Room;
 use crate::protocol::names;
 use crate::protocol::server::ServerFrame;
+use crate::room::ids::{self, Cause};
 use crate::room::io::{Commit, LogEntry, Output, StateWrite};
-use crate::room::Refusal;
+use crate::room::Error;
+use crate::room::Time;
 
 /// The session that server-side publishes (`POST /rooms/{room}/messages`)
 /// are deduplicated under; no client session can take it (`$` is not allowed).
@@ -53,7 +54,7 @@ impl Room {
         if let Some(seq) = self.history.seq_of(&author.session, &id) {
             return self.send(conn, ack(&id, seq));
         }
-        let trigger = write_trigger(&author.session, &id);
+        let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
         let (verdict, effects) = self.rules_publish(now, &author, &topic, &data);
         match self.decided(verdict, data) {
             Ok(data) => {
@@ -61,7 +62,7 @@ impl Room {
             }
             Err(refusal) => self.refuse(conn, Some(&id), refusal),
         }
-        self.apply_effects(now, &trigger, author.payer(), effects);
+        self.apply_effects(now, rule_ids, author.payer(), effects);
     }
 
     #[allow(clippy::too_many_arguments)] // the fields of one `set` frame
@@ -80,9 +81,9 @@ impl Room {
         }
         let current = self.state.version(&key);
         if if_version.is_some_and(|v| v != current) {
-            return self.refuse(conn, Some(&id), Refusal::Conflict { version: current });
+            return self.refuse(conn, Some(&id), Error::Conflict { version: current });
         }
-        let trigger = write_trigger(&author.session, &id);
+        let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
         let (verdict, effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
@@ -96,7 +97,7 @@ impl Room {
             }
             Err(refusal) => self.refuse(conn, Some(&id), refusal),
         }
-        self.apply_effects(now, &trigger, author.payer(), effects);
+        self.apply_effects(now, rule_ids, author.payer(), effects);
     }
 
     /// A state write from the operator's backend (`PUT /rooms/{room}/state/{key}`):
@@ -111,20 +112,20 @@ impl Room {
         value: Box<RawValue>,
         if_version: Option<u64>,
         region: String,
-    ) -> Result<u64, Refusal> {
+    ) -> Result<u64, Error> {
         let now = now.ms();
         if !names::bounded(&key) || key.starts_with('$') {
-            return Err(Refusal::Invalid(
+            return Err(Error::Invalid(
                 "`key` must be 1-64 characters, not starting with `$`".into(),
             ));
         }
-        crate::protocol::client::check_value(&value, "value").map_err(Refusal::Invalid)?;
+        crate::protocol::client::check_value(&value, "value").map_err(Error::Invalid)?;
         let id = match id {
             Some(id) if names::bounded(&id) => id,
-            Some(_) => return Err(Refusal::Invalid("`id` must be 1-64 characters".into())),
+            Some(_) => return Err(Error::Invalid("`id` must be 1-64 characters".into())),
             None => {
                 self.requests += 1;
-                format!("set-{now}-{}", self.requests)
+                ids::server_set_id(Time::from_ms(now), self.requests)
             }
         };
         if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
@@ -133,10 +134,10 @@ impl Room {
         self.now = self.now.max(now);
         let current = self.state.version(&key);
         if if_version.is_some_and(|v| v != current) {
-            return Err(Refusal::Conflict { version: current });
+            return Err(Error::Conflict { version: current });
         }
         let author = Author::server(region);
-        let trigger = write_trigger(SERVER_SESSION, &id);
+        let rule_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
         let (verdict, effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
@@ -147,7 +148,7 @@ impl Room {
             let write = StateWrite { key, value };
             self.commit(now, &author, None, id, "$state".into(), data, Some(write))
         });
-        self.apply_effects(now, &trigger, author.payer(), effects);
+        self.apply_effects(now, rule_ids, author.payer(), effects);
         self.touched(now);
         self.arm();
         result
@@ -163,28 +164,28 @@ impl Room {
         topic: String,
         data: Box<RawValue>,
         region: String,
-    ) -> Result<u64, Refusal> {
+    ) -> Result<u64, Error> {
         let now = now.ms();
         if !names::bounded(&id) {
-            return Err(Refusal::Invalid("`id` must be 1-64 characters".into()));
+            return Err(Error::Invalid("`id` must be 1-64 characters".into()));
         }
         if !names::valid_topic(&topic) {
-            return Err(Refusal::Invalid(
+            return Err(Error::Invalid(
                 "`topic` must be 1-64 characters and not start with `$`".into(),
             ));
         }
         if let Some(seq) = self.history.seq_of(SERVER_SESSION, &id) {
             return Ok(seq);
         }
-        crate::protocol::client::check_value(&data, "data").map_err(Refusal::Invalid)?;
+        crate::protocol::client::check_value(&data, "data").map_err(Error::Invalid)?;
         self.now = self.now.max(now);
         let author = Author::server(region);
-        let trigger = write_trigger(SERVER_SESSION, &id);
+        let rule_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
         let (verdict, effects) = self.rules_publish(now, &author, &topic, &data);
         let result = self
             .decided(verdict, data)
             .map(|data| self.commit(now, &author, None, id, topic, data, None));
-        self.apply_effects(now, &trigger, author.payer(), effects);
+        self.apply_effects(now, rule_ids, author.payer(), effects);
         self.touched(now);
         self.arm();
         result
@@ -295,11 +296,6 @@ impl Author {
             server: true,
         }
     }
-}
-
-/// What names a write as the trigger of the rules' writes it causes.
-fn write_trigger(session: &str, id: &str) -> String {
-    format!("write:{session}:{id}")
 }
 
 pub(super) fn ack(id: &str, seq: u64) -> Rc<str> {
