@@ -54,6 +54,12 @@ pub use worker as __worker;
 /// that makes them from the deployment's variables. The first kind is the
 /// one the `/health` canary uses.
 ///
+/// After the binding a line may declare the kind's second kind of object,
+/// `, companion Class2(Type), binding "BINDING2"`: a Durable Object class
+/// `Class2` (its own binding and migration) holding a `Type` that
+/// implements `host::Companion` (wasm32); the edge knows its binding as
+/// [`edge::Kind::companion`]. This is the seam the relays of a big room use.
+///
 /// A line may end with `, public ["GET lot", ...]`: routes of the kind's
 /// rules (`GET /{path}/{room}/lot`) that callers with neither a room token
 /// nor the admin key may reach. Every other route turns such a caller away
@@ -68,6 +74,7 @@ pub use worker as __worker;
 #[macro_export]
 macro_rules! worker {
     ($($path:literal => $class:ident($rules:expr), binding $binding:literal
+        $(, companion $cclass:ident($cty:ty), binding $cbinding:literal)?
         $(, public [$($public:literal),* $(,)?])?;)+) => {
         #[cfg(not(target_arch = "wasm32"))]
         const _: () = {
@@ -79,17 +86,44 @@ macro_rules! worker {
         };
         #[cfg(target_arch = "wasm32")]
         $crate::worker!(@wasm $($path => $class($rules), binding $binding
+            $(, companion $cclass($cty), binding $cbinding)?
             $(, public [$($public),*])?;)+);
     };
     (@wasm $($path:literal => $class:ident($rules:expr), binding $binding:literal
+        $(, companion $cclass:ident($cty:ty), binding $cbinding:literal)?
         $(, public [$($public:literal),* $(,)?])?;)+) => {
-        $crate::worker!(@classes $($path => $class($rules), binding $binding;)+);
-        $(pub use __homeroom_classes::$class;)+
+        // The classes live in a module of their own, where the names the
+        // `durable_object` attribute expects are in scope.
+        #[doc(hidden)]
+        mod __homeroom_classes {
+            #[allow(unused_imports)]
+            use super::*;
+            use ::worker::wasm_bindgen;
+            $(
+                $crate::worker!(@class $class, $crate::host::Host,
+                    |state, env| {
+                        fn rules(
+                            vars: &$crate::room::rules::Vars<'_>,
+                        ) -> ::std::boxed::Box<dyn $crate::room::rules::Rules> {
+                            use $crate::room::rules::Make as _;
+                            $crate::host::hosted(($rules).make(vars))
+                        }
+                        $crate::host::Host::new(state, env, rules)
+                    });
+                $($crate::worker!(@class $cclass, $cty,
+                    |state, env| <$cty as $crate::host::Companion>::new(state, env));)?
+            )+
+        }
+        $(
+            pub use __homeroom_classes::$class;
+            $(pub use __homeroom_classes::$cclass;)?
+        )+
 
         static __HOMEROOM_KINDS: &[$crate::edge::Kind] = &[
             $($crate::edge::Kind {
                 path: $path,
                 binding: $binding,
+                companion: $crate::worker!(@some $($cbinding)?),
                 public: &[$($($public),*)?],
             },)+
         ];
@@ -112,70 +146,58 @@ macro_rules! worker {
             $crate::edge::scheduled(env, __HOMEROOM_KINDS).await
         }
     };
-    (@classes $($path:literal => $class:ident($rules:expr), binding $binding:literal;)+) => {
-        // The classes live in a module of their own, where the names the
-        // `durable_object` attribute expects are in scope.
-        #[doc(hidden)]
-        mod __homeroom_classes {
-        #[allow(unused_imports)]
-        use super::*;
-        use ::worker::wasm_bindgen;
-        $(
-            #[::worker::durable_object]
-            pub struct $class {
-                host: $crate::host::Host,
+    (@some) => { ::std::option::Option::None };
+    (@some $binding:literal) => { ::std::option::Option::Some($binding) };
+    // One Durable Object class holding an `Object` made by `$make`, every
+    // event handed to it: the rooms' classes and the companions' alike.
+    (@class $class:ident, $ty:ty, |$state:ident, $env:ident| $make:expr) => {
+        #[::worker::durable_object]
+        pub struct $class {
+            object: $ty,
+        }
+
+        impl ::worker::DurableObject for $class {
+            fn new($state: ::worker::State, $env: ::worker::Env) -> Self {
+                $class { object: $make }
             }
 
-            impl ::worker::DurableObject for $class {
-                fn new(state: ::worker::State, env: ::worker::Env) -> Self {
-                    fn rules(
-                        vars: &$crate::room::rules::Vars<'_>,
-                    ) -> ::std::boxed::Box<dyn $crate::room::rules::Rules> {
-                        use $crate::room::rules::Make as _;
-                        $crate::host::hosted(($rules).make(vars))
-                    }
-                    $class { host: $crate::host::Host::new(state, env, rules) }
-                }
-
-                async fn fetch(&self, req: ::worker::Request) -> ::worker::Result<::worker::Response> {
-                    self.host.fetch(req).await
-                }
-
-                async fn websocket_message(
-                    &self,
-                    ws: ::worker::WebSocket,
-                    message: ::worker::WebSocketIncomingMessage,
-                ) -> ::worker::Result<()> {
-                    self.host.websocket_message(ws, message).await
-                }
-
-                async fn websocket_close(
-                    &self,
-                    ws: ::worker::WebSocket,
-                    code: usize,
-                    reason: ::std::string::String,
-                    clean: bool,
-                ) -> ::worker::Result<()> {
-                    self.host.websocket_close(ws, code, reason, clean).await
-                }
-
-                async fn websocket_error(
-                    &self,
-                    ws: ::worker::WebSocket,
-                    error: ::worker::Error,
-                ) -> ::worker::Result<()> {
-                    self.host.websocket_error(ws, error).await
-                }
-
-                async fn alarm(&self) -> ::worker::Result<::worker::Response> {
-                    self.host.alarm().await
-                }
-
-                async fn connect(&self, _socket: ::worker::Socket) -> ::worker::Result<()> {
-                    ::std::result::Result::Err("rooms accept WebSockets only".into())
-                }
+            async fn fetch(&self, req: ::worker::Request) -> ::worker::Result<::worker::Response> {
+                $crate::host::Object::fetch(&self.object, req).await
             }
-        )+
+
+            async fn websocket_message(
+                &self,
+                ws: ::worker::WebSocket,
+                message: ::worker::WebSocketIncomingMessage,
+            ) -> ::worker::Result<()> {
+                $crate::host::Object::websocket_message(&self.object, ws, message).await
+            }
+
+            async fn websocket_close(
+                &self,
+                ws: ::worker::WebSocket,
+                code: usize,
+                reason: ::std::string::String,
+                clean: bool,
+            ) -> ::worker::Result<()> {
+                $crate::host::Object::websocket_close(&self.object, ws, code, reason, clean).await
+            }
+
+            async fn websocket_error(
+                &self,
+                ws: ::worker::WebSocket,
+                error: ::worker::Error,
+            ) -> ::worker::Result<()> {
+                $crate::host::Object::websocket_error(&self.object, ws, error).await
+            }
+
+            async fn alarm(&self) -> ::worker::Result<::worker::Response> {
+                $crate::host::Object::alarm(&self.object).await
+            }
+
+            async fn connect(&self, _socket: ::worker::Socket) -> ::worker::Result<()> {
+                ::std::result::Result::Err("homeroom's objects accept WebSockets only".into())
+            }
         }
     };
 }

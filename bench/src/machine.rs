@@ -223,6 +223,7 @@ pub fn attachment() -> Attachment {
         key: 0xfedc_ba98_7654_3210,
         info: None,
         canary: false,
+        link: None,
     };
     let session = "s-Xq3v9TzK0bLm2Wc8RyJd";
     let size = |p: &Peer| serde_json::to_string(p).expect("serializes").len();

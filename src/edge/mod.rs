@@ -43,6 +43,10 @@ pub use serve::{fetch, scheduled};
 pub struct Kind {
     pub path: &'static str,
     pub binding: &'static str,
+    /// The binding of the kind's second kind of object, if it declares one
+    /// (`, companion Class(Type), binding "B"` in [`crate::worker!`]): what
+    /// the edge will route a big room's regional sockets to.
+    pub companion: Option<&'static str>,
     /// Routes of the kind's rules open to callers with neither a token nor
     /// the admin key, as `"METHOD path"` (`"GET lot"` is
     /// `GET /{kind}/{room}/lot`). Every other rules route stops such a

@@ -11,6 +11,7 @@
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod heartbeat;
+mod object;
 mod sockets;
 mod storage;
 
@@ -28,6 +29,7 @@ use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
 use crate::room::{self, Block, Hello, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
+pub use object::{Companion, Object};
 use sockets::{Effects, Sockets};
 
 /// The engine and the sockets it talks to, present while the object is in memory.
@@ -338,6 +340,8 @@ impl Inner {
             expires: fwd.expires.map(Time::from_ms),
             info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
             canary: fwd.canary,
+            // Every socket is the room's own today; relays will bring links.
+            link: None,
         };
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {

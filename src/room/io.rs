@@ -35,6 +35,11 @@ pub struct Hello {
     /// not asked about it (a `join` that refuses strangers must not turn
     /// `/health` red), and hear nothing of its leave.
     pub canary: bool,
+    /// The link this session came over, when it is not a socket of its own:
+    /// one connection to another object (a relay) that carries many
+    /// sessions. `None`: the adapter holds the client's socket itself.
+    /// See [`Input::LinkClosed`] and [`Output`] for what a link changes.
+    pub link: Option<String>,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -48,6 +53,9 @@ pub enum Input<'a> {
     Binary { conn: &'a str, len: usize },
     /// A socket closed or errored.
     Closed { conn: &'a str },
+    /// A link closed (see [`Hello::link`]): every session it carried is
+    /// gone, each as if its socket had closed. Nothing is sent over it.
+    LinkClosed { link: &'a str },
     /// The runtime answered a heartbeat ping on `conn` at `at` without
     /// waking the room; reported when the alarm fires.
     Heartbeat { conn: &'a str, at: Time },
@@ -60,6 +68,12 @@ pub enum Input<'a> {
 }
 
 /// What the engine asks the adapter to do, in order.
+///
+/// A connection that came over a link ([`Hello::link`]) is addressed like any
+/// other; the adapter sends its frames, and its close, over its link. A frame
+/// to several connections (`Multicast`, `Broadcast`) crosses each link once,
+/// with the link's sessions it is for, and the link's far end hands it to
+/// them: a link costs the room one send per frame, not one per session.
 #[derive(Debug)]
 pub enum Output {
     /// Make a write durable. Comes before the frames that reveal it.
@@ -174,6 +188,11 @@ pub struct Peer {
     /// The health canary's connection (see [`Hello::canary`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub canary: bool,
+    /// The link the session came over (see [`Hello::link`]). A link's
+    /// sessions are not socket attachments: the adapter keeps them where it
+    /// keeps the link, and gives them back in [`Snapshot::peers`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.

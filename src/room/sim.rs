@@ -58,6 +58,19 @@ pub struct Socket {
     pub bytes: u64,
     /// The client reads but never echoes a `mark` (a hostile or broken reader).
     pub silent: bool,
+    /// The link it is reached over ([`Sim::connect_via`]), if not its own socket.
+    pub link: Option<String>,
+}
+
+/// A link: one connection from another object that carries many sessions
+/// (see [`Hello::link`]). Its far end is simulated as handing each frame to
+/// the sessions it is for.
+#[derive(Default, Debug)]
+pub struct Link {
+    pub open: bool,
+    /// Sends that crossed it: a frame for several of its sessions once, a
+    /// frame or a close for one of them once.
+    pub sends: u64,
 }
 
 pub struct Sim {
@@ -67,6 +80,8 @@ pub struct Sim {
     pub now: Time,
     pub disk: Disk,
     pub sockets: BTreeMap<String, Socket>,
+    /// The links sessions came over, by name.
+    pub links: BTreeMap<String, Link>,
     /// The alarm the engine asked for, as the runtime keeps it.
     pub alarm: Option<Time>,
     /// Every alarm time the engine asked for, in order.
@@ -82,6 +97,8 @@ pub struct Sim {
     loads: u64,
     /// The next connect is the health canary's.
     canary_next: bool,
+    /// The next connect comes over this link.
+    link_next: Option<String>,
 }
 
 impl Sim {
@@ -94,6 +111,7 @@ impl Sim {
             now: Time::from_ms(1_000),
             disk: Disk::default(),
             sockets: BTreeMap::new(),
+            links: BTreeMap::new(),
             alarm: None,
             alarms_set: Vec::new(),
             wake: None,
@@ -102,6 +120,7 @@ impl Sim {
             next_conn: 0,
             loads: 0,
             canary_next: false,
+            link_next: None,
         }
     }
 
@@ -154,6 +173,26 @@ impl Sim {
         self.open(session, user, region, (None, None), None, Some(info))
     }
 
+    /// Connects `session` of `user` over `link` (opened on its first use):
+    /// one of the many sessions another object carries over one connection.
+    pub fn connect_via(&mut self, link: &str, session: &str, user: &str, region: &str) -> String {
+        let l = self.links.entry(link.to_owned()).or_insert_with(|| Link { open: true, sends: 0 });
+        assert!(l.open, "connecting over the closed link {link}");
+        self.link_next = Some(link.to_owned());
+        self.open(session, user, region, (None, None), None, None)
+    }
+
+    /// The link drops (its object reset, or the connection broke): its
+    /// sessions' clients are cut off with it, and the room is told once.
+    pub fn close_link(&mut self, link: &str) {
+        self.links.get_mut(link).expect("known link").open = false;
+        for s in self.sockets.values_mut().filter(|s| s.link.as_deref() == Some(link)) {
+            s.open = false;
+        }
+        self.room.handle(self.now, Input::LinkClosed { link });
+        self.pump();
+    }
+
     /// Connects the Worker's health canary (the rules are not asked about it).
     pub fn connect_canary(&mut self, session: &str) -> String {
         self.canary_next = true;
@@ -171,7 +210,9 @@ impl Sim {
     ) -> String {
         self.next_conn += 1;
         let conn = crate::room::conn_id(self.next_conn);
-        self.sockets.insert(conn.clone(), Socket { open: true, ..Default::default() });
+        let link = self.link_next.take();
+        let socket = Socket { open: true, link: link.clone(), ..Default::default() };
+        self.sockets.insert(conn.clone(), socket);
         let hello = Hello {
             conn: conn.clone(),
             session: session.into(),
@@ -185,6 +226,7 @@ impl Sim {
             expires,
             info,
             canary: std::mem::take(&mut self.canary_next),
+            link,
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();
@@ -320,9 +362,13 @@ impl Sim {
                         self.disk.log = self.disk.log.split_off(&(t + 1));
                     }
                 }
-                Output::Send { conn, frame } => self.deliver(&conn, &frame),
+                Output::Send { conn, frame } => {
+                    self.cross(std::slice::from_ref(&conn));
+                    self.deliver(&conn, &frame);
+                }
                 Output::Multicast { conns, frame } => {
                     self.multicasts.push(conns.len());
+                    self.cross(&conns);
                     for c in conns {
                         self.deliver(&c, &frame);
                     }
@@ -334,11 +380,13 @@ impl Sim {
                         .filter(|(c, s)| s.open && !skip.contains(c))
                         .map(|(c, _)| c.clone())
                         .collect();
+                    self.cross(&to);
                     for c in to {
                         self.deliver(&c, &frame);
                     }
                 }
                 Output::Close { conn, code } => {
+                    self.cross(std::slice::from_ref(&conn));
                     let s = self.sockets.get_mut(&conn).expect("known socket");
                     assert!(s.open, "closing {conn} twice");
                     s.open = false;
@@ -370,6 +418,17 @@ impl Sim {
                     self.alarm = None;
                 }
             }
+        }
+    }
+
+    /// One send over each link that carries any of `conns`.
+    fn cross(&mut self, conns: &[String]) {
+        let links: std::collections::BTreeSet<String> =
+            conns.iter().filter_map(|c| self.sockets.get(c)?.link.clone()).collect();
+        for link in links {
+            let l = self.links.get_mut(&link).expect("known link");
+            assert!(l.open, "a send over the closed link {link}");
+            l.sends += 1;
         }
     }
 

@@ -49,6 +49,7 @@ impl Room {
                 flow: Flow::new(Flow::key_of_load(p.key, nonce)),
                 expires: p.exp.map(Time::ms),
                 stalled_since: None,
+                link: p.link,
             };
             self.add_conn(&p.conn, conn, now);
             let member = Member {
@@ -69,19 +70,8 @@ impl Room {
 
     /// Makes `conn` the connection of `session`, superseding an older one
     /// (of the same user: [`Room::refuse_open`] turned any other away).
-    #[allow(clippy::too_many_arguments)] // what one accepted connection brings
-    pub(super) fn join(
-        &mut self,
-        now: u64,
-        conn: &str,
-        session: &str,
-        user: String,
-        region: String,
-        key: u64,
-        expires: Option<u64>,
-        info: Option<Box<RawValue>>,
-        canary: bool,
-    ) {
+    pub(super) fn join(&mut self, now: u64, joining: Joining<'_>) {
+        let Joining { conn, session, user, region, key, expires, info, canary, link } = joining;
         self.retain_at = None;
         let previous = self.presence.remove(session);
         let change = match &previous {
@@ -107,6 +97,7 @@ impl Room {
             flow: Flow::new(key),
             expires,
             stalled_since: None,
+            link,
         };
         let member = Member {
             conn: conn.to_owned(),
@@ -160,6 +151,21 @@ impl Room {
         if self.conns.is_empty() {
             self.sweep_at = None;
             self.emptied(now);
+        }
+    }
+
+    /// A link went: each of its sessions leaves as if its own socket had
+    /// closed, in the order of their connection ids.
+    pub(super) fn link_closed(&mut self, now: u64, link: &str) {
+        let mut carried: Vec<String> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.link.as_deref() == Some(link))
+            .map(|(id, _)| id.clone())
+            .collect();
+        carried.sort();
+        for conn in carried {
+            self.closed(now, &conn);
         }
     }
 
@@ -264,7 +270,7 @@ impl Room {
             let mut expired: Vec<String> = self
                 .conns
                 .iter()
-                .filter(|(_, c)| c.last_seen + ttl <= now)
+                .filter(|(_, c)| c.link.is_none() && c.last_seen + ttl <= now)
                 .map(|(id, _)| id.clone())
                 .collect();
             expired.sort(); // deterministic order of leaves
@@ -343,7 +349,9 @@ impl Room {
 
     fn next_sweep(&self) -> Option<u64> {
         let ttl = self.config.presence_ttl_ms;
-        self.conns.values().map(|c| c.last_seen + ttl).min()
+        // A link's sessions live as long as the link: its far end, not the
+        // room, watches their clients' heartbeats.
+        self.conns.values().filter(|c| c.link.is_none()).map(|c| c.last_seen + ttl).min()
     }
 
     /// Tells the others what changed: a diff in a small room, a full reset
@@ -461,7 +469,10 @@ impl Room {
     }
 
     fn remember(&mut self, session: &str, m: &Member, now: u64) {
-        let (exp, key) = self.conns.get(&m.conn).map_or((None, 0), |c| (c.expires, c.flow.key()));
+        let (exp, key, link) = match self.conns.get(&m.conn) {
+            Some(c) => (c.expires, c.flow.key(), c.link.clone()),
+            None => (None, 0, None),
+        };
         self.push(Output::Remember(Peer {
             conn: m.conn.clone(),
             session: session.to_owned(),
@@ -475,6 +486,21 @@ impl Room {
             key,
             info: m.info.clone(),
             canary: m.canary,
+            link,
         }));
     }
+}
+
+/// What an accepted connection brings to its membership (from its [`Hello`](crate::room::Hello)).
+pub(super) struct Joining<'a> {
+    pub conn: &'a str,
+    pub session: &'a str,
+    pub user: String,
+    pub region: String,
+    /// The key of its flow-control marks.
+    pub key: u64,
+    pub expires: Option<u64>,
+    pub info: Option<Box<RawValue>>,
+    pub canary: bool,
+    pub link: Option<String>,
 }

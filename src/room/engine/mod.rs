@@ -10,6 +10,7 @@ mod admission;
 mod delivery;
 mod hosting;
 mod membership;
+use membership::Joining;
 mod operator;
 mod stats;
 mod writes;
@@ -60,6 +61,9 @@ struct Conn {
     /// Since when frames have waited behind its full flow window with no
     /// echo confirming anything (ms), as seen by the keep-alive.
     stalled_since: Option<u64>,
+    /// The link it came over, if not a socket of its own: it lives as long
+    /// as the link does (the link's far end watches its client).
+    link: Option<String>,
 }
 
 impl Conn {
@@ -291,6 +295,7 @@ impl Room {
                 }
             }
             Input::Closed { conn } => self.closed(now, conn),
+            Input::LinkClosed { link } => self.link_closed(now, link),
             Input::Heartbeat { conn, at } => {
                 if let Some(c) = self.conns.get_mut(conn) {
                     c.last_seen = c.last_seen.max(at.ms());
@@ -326,6 +331,7 @@ impl Room {
             expires,
             info,
             canary,
+            link,
         } = hello;
         let expires = expires.map(Time::ms);
         if let Some(code) = self.refuse_open(now, &session, &user, expires) {
@@ -347,7 +353,18 @@ impl Room {
                 return;
             }
         };
-        self.join(now, &conn, &session, user.clone(), region, secret, expires, info, canary);
+        let joining = Joining {
+            conn: &conn,
+            session: &session,
+            user: user.clone(),
+            region,
+            key: secret,
+            expires,
+            info,
+            canary,
+            link,
+        };
+        self.join(now, joining);
         let replay = self.replay_for(since, epoch.as_deref());
         self.welcome(now, &conn, &session, &user, &replay, expires);
         let catch_up = match replay {

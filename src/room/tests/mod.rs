@@ -4,6 +4,7 @@
 mod attacks;
 mod fuzz;
 mod holes;
+mod links;
 mod load;
 mod operator;
 mod presence;

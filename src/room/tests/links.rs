@@ -1,0 +1,128 @@
+//! Many sessions over one link (the seam the relays build on): a link's
+//! sessions are members like any other, a frame for several of them crosses
+//! the link once, and they live and die with the link.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::room::sim::Sim;
+use crate::room::{Block, RoomConfig};
+
+const LINK: &str = "relay-oc";
+
+fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
+    frames.iter().filter(|f| f["type"] == kind).cloned().collect()
+}
+
+fn seqs_of(frames: &[Value], kind: &str) -> Vec<u64> {
+    of_type(frames, kind).iter().map(|f| f["seq"].as_u64().expect("a seq")).collect()
+}
+
+/// A member with a socket of its own, and ann and bob over one link, all welcomed and settled.
+fn room() -> (Sim, String, String, String) {
+    let mut s = Sim::new(RoomConfig::default());
+    let direct = s.connect_as("sess-dora", "dora", "EU", None);
+    let ann = s.connect_via(LINK, "sess-anne", "ann", "OC");
+    let bob = s.connect_via(LINK, "sess-bobb", "bob", "OC");
+    s.settle();
+    for conn in [&direct, &ann, &bob] {
+        let frames = s.take(conn);
+        assert_eq!(frames[0]["type"], "welcome", "{frames:?}");
+    }
+    assert_eq!((s.room.members(), s.room.connections()), (3, 3));
+    (s, direct, ann, bob)
+}
+
+#[test]
+fn two_sessions_over_one_link_are_two_members_and_a_broadcast_crosses_it_once() {
+    let (mut s, direct, ann, bob) = room();
+    let members: Value = serde_json::from_str(&s.room.presence_json()).unwrap();
+    assert_eq!(members["summary"]["regions"]["OC"]["members"], 2, "{members}");
+
+    // A write from outside the link: one send carries it to both of its sessions.
+    let before = s.links[LINK].sends;
+    s.publish(&direct, "m-1", r#"{"text":"hi"}"#);
+    s.settle();
+    assert_eq!(s.links[LINK].sends - before, 1, "the message crossed the link once");
+    assert_eq!(seqs_of(&s.take(&ann), "message"), [1]);
+    assert_eq!(seqs_of(&s.take(&bob), "message"), [1]);
+    assert_eq!(seqs_of(&s.take(&direct), "ack"), [1]);
+
+    // A write from one of the link's sessions: its ack is its own (one
+    // send), the message goes to everyone, ann too, and crosses once.
+    let before = s.links[LINK].sends;
+    s.publish(&ann, "m-2", r#"{"text":"hello"}"#);
+    s.settle();
+    assert_eq!(s.links[LINK].sends - before, 2, "ann's ack, and the message for ann and bob");
+    let to_ann = s.take(&ann);
+    assert_eq!((seqs_of(&to_ann, "ack"), seqs_of(&to_ann, "message")), (vec![2], vec![2]));
+    assert_eq!(seqs_of(&s.take(&bob), "message"), [2]);
+    assert_eq!(seqs_of(&s.take(&direct), "message"), [2]);
+    assert_eq!(s.disk.seq, 2);
+}
+
+#[test]
+fn a_link_that_drops_takes_its_sessions_with_it_and_nobody_else() {
+    let (mut s, direct, ann, bob) = room();
+    let sent = s.links[LINK].sends;
+    s.close_link(LINK);
+    s.settle();
+    // Nothing is sent over a gone link (the simulator refuses it), and its
+    // sockets were not closed by the room: they went with the link.
+    assert_eq!(s.links[LINK].sends, sent);
+    assert_eq!((s.sockets[&ann].closed, s.sockets[&bob].closed), (None, None));
+    assert_eq!((s.room.members(), s.room.connections()), (1, 1));
+    let left: BTreeSet<String> = of_type(&s.take(&direct), "presence")
+        .iter()
+        .flat_map(|p| p["leaves"].as_array().cloned().unwrap_or_default())
+        .map(|v| v.as_str().expect("a session").to_owned())
+        .collect();
+    assert_eq!(left, BTreeSet::from(["sess-anne".to_owned(), "sess-bobb".to_owned()]));
+    // The relay comes back on a new link: its sessions rejoin, still theirs.
+    let again = s.connect_via("relay-oc-2", "sess-anne", "ann", "OC");
+    s.settle();
+    assert_eq!(s.take(&again)[0]["type"], "welcome");
+    assert_eq!(s.room.members(), 2);
+}
+
+#[test]
+fn a_links_sessions_live_as_long_as_the_link_not_by_their_own_heartbeats() {
+    let (mut s, direct, ann, bob) = room();
+    // Nobody pings: the room's own socket goes silent and is swept (4008);
+    // the link's far end watches its clients, so its sessions stay.
+    s.run_until(s.now.plus_ms(3 * RoomConfig::default().presence_ttl_ms));
+    assert_eq!(s.sockets[&direct].closed, Some(4008));
+    assert!(s.sockets[&ann].open && s.sockets[&bob].open);
+    assert_eq!(s.room.members(), 2);
+    // While its sessions are all the room has, no sweep keeps the room awake.
+    s.settle();
+    assert!(s.hibernatable());
+}
+
+#[test]
+fn a_links_sessions_come_back_after_an_eviction_and_still_go_with_it() {
+    let (mut s, direct, ann, _bob) = room();
+    assert_eq!(s.sockets[&ann].peer.as_ref().and_then(|p| p.link.as_deref()), Some(LINK));
+    s.evict();
+    assert_eq!((s.room.members(), s.room.connections()), (3, 3));
+    s.publish(&direct, "m-1", r#"{"text":"after"}"#);
+    s.settle();
+    assert_eq!(seqs_of(&s.take(&ann), "message"), [1]);
+    s.close_link(LINK);
+    assert_eq!((s.room.members(), s.room.connections()), (1, 1));
+}
+
+#[test]
+fn an_operator_kick_reaches_one_session_over_the_link() {
+    let (mut s, direct, ann, bob) = room();
+    let before = s.links[LINK].sends;
+    assert_eq!(s.room.kick(s.now, "ann", Block::Keep), 1);
+    s.pump();
+    s.settle();
+    assert_eq!(s.sockets[&ann].closed, Some(4403), "closed over the link");
+    assert!(s.sockets[&bob].open && s.sockets[&direct].open);
+    // The close, and ann's leave for bob: two sends, whatever else is due.
+    assert!(s.links[LINK].sends - before >= 2, "{}", s.links[LINK].sends - before);
+    assert_eq!(s.room.members(), 2);
+}
