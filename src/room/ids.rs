@@ -39,24 +39,33 @@ impl Cause<'_> {
         }
     }
 
-    /// The prefix of the ids of the writes this cause makes: `r` and 16 hex digits of a hash
-    /// of the cause, so any cause makes a short id (the log takes ids of at most 64
-    /// characters) and the same cause the same one.
+    /// The ids of the writes this cause makes, taken before the hook runs (a write's `id`
+    /// moves into the log) and made only if it asked for something.
     pub(crate) fn ids(&self) -> RuleIds {
-        let digest = Sha256::digest(self.text().as_bytes());
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        RuleIds(format!("r{hex}"))
+        RuleIds { cause: self.text(), prefix: None }
     }
 }
 
 /// The ids of one cause's writes, in the order the hook asked for them.
-pub(crate) struct RuleIds(String);
+pub(crate) struct RuleIds {
+    cause: String,
+    /// `r` and 16 hex digits of a hash of the cause, so any cause makes a short id (the log
+    /// takes ids of at most 64 characters) and the same cause the same one. Hashed on the
+    /// first id asked for: most writes cause none.
+    prefix: Option<String>,
+}
 
 impl RuleIds {
     /// The id of the cause's `k`th effect (counting every effect, sends too, so an id does not
     /// move when a rule changes what it sends).
-    pub(crate) fn nth(&self, k: usize) -> String {
-        format!("{}-{k}", self.0)
+    pub(crate) fn nth(&mut self, k: usize) -> String {
+        let cause = &self.cause;
+        let prefix = self.prefix.get_or_insert_with(|| {
+            let digest = Sha256::digest(cause.as_bytes());
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            format!("r{hex}")
+        });
+        format!("{prefix}-{k}")
     }
 }
 
@@ -106,6 +115,8 @@ mod tests {
     fn ids_fit_the_log() {
         let long = "x".repeat(64);
         let id = Cause::Write { session: &long, id: &long }.ids().nth(999);
+        let mut ids = Cause::Join { conn: "c-1" }.ids();
+        assert_eq!(ids.nth(0).replace("-0", ""), ids.nth(1).replace("-1", ""), "one prefix");
         assert!(id.len() <= 64 && id.starts_with('r'), "{id}");
     }
 }

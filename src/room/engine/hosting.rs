@@ -263,7 +263,7 @@ impl Room {
     pub(super) fn apply_effects(
         &mut self,
         now: u64,
-        ids: RuleIds,
+        mut ids: RuleIds,
         payer: Option<&str>,
         effects: Vec<Effect>,
     ) {
