@@ -125,12 +125,24 @@ pub fn variables() -> impl Iterator<Item = &'static Variable> {
 }
 
 /// A deployment setting as the Worker and the room object both read it: a secret, else a
-/// variable; blank counts as unset.
+/// variable; blank counts as unset. Read from the environment once per isolate (a deploy, a
+/// new secret or a changed variable makes a new one): a connect reads a few settings, and
+/// each lookup that finds nothing costs a failed binding lookup in JavaScript.
 #[cfg(target_arch = "wasm32")]
 pub fn read(env: &worker::Env, name: &str) -> Option<String> {
-    env.secret(name)
+    thread_local! {
+        static READ: std::cell::RefCell<std::collections::HashMap<String, Option<String>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if let Some(known) = READ.with(|r| r.borrow().get(name).cloned()) {
+        return known;
+    }
+    let value = env
+        .secret(name)
         .map(|s| s.to_string())
         .or_else(|_| env.var(name).map(|v| v.to_string()))
         .ok()
-        .filter(|v| !v.trim().is_empty())
+        .filter(|v| !v.trim().is_empty());
+    READ.with(|r| r.borrow_mut().insert(name.to_owned(), value.clone()));
+    value
 }
