@@ -27,6 +27,7 @@
 pub mod auth;
 pub mod edge;
 pub mod protocol;
+pub mod relay;
 pub mod room;
 pub mod settings;
 

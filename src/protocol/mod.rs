@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod json;
+pub mod link;
 pub mod names;
 pub mod server;
 

@@ -15,7 +15,7 @@ mod ids;
 mod io;
 mod outbox;
 mod presence;
-mod rate;
+pub(crate) mod rate;
 pub mod rules;
 mod state;
 mod time;

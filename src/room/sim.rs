@@ -64,13 +64,19 @@ pub struct Socket {
 
 /// A link: one connection from another object that carries many sessions
 /// (see [`Hello::link`]). Its far end is simulated as handing each frame to
-/// the sessions it is for.
+/// the sessions it is for, unless the link is `relayed`: then what crosses
+/// it waits in `down`, as the link's operations, for a relay to take
+/// ([`crate::relay::sim::Topo`]).
 #[derive(Default, Debug)]
 pub struct Link {
     pub open: bool,
     /// Sends that crossed it: a frame for several of its sessions once, a
     /// frame or a close for one of them once.
     pub sends: u64,
+    /// A relay's link: frames are not handed to the sessions here.
+    pub relayed: bool,
+    /// What crossed a relayed link since the relay's side last took it.
+    pub down: Vec<crate::protocol::link::DownOp>,
 }
 
 pub struct Sim {
@@ -176,7 +182,10 @@ impl Sim {
     /// Connects `session` of `user` over `link` (opened on its first use):
     /// one of the many sessions another object carries over one connection.
     pub fn connect_via(&mut self, link: &str, session: &str, user: &str, region: &str) -> String {
-        let l = self.links.entry(link.to_owned()).or_insert_with(|| Link { open: true, sends: 0 });
+        let l = self
+            .links
+            .entry(link.to_owned())
+            .or_insert_with(|| Link { open: true, ..Default::default() });
         assert!(l.open, "connecting over the closed link {link}");
         self.link_next = Some(link.to_owned());
         self.open(session, user, region, (None, None), None, None)
@@ -190,6 +199,16 @@ impl Sim {
             s.open = false;
         }
         self.room.handle(self.now, Input::LinkClosed { link });
+        self.pump();
+    }
+
+    /// Opens a connection as the adapter was told of it (a relay's client,
+    /// over `hello.link`, which must be a known link).
+    pub fn open_hello(&mut self, hello: Hello) {
+        let conn = hello.conn.clone();
+        let socket = Socket { open: true, link: hello.link.clone(), ..Default::default() };
+        self.sockets.insert(conn, socket);
+        self.room.handle(self.now, Input::Open(hello));
         self.pump();
     }
 
@@ -363,21 +382,26 @@ impl Sim {
                     }
                 }
                 Output::Send { conn, frame } => {
-                    self.cross(std::slice::from_ref(&conn));
-                    self.deliver(&conn, &frame);
+                    let conns = self.relay_down(vec![conn], &frame);
+                    self.cross(&conns);
+                    for c in conns {
+                        self.deliver(&c, &frame);
+                    }
                 }
                 Output::Multicast { conns, frame } => {
                     self.multicasts.push(conns.len());
+                    let conns = self.relay_down(conns, &frame);
                     self.cross(&conns);
                     for c in conns {
                         self.deliver(&c, &frame);
                     }
                 }
                 Output::Broadcast { frame, skip } => {
+                    self.relay_all(&skip, &frame);
                     let to: Vec<String> = self
                         .sockets
                         .iter()
-                        .filter(|(c, s)| s.open && !skip.contains(c))
+                        .filter(|(c, s)| s.open && !skip.contains(c) && !self.relayed(s))
                         .map(|(c, _)| c.clone())
                         .collect();
                     self.cross(&to);
@@ -385,13 +409,7 @@ impl Sim {
                         self.deliver(&c, &frame);
                     }
                 }
-                Output::Close { conn, code } => {
-                    self.cross(std::slice::from_ref(&conn));
-                    let s = self.sockets.get_mut(&conn).expect("known socket");
-                    assert!(s.open, "closing {conn} twice");
-                    s.open = false;
-                    s.closed = Some(code.code());
-                }
+                Output::Close { conn, code } => self.close(conn, code),
                 Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
@@ -418,6 +436,79 @@ impl Sim {
                     self.alarm = None;
                 }
             }
+        }
+    }
+
+    /// The room closes `conn`: over its relay's link, or here.
+    fn close(&mut self, conn: String, code: crate::room::CloseCode) {
+        let s = self.sockets.get(&conn).expect("known socket");
+        if self.relayed(s) {
+            let link = s.link.clone().expect("a relayed socket has a link");
+            self.links.get_mut(&link).expect("known link").down.push(
+                crate::protocol::link::DownOp::Close {
+                    conn: conn.clone(),
+                    code: code.code(),
+                    reason: code.reason().to_owned(),
+                },
+            );
+        } else {
+            self.cross(std::slice::from_ref(&conn));
+        }
+        let s = self.sockets.get_mut(&conn).expect("known socket");
+        assert!(s.open, "closing {conn} twice");
+        s.open = false;
+        s.closed = Some(code.code());
+    }
+
+    fn relayed(&self, s: &Socket) -> bool {
+        s.link.as_ref().is_some_and(|l| self.links.get(l).is_some_and(|l| l.relayed))
+    }
+
+    /// Queues `frame` for the relayed links among `conns`' (one operation per
+    /// link); returns the connections the simulator delivers to itself.
+    fn relay_down(&mut self, conns: Vec<String>, frame: &str) -> Vec<String> {
+        let mut per_link: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut rest = Vec::new();
+        for c in conns {
+            match self.sockets.get(&c) {
+                Some(s) if self.relayed(s) => {
+                    assert!(s.open, "frame sent to closed socket {c}: {frame}");
+                    per_link.entry(s.link.clone().expect("relayed")).or_default().push(c);
+                }
+                _ => rest.push(c),
+            }
+        }
+        for (link, to) in per_link {
+            let l = self.links.get_mut(&link).expect("known link");
+            assert!(l.open, "a send over the closed link {link}");
+            l.sends += 1;
+            l.down.push(crate::protocol::link::DownOp::Send { to, frame: frame.to_owned() });
+        }
+        rest
+    }
+
+    /// A frame for everyone but `skip`: once over each relayed link that has
+    /// a session it is for, with the link's sessions in `skip`.
+    fn relay_all(&mut self, skip: &[String], frame: &str) {
+        let mut per_link: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+        for (c, s) in &self.sockets {
+            if s.open && self.relayed(s) {
+                let e = per_link.entry(s.link.clone().expect("relayed")).or_default();
+                if skip.contains(c) {
+                    e.1.push(c.clone());
+                } else {
+                    e.0 += 1;
+                }
+            }
+        }
+        for (link, (to, skip)) in per_link {
+            if to == 0 {
+                continue;
+            }
+            let l = self.links.get_mut(&link).expect("known link");
+            assert!(l.open, "a send over the closed link {link}");
+            l.sends += 1;
+            l.down.push(crate::protocol::link::DownOp::All { skip, frame: frame.to_owned() });
         }
     }
 

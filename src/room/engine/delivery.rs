@@ -304,8 +304,17 @@ impl Room {
         }
         let now = self.now;
         let window = self.config.send_window;
+        // A signal that came over a link was delivered to the link's own
+        // sessions by its far end already (a relay delivers its members'
+        // signals at once); the room sends it to everyone else.
+        let origin = self.conns.get(sender).and_then(|c| c.link.clone());
         let (mut idle, mut waiting, mut late) = (Vec::new(), Vec::new(), Vec::new());
+        let mut local = Vec::new();
         for (id, c) in self.conns.iter().filter(|(id, _)| id.as_str() != sender) {
+            if origin.is_some() && c.link == origin {
+                local.push(id.clone());
+                continue;
+            }
             // A reader that has not confirmed its window gets the latest
             // signals when it has: they collapse while they wait.
             if c.out.holding(now) || !c.flow.open(window) || c.out.due {
@@ -342,6 +351,7 @@ impl Room {
         }
         let mut skip = waiting;
         skip.extend(late);
+        skip.extend(local);
         skip.push(sender.to_owned());
         self.count(idle.len() as u64, idle.len() as u64);
         self.sent_to_all(frame.len() as u64, &skip);

@@ -140,6 +140,11 @@ impl Room {
         let Some(c) = self.drop_conn(conn) else {
             return;
         };
+        self.dropped(now, conn, c);
+    }
+
+    /// What a connection's going means for its member, once it is dropped.
+    fn dropped(&mut self, now: u64, conn: &str, c: Conn) {
         if self.presence.get(&c.session).is_some_and(|m| m.conn == conn) {
             let gone = self.presence.remove(&c.session);
             self.departed(&c.session, &c.user, now);
@@ -164,8 +169,12 @@ impl Room {
             .map(|(id, _)| id.clone())
             .collect();
         carried.sort();
-        for conn in carried {
-            self.closed(now, &conn);
+        // All of them go before any leave is told: a leave must not be sent
+        // to a session of the link that is gone too.
+        let gone: Vec<(String, Conn)> =
+            carried.into_iter().filter_map(|id| self.drop_conn(&id).map(|c| (id, c))).collect();
+        for (conn, c) in gone {
+            self.dropped(now, &conn, c);
         }
     }
 

@@ -1,0 +1,628 @@
+//! A deterministic topology: the room's home (a [`Sim`](crate::room::sim::Sim)) and its relays, each
+//! link one ordered connection with a one-way delay, on one virtual clock.
+//! Clients connect to a relay by its name; what the relays say to the home and
+//! the home to them crosses the wire as text, as the adapters would send it.
+//! Links and relays can drop and reset; a relay can be split in two
+//! instances (the stale-instance case). Every frame a client gets is checked
+//! against the home's disk ("stored before seen").
+//!
+//! ```
+//! use homeroom::relay::sim::Topo;
+//! use homeroom::room::RoomConfig;
+//!
+//! let mut t = Topo::new(RoomConfig::default(), 40);
+//! let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+//! let bob = t.connect("eu-0", "sess-bob1", "bob", "EU", None);
+//! t.settle();
+//! t.publish(&ann, "m1", r#"{"text":"hi"}"#);
+//! t.settle();
+//! let got = t.take(&bob);
+//! assert!(got.iter().any(|f| f["type"] == "message" && f["seq"] == 1));
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::{Admit, Input, Output, Relay, Relays};
+use crate::protocol::link::{Down, DownOp, Up, UpOp};
+use crate::room::sim::{Link, Sim};
+use crate::room::{Hello, RoomConfig, Time};
+
+/// One instance of a relay.
+pub struct Node {
+    pub relay: Relay,
+    pub wake: Option<Time>,
+    pub alarm: Option<Time>,
+}
+
+/// A client of a relay, as its browser sees it.
+#[derive(Default)]
+pub struct Client {
+    /// The instance it is connected to (`name#epoch`).
+    pub instance: String,
+    pub session: String,
+    pub user: String,
+    pub region: String,
+    pub inbox: Vec<Value>,
+    pub open: bool,
+    /// The close code it got (1006 when its relay died under it).
+    pub closed: Option<u16>,
+    /// Reads but never echoes a `mark`.
+    pub silent: bool,
+    /// The highest `seq` it applied, and the epoch it counts in (from its
+    /// welcome, acks, messages, resyncs): what it resumes from.
+    pub seq: u64,
+    pub epoch: Option<String>,
+}
+
+/// Where a message on the wire goes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum To {
+    /// The home, from a relay instance.
+    Home { from: String },
+    /// A relay instance, from the home.
+    Relay(String),
+}
+
+pub struct Topo {
+    pub home: Sim,
+    /// Relay instances by `name#epoch`.
+    pub nodes: BTreeMap<String, Node>,
+    /// Each relay's current instance (its epoch), as its storage holds it.
+    pub epochs: BTreeMap<String, u64>,
+    /// The clients, by connection id.
+    pub clients: BTreeMap<String, Client>,
+    /// The home's record of its relays' instances (as the adapter stores it).
+    pub registry: Relays,
+    /// One-way delay of every link, in ms.
+    pub delay_ms: u64,
+    /// More delay on the link of one instance (`name#epoch`), both ways.
+    pub extra_delay: BTreeMap<String, u64>,
+    pub now: Time,
+    /// In flight: (arrival, order) -> (destination, text).
+    wire: BTreeMap<(Time, u64), (To, String)>,
+    order: u64,
+    next_conn: u64,
+    /// Messages the home sent over links (one per link per turn at most).
+    pub home_link_messages: u64,
+    /// Messages the relays sent the home.
+    pub up_messages: u64,
+    /// Messages the home refused from a stale relay instance.
+    pub stale_refused: u64,
+}
+
+impl Topo {
+    /// A home of the open rules and no relays yet; links delay `delay_ms` one way.
+    pub fn new(config: RoomConfig, delay_ms: u64) -> Topo {
+        let home = Sim::new(config);
+        let now = home.now;
+        Topo {
+            home,
+            nodes: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+            clients: BTreeMap::new(),
+            registry: Relays::default(),
+            delay_ms,
+            extra_delay: BTreeMap::new(),
+            now,
+            wire: BTreeMap::new(),
+            order: 0,
+            next_conn: 0,
+            home_link_messages: 0,
+            up_messages: 0,
+            stale_refused: 0,
+        }
+    }
+
+    /// The current instance of relay `name`, started if it has none.
+    fn instance(&mut self, name: &str) -> String {
+        let epoch = *self.epochs.entry(name.to_owned()).or_insert(1);
+        let key = Relays::link(name, epoch);
+        if !self.nodes.contains_key(&key) {
+            let relay = Relay::new(name, epoch, self.home.config.clone());
+            self.nodes.insert(key.clone(), Node { relay, wake: None, alarm: None });
+        }
+        key
+    }
+
+    /// Connects a client to relay `name` (its current instance), resuming
+    /// from `since` (`seq`, epoch) when given.
+    pub fn connect(
+        &mut self,
+        relay: &str,
+        session: &str,
+        user: &str,
+        region: &str,
+        since: Option<(u64, &str)>,
+    ) -> String {
+        let instance = self.instance(relay);
+        self.next_conn += 1;
+        let conn = format!("{relay}.c{}", self.next_conn);
+        let n = self.next_conn;
+        self.clients.insert(
+            conn.clone(),
+            Client {
+                instance: instance.clone(),
+                session: session.into(),
+                user: user.into(),
+                region: region.into(),
+                open: true,
+                seq: since.map_or(0, |s| s.0),
+                epoch: since.map(|s| s.1.to_owned()),
+                ..Default::default()
+            },
+        );
+        let hello = Hello {
+            conn: conn.clone(),
+            session: session.into(),
+            user: user.into(),
+            region: region.into(),
+            since: since.map(|s| s.0),
+            epoch: since.map(|s| s.1.to_owned()),
+            rand: n.wrapping_mul(2_654_435_761) % 10_007,
+            secret: n.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            expires: None,
+            info: None,
+            canary: false,
+            link: None,
+        };
+        self.relay_input(&instance, Input::Open(hello));
+        conn
+    }
+
+    /// The client reconnects to relay `name` as the same session, resuming
+    /// from what it applied: what our client does after any close.
+    pub fn resume(&mut self, conn: &str, relay: &str) -> String {
+        let region = self.clients[conn].region.clone();
+        self.resume_in(conn, relay, &region)
+    }
+
+    /// The client reconnects as the same session from another `region`
+    /// (its user moved), to relay `name`, resuming from what it applied.
+    pub fn resume_in(&mut self, conn: &str, relay: &str, region: &str) -> String {
+        let c = &self.clients[conn];
+        let (session, user) = (c.session.clone(), c.user.clone());
+        let since = c.epoch.clone().map(|e| (c.seq, e));
+        self.connect(relay, &session, &user, region, since.as_ref().map(|(s, e)| (*s, e.as_str())))
+    }
+
+    /// A client sends a text frame.
+    pub fn send(&mut self, conn: &str, text: &str) {
+        let c = &self.clients[conn];
+        assert!(c.open, "test bug: sending on a closed socket");
+        let instance = c.instance.clone();
+        self.relay_input(&instance, Input::Text { conn, text });
+    }
+
+    pub fn publish(&mut self, conn: &str, id: &str, data: &str) {
+        self.send(
+            conn,
+            &format!(r#"{{"type":"publish","id":"{id}","topic":"chat","data":{data}}}"#),
+        );
+    }
+
+    pub fn signal(&mut self, conn: &str, data: &str) {
+        self.send(conn, &format!(r#"{{"type":"signal","topic":"cursor","data":{data}}}"#));
+    }
+
+    /// The client drops its socket.
+    pub fn drop_client(&mut self, conn: &str) {
+        let c = self.clients.get_mut(conn).expect("known client");
+        if c.open {
+            c.open = false;
+            let instance = c.instance.clone();
+            self.relay_input(&instance, Input::Closed { conn });
+        }
+    }
+
+    /// Relay `name`'s current instance dies (a reset): its clients' sockets
+    /// break (1006), its link closes, and what was on the wire to or from it
+    /// is lost. Its next client starts a newer instance.
+    pub fn reset_relay(&mut self, name: &str) {
+        let key = self.instance(name);
+        self.nodes.remove(&key);
+        *self.epochs.get_mut(name).expect("known relay") += 1;
+        for c in self.clients.values_mut().filter(|c| c.instance == key && c.open) {
+            c.open = false;
+            c.closed = Some(1006);
+        }
+        self.lose_wire(&key);
+        self.home_link_closed(&key);
+    }
+
+    /// The link of relay `name`'s current instance breaks, both ends
+    /// alive: what was on it is lost; the home and the relay each hear.
+    pub fn drop_link(&mut self, name: &str) {
+        let key = self.instance(name);
+        self.lose_wire(&key);
+        self.home_link_closed(&key);
+        self.relink(name);
+    }
+
+    /// Relay `name`'s instance heard its link close: its adapter takes the
+    /// next epoch for its next link.
+    fn relink(&mut self, name: &str) {
+        let key = self.instance(name);
+        let next = self.epochs[name] + 1;
+        self.epochs.insert(name.to_owned(), next);
+        let node = self.nodes.remove(&key).expect("a live instance");
+        let new_key = Relays::link(name, next);
+        for c in self.clients.values_mut().filter(|c| c.instance == key) {
+            c.instance = new_key.clone();
+        }
+        self.nodes.insert(new_key.clone(), node);
+        self.relay_input(&new_key, Input::LinkClosed { epoch: next });
+    }
+
+    /// The home's object resets (its Wasm instance, say): its memory and
+    /// every socket it held go, its relays' links with them, and all that
+    /// was on the wire. It comes back from storage; each relay hears its
+    /// link close. (The turn under way finishes first: what it sends was
+    /// stored, and is lost with the wire.)
+    pub fn reset_home(&mut self) {
+        self.home.now = self.now;
+        self.home.end_turn();
+        for l in self.home.links.values_mut() {
+            l.open = false;
+            l.down.clear();
+        }
+        for s in self.home.sockets.values_mut() {
+            s.open = false;
+        }
+        self.wire.clear();
+        self.home.reload();
+        let instances: Vec<String> = self.nodes.keys().cloned().collect();
+        for key in instances {
+            let (name, epoch) = key.rsplit_once('#').expect("name#epoch");
+            let current = self.epochs.get(name).is_some_and(|e| e.to_string() == epoch);
+            if current {
+                let name = name.to_owned();
+                self.relink(&name);
+            } else {
+                self.instance_replaced(&key);
+            }
+        }
+    }
+
+    /// What the operator (or anything outside the sockets) does to the home
+    /// now, its outputs applied and sent.
+    pub fn operator<R>(&mut self, f: impl FnOnce(&mut Sim) -> R) -> R {
+        self.home.now = self.now;
+        let r = f(&mut self.home);
+        self.home.pump();
+        self.flush_home();
+        r
+    }
+
+    /// A second instance of relay `name` starts (the runtime ran two for a
+    /// moment) and the clients that connect from now on reach it; the old
+    /// one keeps its clients and its link, not knowing it is stale.
+    pub fn split_relay(&mut self, name: &str) -> String {
+        self.instance(name);
+        *self.epochs.get_mut(name).expect("known relay") += 1;
+        self.instance(name)
+    }
+
+    /// The home is evicted (hibernation), if the runtime could hibernate it
+    /// now (no timer of its pending, no frame waiting for an echo): memory
+    /// gone, its sockets and its relays' links stay. Whether it was.
+    pub fn evict_home(&mut self) -> bool {
+        self.home.now = self.now;
+        let can = !self.home.waiting_for_echo() && self.home.hibernatable();
+        if can {
+            self.home.reload();
+        }
+        self.flush_home();
+        can
+    }
+
+    /// The home closed the link of `instance`, an older instance than the
+    /// relay's current one: it hears the close, cannot take a next epoch
+    /// (the newer instance owns the relay's storage), and resets; its
+    /// clients' sockets break.
+    fn instance_replaced(&mut self, instance: &str) {
+        if self.nodes.remove(instance).is_none() {
+            return;
+        }
+        for c in self.clients.values_mut().filter(|c| c.instance == instance && c.open) {
+            c.open = false;
+            c.closed = Some(1006);
+        }
+        self.lose_wire(instance);
+    }
+
+    fn lose_wire(&mut self, instance: &str) {
+        self.wire.retain(|_, (to, _)| match to {
+            To::Home { from } => from != instance,
+            To::Relay(to) => to != instance,
+        });
+    }
+
+    fn home_link_closed(&mut self, instance: &str) {
+        if self.home.links.get(instance).is_some_and(|l| l.open) {
+            self.home.now = self.now;
+            self.home.close_link(instance);
+            self.flush_home();
+        }
+    }
+
+    fn relay_input(&mut self, instance: &str, input: Input<'_>) {
+        let now = self.now;
+        let Some(node) = self.nodes.get_mut(instance) else {
+            return; // it died; its sockets with it
+        };
+        node.relay.handle(now, input);
+        self.pump_relay(instance);
+    }
+
+    fn pump_relay(&mut self, instance: &str) {
+        let mut outs = Vec::new();
+        {
+            let node = self.nodes.get_mut(instance).expect("a live instance");
+            while let Some(out) = node.relay.poll_output() {
+                match out {
+                    Output::SetWake(at) => node.wake = Some(node.wake.map_or(at, |w| w.min(at))),
+                    Output::SetAlarm(at) => node.alarm = Some(at),
+                    other => outs.push(other),
+                }
+            }
+        }
+        for out in outs {
+            match out {
+                Output::Up(text) => {
+                    self.up_messages += 1;
+                    self.put(To::Home { from: instance.to_owned() }, text);
+                }
+                Output::Send { conn, frame } => self.deliver(&conn, &frame),
+                Output::Multicast { conns, frame } => {
+                    for c in conns {
+                        self.deliver(&c, &frame);
+                    }
+                }
+                Output::Close { conn, code, .. } => {
+                    let c = self.clients.get_mut(&conn).expect("known client");
+                    assert!(c.open, "closing {conn} twice");
+                    c.open = false;
+                    c.closed = Some(code);
+                }
+                Output::SetWake(_) | Output::SetAlarm(_) => unreachable!("taken above"),
+            }
+        }
+    }
+
+    fn put(&mut self, to: To, text: String) {
+        self.order += 1;
+        let instance = match &to {
+            To::Home { from } => from,
+            To::Relay(to) => to,
+        };
+        let delay = self.delay_ms + self.extra_delay.get(instance).copied().unwrap_or(0);
+        // A link is ordered: nothing overtakes what went before it on it.
+        let at = self.now.plus_ms(delay);
+        self.wire.insert((at, self.order), (to, text));
+    }
+
+    fn deliver(&mut self, conn: &str, frame: &str) {
+        let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
+        let frames = match v["type"].as_str() {
+            Some("batch") => v["frames"].as_array().expect("batch frames").clone(),
+            _ => vec![v],
+        };
+        let stored = self.home.disk.seq;
+        let c = self.clients.get_mut(conn).expect("known client");
+        assert!(c.open, "frame sent to closed client {conn}: {frame}");
+        for v in frames {
+            match v["type"].as_str() {
+                Some(kind @ ("ack" | "message")) => {
+                    let seq = v["seq"].as_u64().expect("seq");
+                    assert!(seq <= stored, "frame for seq {seq} left before it was stored");
+                    if kind == "message" {
+                        c.seq = c.seq.max(seq);
+                    }
+                }
+                Some("welcome") => {
+                    c.epoch = v["epoch"].as_str().map(str::to_owned);
+                    if v["resumed"] != true {
+                        // No replay follows: the client is at the room's seq.
+                        c.seq = v["seq"].as_u64().unwrap_or(0);
+                    }
+                }
+                Some("resync") => c.seq = v["seq"].as_u64().unwrap_or(c.seq),
+                _ => {}
+            }
+            c.inbox.push(v);
+        }
+    }
+
+    /// The home takes a relay's message.
+    fn home_up(&mut self, from: &str, text: &str) {
+        self.home.now = self.now;
+        let up = Up::parse(text).expect("relays send what the link defines");
+        let link = match self.registry.admit(&up.relay, up.epoch) {
+            Admit::Stale { current } => {
+                self.stale_refused += 1;
+                let down = Down { ops: vec![DownOp::Stale { epoch: current }] };
+                self.home_link_messages += 1;
+                self.put(To::Relay(from.to_owned()), down.to_text());
+                return;
+            }
+            Admit::Current { link } => link,
+            Admit::Newer { link, replaced } => {
+                if let Some(old) = replaced {
+                    self.home_link_closed(&old);
+                    self.instance_replaced(&old);
+                }
+                self.home
+                    .links
+                    .insert(link.clone(), Link { open: true, relayed: true, ..Default::default() });
+                link
+            }
+        };
+        assert!(self.home.links[&link].open, "a message over the closed link {link}");
+        for op in up.ops {
+            match op {
+                UpOp::Open {
+                    conn,
+                    session,
+                    user,
+                    region,
+                    since,
+                    epoch,
+                    rand,
+                    secret,
+                    expires,
+                    info,
+                } => {
+                    let info = info.map(|i| RawValue::from_string(i).expect("info is JSON"));
+                    self.home.open_hello(Hello {
+                        conn,
+                        session,
+                        user,
+                        region,
+                        since,
+                        epoch,
+                        rand,
+                        secret,
+                        expires: expires.map(Time::from_ms),
+                        info,
+                        canary: false,
+                        link: Some(link.clone()),
+                    });
+                }
+                UpOp::Text { conn, text } => {
+                    self.home
+                        .room
+                        .handle(self.now, crate::room::Input::Text { conn: &conn, text: &text });
+                    self.home.pump();
+                }
+                UpOp::Closed { conn } => self.home.runtime_close(&conn),
+            }
+        }
+        self.flush_home();
+    }
+
+    /// What the home queued for each relay in the turn goes, one message per link.
+    fn flush_home(&mut self) {
+        let links: Vec<String> = self
+            .home
+            .links
+            .iter()
+            .filter(|(_, l)| l.relayed && !l.down.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for link in links {
+            let ops = std::mem::take(&mut self.home.links.get_mut(&link).expect("listed").down);
+            self.home_link_messages += 1;
+            self.put(To::Relay(link), Down { ops }.to_text());
+        }
+    }
+
+    /// The time of the next thing due anywhere, if any.
+    fn next_due(&self) -> Option<Time> {
+        let wire = self.wire.keys().next().map(|k| k.0);
+        let home = [self.home.wake, self.home.alarm].into_iter().flatten().min();
+        let relays = self.nodes.values().flat_map(|n| [n.wake, n.alarm]).flatten().min();
+        [wire, home, relays].into_iter().flatten().min()
+    }
+
+    /// Runs everything due up to `until`, in time order.
+    pub fn run_until(&mut self, until: Time) {
+        for _ in 0..10_000_000 {
+            let Some(at) = self.next_due().filter(|at| *at <= until) else {
+                break;
+            };
+            self.now = self.now.max(at);
+            self.step(at);
+        }
+        self.now = self.now.max(until);
+        self.home.now = self.home.now.max(self.now);
+    }
+
+    fn step(&mut self, at: Time) {
+        // The wire first, then the home's timers, then the relays'.
+        if let Some((&key, _)) = self.wire.iter().next().filter(|(k, _)| k.0 <= at) {
+            let (to, text) = self.wire.remove(&key).expect("listed");
+            match to {
+                To::Home { from } => self.home_up(&from, &text),
+                To::Relay(instance) => self.relay_input(&instance, Input::Down(&text)),
+            }
+            return;
+        }
+        if [self.home.wake, self.home.alarm].into_iter().flatten().any(|t| t <= at) {
+            self.home.now = self.now;
+            // Fires the home's due timers (and nothing later).
+            self.home.run_until(at);
+            self.flush_home();
+            return;
+        }
+        let due: Vec<(String, bool)> = self
+            .nodes
+            .iter()
+            .filter_map(|(k, n)| {
+                if n.wake.is_some_and(|t| t <= at) {
+                    Some((k.clone(), true))
+                } else if n.alarm.is_some_and(|t| t <= at) {
+                    Some((k.clone(), false))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (key, wake) in due {
+            let node = self.nodes.get_mut(&key).expect("listed");
+            if wake {
+                node.wake = None;
+                self.relay_input(&key, Input::Wake);
+            } else {
+                node.alarm = None;
+                self.relay_input(&key, Input::Alarm);
+            }
+        }
+    }
+
+    /// Runs until nothing is on the wire and no turn is pending (alarms in
+    /// the future stay set).
+    pub fn settle(&mut self) {
+        for _ in 0..1_000_000 {
+            let wire = self.wire.keys().next().map(|k| k.0);
+            let wakes = self.nodes.values().filter_map(|n| n.wake).min();
+            // The home's work waits on the timer it asked for.
+            let home = self.home.wake;
+            let Some(at) = [wire, wakes, home].into_iter().flatten().min() else {
+                return;
+            };
+            self.run_until(at.max(self.now));
+        }
+        panic!("the topology never settled");
+    }
+
+    /// Moves the clock on by `ms`, running what falls due.
+    pub fn advance(&mut self, ms: u64) {
+        let until = self.now.plus_ms(ms);
+        self.run_until(until);
+    }
+
+    /// Takes the frames a client got so far; echoes each `mark` (unless
+    /// the client is silent), which are not returned.
+    pub fn take(&mut self, conn: &str) -> Vec<Value> {
+        let c = self.clients.get_mut(conn).expect("known client");
+        let frames = std::mem::take(&mut c.inbox);
+        let (open, silent) = (c.open, c.silent);
+        let (marks, frames): (Vec<Value>, Vec<Value>) =
+            frames.into_iter().partition(|f| f["type"] == "mark");
+        if open && !silent {
+            for m in marks {
+                self.send(conn, &format!(r#"{{"type":"mark","mark":{}}}"#, m["mark"]));
+            }
+        }
+        frames
+    }
+
+    /// Relay `name`'s current instance.
+    pub fn relay(&mut self, name: &str) -> &Relay {
+        let key = self.instance(name);
+        &self.nodes[&key].relay
+    }
+}

@@ -1,0 +1,664 @@
+//! A home and its relays in the simulated topology: the room's guarantees hold
+//! across objects, the home sends once per relay, signals stay local, and
+//! resets, dropped links and stale instances lose and double nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::sim::Topo;
+use crate::room::{Block, RoomConfig};
+
+const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
+const REGIONS: [&str; 4] = ["OC", "EU", "NA", "AS"];
+
+fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
+    frames.iter().filter(|f| f["type"] == kind).cloned().collect()
+}
+
+fn seqs(frames: &[Value], kind: &str) -> Vec<u64> {
+    of_type(frames, kind).iter().map(|f| f["seq"].as_u64().expect("a seq")).collect()
+}
+
+/// `per` members at each of the four relays, welcomed and settled; their
+/// connections by relay.
+fn room(delay_ms: u64, per: usize) -> (Topo, Vec<Vec<String>>) {
+    let mut t = Topo::new(RoomConfig::default(), delay_ms);
+    let mut all = Vec::new();
+    for (r, region) in RELAYS.iter().zip(REGIONS) {
+        let mut here = Vec::new();
+        for i in 0..per {
+            let user = format!("{region}-user{i}");
+            here.push(t.connect(r, &format!("sess-{user}"), &user, region, None));
+        }
+        all.push(here);
+    }
+    t.settle();
+    for conn in all.iter().flatten() {
+        let frames = t.take(conn);
+        assert_eq!(
+            frames.first().map(|f| f["type"].clone()),
+            Some("welcome".into()),
+            "{conn}: {frames:?}"
+        );
+    }
+    t.settle();
+    (t, all)
+}
+
+#[test]
+fn the_home_sends_a_durable_message_once_per_relay_not_once_per_member() {
+    let (mut t, all) = room(20, 25);
+    assert_eq!(t.home.room.members(), 100);
+    let writer = all[0][0].clone();
+    let mut per_message = Vec::new();
+    for i in 0..10 {
+        let before = t.home_link_messages;
+        t.publish(&writer, &format!("m-{i}"), r#"{"text":"hi"}"#);
+        t.settle();
+        per_message.push(t.home_link_messages - before);
+        for conn in all.iter().flatten() {
+            t.take(conn); // members read, and echo their marks
+        }
+        t.settle();
+    }
+    // Four relays have members: four messages, the writer's ack riding
+    // with the message to its own relay (at most one more).
+    assert!(
+        per_message.iter().all(|n| (4..=5).contains(n)),
+        "home link messages per message: {per_message:?}"
+    );
+    assert_eq!(t.home.disk.seq, 10);
+}
+
+#[test]
+fn every_member_of_every_relay_gets_every_message_once_and_in_order() {
+    let (mut t, all) = room(30, 5);
+    let writers = [all[0][0].clone(), all[1][1].clone(), all[2][2].clone()];
+    for round in 0..30 {
+        for (w, conn) in writers.iter().enumerate() {
+            t.publish(conn, &format!("w{w}-{round}"), r#"{"n":1}"#);
+        }
+        t.advance(7);
+        if round % 5 == 0 {
+            for conn in all.iter().flatten() {
+                t.take(conn);
+            }
+        }
+    }
+    t.settle();
+    let mut got: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for _ in 0..20 {
+        for conn in all.iter().flatten() {
+            got.entry(conn.clone()).or_default().extend(seqs(&t.take(conn), "message"));
+        }
+        t.settle();
+    }
+    assert_eq!(t.home.disk.seq, 90);
+    let want: Vec<u64> = (1..=90).collect();
+    // Messages read before the count (at the takes in the loop) are not
+    // in `got`: every member's list is a gapless tail of 1..=90.
+    for (conn, seqs) in &got {
+        let from = seqs.first().copied().unwrap_or(91);
+        assert_eq!(seqs[..], want[(from - 1) as usize..], "{conn}");
+    }
+    let ids: BTreeSet<&str> = t.home.disk.log.values().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), 90, "each write stored once");
+}
+
+#[test]
+fn a_signal_between_members_of_one_relay_never_waits_for_the_home() {
+    let mut t = Topo::new(RoomConfig::default(), 80);
+    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    let cat = t.connect("eu-0", "sess-cat1", "cat", "EU", None);
+    t.settle();
+    for c in [&ann, &bob, &cat] {
+        t.take(c);
+    }
+    t.settle();
+    let sent = t.now;
+    t.signal(&ann, r#"{"x":1}"#);
+    // At once, with nothing crossing the link yet.
+    let to_bob = of_type(&t.clients[&bob].inbox, "signal");
+    assert_eq!(to_bob.len(), 1, "bob has ann's signal at once");
+    assert_eq!(to_bob[0]["session"], "sess-ann1");
+    assert!(of_type(&t.clients[&cat].inbox, "signal").is_empty());
+    // Cat, at the other relay, has it after a trip to the home and back.
+    t.run_until(sent.plus_ms(159));
+    assert!(of_type(&t.clients[&cat].inbox, "signal").is_empty(), "not before two crossings");
+    t.settle();
+    assert_eq!(of_type(&t.take(&cat), "signal").len(), 1);
+    // Nobody gets it twice, the sender not at all.
+    assert_eq!(of_type(&t.take(&bob), "signal").len(), 1, "the home did not send it back to oc-0");
+    assert!(of_type(&t.take(&ann), "signal").is_empty());
+    assert_eq!(t.relay("oc-0").stats().local_signals, 1);
+}
+
+#[test]
+fn signals_from_one_sender_arrive_in_the_order_sent_at_both_relays() {
+    let mut t = Topo::new(RoomConfig::default(), 25);
+    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    let cat = t.connect("eu-0", "sess-cat1", "cat", "EU", None);
+    t.settle();
+    for c in [&ann, &bob, &cat] {
+        t.take(c);
+    }
+    for i in 0..15 {
+        t.signal(&ann, &format!(r#"{{"i":{i}}}"#));
+        t.advance(50);
+    }
+    t.settle();
+    for who in [&bob, &cat] {
+        let is: Vec<u64> = of_type(&t.take(who), "signal")
+            .iter()
+            .map(|s| s["data"]["i"].as_u64().unwrap())
+            .collect();
+        assert!(is.windows(2).all(|w| w[0] < w[1]), "{who}: {is:?}");
+        assert_eq!(is.last(), Some(&14), "{who}: the latest arrives");
+    }
+}
+
+#[test]
+fn presence_counts_every_relays_members_once_per_region() {
+    let (mut t, all) = room(10, 3);
+    let members: Value = serde_json::from_str(&t.home.room.presence_json()).unwrap();
+    for region in REGIONS {
+        assert_eq!(members["summary"]["regions"][region]["members"], 3, "{members}");
+    }
+    // A member moves from Oceania to Europe: the newest socket wins, the old
+    // one is closed as superseded, and observers see no one leave.
+    let mover = all[0][0].clone();
+    let moved = t.resume_in(&mover, "eu-0", "EU");
+    t.settle();
+    assert_eq!(t.clients[&mover].closed, Some(4001));
+    assert_eq!(t.take(&moved)[0]["type"], "welcome");
+    t.settle();
+    let members: Value = serde_json::from_str(&t.home.room.presence_json()).unwrap();
+    assert_eq!(members["summary"]["regions"]["OC"]["members"], 2, "{members}");
+    assert_eq!(members["summary"]["regions"]["EU"]["members"], 4, "{members}");
+    assert_eq!(t.home.room.members(), 12);
+    let observer = all[2][0].clone();
+    let leaves: Vec<Value> = of_type(&t.take(&observer), "presence")
+        .iter()
+        .flat_map(|p| p["leaves"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert!(leaves.is_empty(), "a move is not a leave: {leaves:?}");
+}
+
+/// Acked ids and message seqs a client saw, across its reconnects.
+#[derive(Default)]
+struct Seen {
+    acked: BTreeSet<String>,
+    seqs: Vec<u64>,
+}
+
+fn read(t: &mut Topo, conn: &str, seen: &mut Seen) {
+    for f in t.take(conn) {
+        match f["type"].as_str() {
+            Some("ack") => {
+                seen.acked.insert(f["id"].as_str().expect("an id").to_owned());
+            }
+            Some("message") => seen.seqs.push(f["seq"].as_u64().expect("a seq")),
+            _ => {}
+        }
+    }
+}
+
+/// A writer at `oc-0` and a reader at `oc-0` keep going while `fault` hits
+/// relay `oc-0` mid-burst; both resume. Nothing acked is lost, nothing is
+/// stored or delivered twice, and the reader's seqs are gapless.
+fn burst_through(fault: impl Fn(&mut Topo)) {
+    let mut t = Topo::new(RoomConfig::default(), 15);
+    let mut writer = t.connect("oc-0", "sess-wri1", "wri", "OC", None);
+    let mut reader = t.connect("oc-0", "sess-rea1", "rea", "OC", None);
+    let mut other = t.connect("eu-0", "sess-oth1", "oth", "EU", None);
+    t.settle();
+    let (mut w, mut r, mut o) = (Seen::default(), Seen::default(), Seen::default());
+    let mut sent: Vec<String> = Vec::new();
+    for i in 0..60 {
+        if i == 25 {
+            fault(&mut t);
+        }
+        if !t.clients[&writer].open {
+            t.settle();
+            read(&mut t, &writer, &mut w);
+            writer = t.resume(&writer, "oc-0");
+            t.settle();
+            read(&mut t, &writer, &mut w);
+            // Our client sends again what was not acked, with the same ids.
+            for id in sent.iter().filter(|id| !w.acked.contains(*id)).cloned().collect::<Vec<_>>() {
+                t.publish(&writer, &id, r#"{"again":true}"#);
+            }
+        }
+        if !t.clients[&reader].open {
+            t.settle();
+            read(&mut t, &reader, &mut r);
+            reader = t.resume(&reader, "oc-0");
+        }
+        if !t.clients[&other].open {
+            t.settle();
+            read(&mut t, &other, &mut o);
+            other = t.resume(&other, "eu-0");
+        }
+        let id = format!("w-{i}");
+        t.publish(&writer, &id, r#"{"n":1}"#);
+        sent.push(id);
+        t.advance(5);
+        read(&mut t, &writer, &mut w);
+        read(&mut t, &reader, &mut r);
+        read(&mut t, &other, &mut o);
+    }
+    for _ in 0..10 {
+        t.settle();
+        read(&mut t, &writer, &mut w);
+        read(&mut t, &reader, &mut r);
+        read(&mut t, &other, &mut o);
+    }
+    let stored: Vec<&str> = t.home.disk.log.values().map(|e| e.id.as_str()).collect();
+    let unique: BTreeSet<&str> = stored.iter().copied().collect();
+    assert_eq!(stored.len(), unique.len(), "a write stored twice: {stored:?}");
+    assert_eq!(unique.len(), 60, "every write stored");
+    assert!(w.acked.iter().all(|id| unique.contains(id.as_str())), "an acked write was lost");
+    assert_eq!(w.acked.len(), 60, "every write acked in the end");
+    let all: Vec<u64> = (1..=t.home.disk.seq).collect();
+    for (who, seen) in [("reader", &r), ("other", &o), ("writer", &w)] {
+        assert_eq!(seen.seqs, all, "{who}: gapless, once each, across the reconnect");
+    }
+}
+
+#[test]
+fn a_relay_reset_mid_burst_loses_nothing_and_doubles_nothing() {
+    burst_through(|t| t.reset_relay("oc-0"));
+}
+
+#[test]
+fn a_dropped_link_mid_burst_loses_nothing_and_doubles_nothing() {
+    burst_through(|t| t.drop_link("oc-0"));
+}
+
+#[test]
+fn a_home_eviction_mid_burst_loses_nothing_and_the_links_stay() {
+    burst_through(|t| {
+        // The runtime hibernates an object with no timer pending: the end
+        // of the turn under way runs first.
+        t.settle();
+        assert!(t.evict_home(), "the home could hibernate");
+        assert!(t.home.links.values().all(|l| l.open));
+    });
+}
+
+#[test]
+fn a_home_reset_mid_burst_loses_nothing_and_doubles_nothing() {
+    burst_through(|t| t.reset_home());
+}
+
+#[test]
+fn a_stale_relay_instance_is_refused_and_its_clients_move_to_the_current_one() {
+    let mut t = Topo::new(RoomConfig::default(), 10);
+    let watcher = t.connect("eu-0", "sess-wat1", "wat", "EU", None);
+    t.settle();
+    t.take(&watcher);
+    // Two instances of oc-0 start at once, each with a client; the older
+    // one's first message is slow and reaches the home second.
+    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let slow = t.clients[&ann].instance.clone();
+    t.extra_delay.insert(slow, 50);
+    t.split_relay("oc-0");
+    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    t.settle();
+    // The home listens to the newer instance; the older one is refused,
+    // and closes its client (1012) instead of speaking for it.
+    assert_eq!(t.take(&bob)[0]["type"], "welcome");
+    assert_eq!(t.stale_refused, 1);
+    assert!(t.take(&ann).is_empty(), "ann was never welcomed by a stale instance");
+    assert_eq!(t.clients[&ann].closed, Some(1012), "ann is told to reconnect");
+    assert_eq!(t.home.room.members(), 2, "bob and the watcher");
+    // She reconnects, reaching the current instance, and writes.
+    let ann = t.resume(&ann, "oc-0");
+    t.settle();
+    assert_eq!(t.take(&ann)[0]["type"], "welcome");
+    t.publish(&ann, "m-1", r#"{"text":"now"}"#);
+    t.settle();
+    assert_eq!(seqs(&t.take(&ann), "ack"), [1]);
+    assert_eq!(seqs(&t.take(&watcher), "message"), [1]);
+    assert_eq!(t.home.room.members(), 3);
+}
+
+#[test]
+fn an_instance_replaced_under_its_clients_loses_no_acked_write() {
+    let mut t = Topo::new(RoomConfig::default(), 10);
+    let old = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let watcher = t.connect("eu-0", "sess-wat1", "wat", "EU", None);
+    t.settle();
+    t.take(&old);
+    t.take(&watcher);
+    // A second instance starts and its first client is on its way to the
+    // home; ann's write, to the old instance, is a moment behind it.
+    t.split_relay("oc-0");
+    let new = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    t.advance(5);
+    t.publish(&old, "m-stale", r#"{"text":"from the past"}"#);
+    t.settle();
+    // The home listens to the new instance from its first message and
+    // closes the old one's link: its sessions are gone, the write that was
+    // on its way over it with them (never acked), and the old instance,
+    // which cannot take the relay's storage back, resets.
+    assert_eq!(t.take(&new)[0]["type"], "welcome");
+    assert_eq!(t.home.disk.seq, 0, "nothing stored from a replaced instance");
+    assert!(seqs(&t.take(&old), "ack").is_empty());
+    assert_eq!(t.clients[&old].closed, Some(1006));
+    assert_eq!(t.home.room.members(), 2, "bob and the watcher");
+    // She resumes at the current instance and sends again: stored once.
+    let ann = t.resume(&old, "oc-0");
+    t.settle();
+    t.publish(&ann, "m-stale", r#"{"text":"from the past"}"#);
+    t.settle();
+    assert_eq!(seqs(&t.take(&ann), "ack"), [1]);
+    assert_eq!(seqs(&t.take(&watcher), "message"), [1]);
+    assert_eq!(t.home.room.members(), 3);
+}
+
+#[test]
+fn the_home_hibernates_with_relays_attached_and_wakes_for_them() {
+    let (mut t, all) = room(10, 2);
+    assert!(t.evict_home(), "no timer of the home's is pending");
+    assert_eq!(t.home.room.members(), 8, "the relays' sessions came back from the attachments");
+    t.publish(&all[3][1], "m-1", r#"{"text":"after"}"#);
+    t.settle();
+    for conn in all.iter().flatten() {
+        assert_eq!(seqs(&t.take(conn), "message"), [1], "{conn}");
+    }
+}
+
+#[test]
+fn an_operator_kick_reaches_the_one_member_at_its_relay() {
+    let (mut t, all) = room(10, 2);
+    let victim = all[1][0].clone();
+    let user = t.clients[&victim].user.clone();
+    assert_eq!(t.operator(|home| home.room.kick(home.now, &user, Block::Keep)), 1);
+    t.settle();
+    assert_eq!(t.clients[&victim].closed, Some(4403));
+    let open = all.iter().flatten().filter(|c| t.clients[*c].open).count();
+    assert_eq!(open, 7);
+    assert_eq!(t.home.room.members(), 7);
+}
+
+#[test]
+fn a_relay_closes_its_silent_clients_and_the_home_hears_once() {
+    let (mut t, all) = room(10, 2);
+    let ttl = RoomConfig::default().presence_ttl_ms;
+    let quiet = all[2][0].clone();
+    // Everyone else pings; the quiet one sends nothing for a TTL. The
+    // relays answer the pings: none crosses a link.
+    let up = t.up_messages;
+    for _ in 0..(ttl / 10_000 + 1) {
+        for conn in all.iter().flatten().filter(|c| **c != quiet) {
+            t.send(conn, r#"{"type":"ping"}"#);
+            assert_eq!(of_type(&t.clients[conn].inbox, "pong").len(), 1, "answered at once");
+            t.take(conn);
+        }
+        t.advance(10_000);
+    }
+    assert_eq!(t.up_messages - up, 1, "no ping went to the home; the quiet one's close did");
+    t.settle();
+    assert_eq!(t.clients[&quiet].closed, Some(4008));
+    assert_eq!(t.home.room.members(), 7);
+    assert_eq!(t.relay("na-0").stats().timed_out, 1);
+}
+
+/// A seeded random walk over whole topologies: clients of four relays
+/// connect, write, signal, read, drop and resume, while relays reset, links
+/// drop, instances split and the home is evicted and reset. After every
+/// read each connection's messages are gapless and after each case every
+/// acked write is stored once, every write a client kept retrying is stored,
+/// and the home's members are exactly the open clients' sessions.
+/// `TOPO_CASES` scales it (default 150); `TOPO_SEED` picks another base seed.
+#[test]
+fn fuzz_topologies() {
+    let cases: u64 = std::env::var("TOPO_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
+    let seed: u64 = std::env::var("TOPO_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let mut ops = 0u64;
+    if let Some(one) = std::env::var("TOPO_CASE")
+        .ok()
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+    {
+        topo_case(one);
+        return;
+    }
+    for case in 0..cases {
+        let case_seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ case;
+        if std::env::var("TOPO_TRACE").is_ok() {
+            eprintln!("case {case}: seed {case_seed:#x}");
+        }
+        ops += topo_case(case_seed);
+    }
+    eprintln!("fuzz_topologies: {cases} cases, {ops} ops");
+}
+
+/// A client as the walk tracks it, across its reconnects.
+struct Walker {
+    conn: String,
+    relay: usize,
+    /// The last seq this connection applied, once welcomed.
+    last: Option<u64>,
+    /// Ids sent and not yet acked (sent again after a reconnect), and acked.
+    pending: Vec<String>,
+    acked: BTreeSet<String>,
+    next_id: u64,
+}
+
+fn topo_case(seed: u64) -> u64 {
+    let mut x = seed | 1;
+    let mut rand = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    // Budgets wide enough that the walk's reconnects are never paced: what
+    // is checked here is ordering and delivery, not the limits.
+    let config = RoomConfig {
+        user_connect_burst: 10_000,
+        user_connections: 100,
+        user_burst: 10_000,
+        burst: 10_000,
+        ..RoomConfig::default()
+    };
+    let mut t = Topo::new(config, 1 + rand(60));
+    let mut walkers: Vec<Walker> = Vec::new();
+    let steps = 50 + rand(250);
+    let trace = std::env::var("TOPO_CASE").is_ok();
+    for _ in 0..steps {
+        let op = rand(100);
+        if trace {
+            let open = t.home.sockets.values().filter(|s| s.open).count();
+            let conns = t.home.room.connections();
+            eprintln!("t={} op {op} engine conns {conns} sim open {open}", t.now.ms());
+        }
+        topo_step(&mut t, &mut walkers, op, &mut rand);
+    }
+    // The end: everyone reconnects until their writes are acked.
+    for _ in 0..6 {
+        t.settle();
+        for w in &mut walkers {
+            walk_read(&mut t, w);
+            let relay = w.relay;
+            walk_resume(&mut t, w, relay);
+        }
+    }
+    t.settle();
+    for w in &mut walkers {
+        walk_read(&mut t, w);
+    }
+    let stored: Vec<(String, String)> =
+        t.home.disk.log.values().map(|e| (e.session.clone(), e.id.clone())).collect();
+    let unique: BTreeSet<&(String, String)> = stored.iter().collect();
+    assert_eq!(unique.len(), stored.len(), "seed {seed:#x}: a write stored twice");
+    for (n, w) in walkers.iter().enumerate() {
+        assert!(w.pending.is_empty(), "seed {seed:#x}: w{n} never got acks for {:?}", w.pending);
+        for id in &w.acked {
+            assert!(
+                unique.contains(&(format!("sess-w{n}"), id.clone())),
+                "seed {seed:#x}: acked {id} lost"
+            );
+        }
+    }
+    let open: BTreeSet<&str> =
+        t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
+    assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: members are the open sessions");
+    steps
+}
+
+/// One op of the walk.
+fn topo_step(t: &mut Topo, walkers: &mut Vec<Walker>, op: u64, rand: &mut impl FnMut(u64) -> u64) {
+    match op {
+        0..=9 if walkers.len() < 8 => {
+            let relay = rand(4) as usize;
+            let n = walkers.len();
+            let conn = t.connect(
+                RELAYS[relay],
+                &format!("sess-w{n}"),
+                &format!("u{}", n % 3),
+                REGIONS[relay],
+                None,
+            );
+            walkers.push(Walker {
+                conn,
+                relay,
+                last: None,
+                pending: Vec::new(),
+                acked: BTreeSet::new(),
+                next_id: 0,
+            });
+        }
+        10..=39 if !walkers.is_empty() => {
+            let i = rand(walkers.len() as u64) as usize;
+            let w = &mut walkers[i];
+            if t.clients[&w.conn].open {
+                w.next_id += 1;
+                let id = format!("m{}", w.next_id);
+                w.pending.push(id.clone());
+                t.publish(&w.conn, &id, r#"{"n":1}"#);
+            }
+        }
+        40..=49 if !walkers.is_empty() => {
+            let w = &walkers[rand(walkers.len() as u64) as usize];
+            if t.clients[&w.conn].open {
+                t.signal(&w.conn, r#"{"x":1}"#);
+            }
+        }
+        50..=69 if !walkers.is_empty() => {
+            let i = rand(walkers.len() as u64) as usize;
+            walk_read(t, &mut walkers[i]);
+        }
+        70..=79 => t.advance(rand(120)),
+        80..=85 if !walkers.is_empty() => {
+            // A closed client reconnects (maybe at another relay) and
+            // sends again what was not acked, as our client does.
+            let i = rand(walkers.len() as u64) as usize;
+            let relay = if rand(3) == 0 { rand(4) as usize } else { walkers[i].relay };
+            walk_resume(t, &mut walkers[i], relay);
+        }
+        86..=88 if !walkers.is_empty() => {
+            let w = &walkers[rand(walkers.len() as u64) as usize];
+            t.drop_client(&w.conn.clone());
+        }
+        89..=91 => t.reset_relay(RELAYS[rand(4) as usize]),
+        92..=94 => t.drop_link(RELAYS[rand(4) as usize]),
+        95 => {
+            t.split_relay(RELAYS[rand(4) as usize]);
+        }
+        96..=97 => {
+            t.evict_home();
+        }
+        98..=99 => t.reset_home(),
+        _ => {}
+    }
+}
+
+fn walk_read(t: &mut Topo, w: &mut Walker) {
+    let conn = w.conn.clone();
+    for f in t.take(&conn) {
+        let seq = f["seq"].as_u64();
+        match f["type"].as_str() {
+            // A resumed connection continues the last one's seqs.
+            Some("welcome") if f["resumed"] != true => w.last = seq,
+            Some("resync") => w.last = seq,
+            Some("message") => {
+                let seq = seq.expect("a seq");
+                if let Some(last) = w.last {
+                    assert_eq!(seq, last + 1, "{conn}: a gap or a double");
+                }
+                w.last = Some(seq);
+            }
+            Some("ack") => {
+                let id = f["id"].as_str().expect("an id").to_owned();
+                w.pending.retain(|p| *p != id);
+                w.acked.insert(id);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn walk_resume(t: &mut Topo, w: &mut Walker, relay: usize) {
+    if t.clients[&w.conn].open {
+        return;
+    }
+    walk_read(t, w);
+    w.conn = t.resume(&w.conn, RELAYS[relay]);
+    w.relay = relay;
+    // `last` carries over: a resumed connection continues it.
+    t.settle();
+    walk_read(t, w);
+    for id in w.pending.clone() {
+        if t.clients[&w.conn].open {
+            t.publish(&w.conn, &id, r#"{"n":1}"#);
+        }
+    }
+}
+
+#[test]
+fn a_relay_told_it_is_stale_closes_its_clients_and_takes_no_more() {
+    use super::{Input, Output, Relay};
+    use crate::protocol::link::{Down, DownOp};
+    use crate::room::{Hello, Time};
+    let hello = |conn: &str| Hello {
+        conn: conn.into(),
+        session: format!("s-{conn}"),
+        user: "ann".into(),
+        region: "OC".into(),
+        since: None,
+        epoch: None,
+        rand: 1,
+        secret: 2,
+        expires: None,
+        info: None,
+        canary: false,
+        link: None,
+    };
+    let now = Time::from_ms(5_000);
+    let mut relay = Relay::new("oc-0", 3, RoomConfig::default());
+    relay.handle(now, Input::Open(hello("oc-0.c1")));
+    let stale = Down { ops: vec![DownOp::Stale { epoch: 4 }] }.to_text();
+    relay.handle(now, Input::Down(&stale));
+    relay.handle(now, Input::Open(hello("oc-0.c2")));
+    relay.handle(now, Input::Wake);
+    let outs: Vec<Output> = std::iter::from_fn(|| relay.poll_output()).collect();
+    let closes: Vec<(&str, u16)> = outs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Close { conn, code, .. } => Some((conn.as_str(), *code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closes, [("oc-0.c1", 1012), ("oc-0.c2", 1012)]);
+    assert!(
+        !outs.iter().any(|o| matches!(o, Output::Up(_))),
+        "nothing goes up from a stale instance"
+    );
+    assert!(relay.spent());
+    assert_eq!(relay.clients(), 0);
+}
