@@ -14,8 +14,9 @@
 //!
 //! As with [`crate::room::Room`], the adapter feeds [`Input`]s with the
 //! current time to [`Relay::handle`] and applies the [`Output`]s it drains
-//! from [`Relay::poll_output`] in order. [`Relays`] is the home's side: which
-//! instance of each relay it listens to.
+//! from [`Relay::poll_output`] in order. The home's side is [`Relays`] (which
+//! instance of each relay it listens to) and [`Downlinks`] (what it owes each
+//! link in a turn, one message per link).
 //!
 //! ```
 //! use homeroom::relay::{Input, Output, Relay};
@@ -36,10 +37,12 @@
 //! assert!(up[0].contains(r#""op":"open""#));
 //! ```
 
+mod downlinks;
 mod engine;
 mod io;
 mod registry;
 
+pub use downlinks::Downlinks;
 pub use engine::{Relay, RelayStats};
 pub use io::{Input, Output};
 pub use registry::{Admit, Relays};

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{Admit, Input, Output, Relay, Relays};
-use crate::protocol::link::{Down, DownOp, Up, UpOp};
+use super::{Admit, Downlinks, Input, Output, Relay, Relays};
+use crate::protocol::link::{Up, UpOp};
 use crate::room::sim::{Link, Sim};
 use crate::room::{Hello, RoomConfig, Time};
 
@@ -266,8 +266,8 @@ impl Topo {
         self.home.end_turn();
         for l in self.home.links.values_mut() {
             l.open = false;
-            l.down.clear();
         }
+        self.home.downlinks = Downlinks::default();
         for s in self.home.sockets.values_mut() {
             s.open = false;
         }
@@ -443,9 +443,14 @@ impl Topo {
         let link = match self.registry.admit(&up.relay, up.epoch) {
             Admit::Stale { current } => {
                 self.stale_refused += 1;
-                let down = Down { ops: vec![DownOp::Stale { epoch: current }] };
-                self.home_link_messages += 1;
-                self.put(To::Relay(from.to_owned()), down.to_text());
+                // Over the instance's own connection, which the home
+                // does not take as a link.
+                let mut refusal = Downlinks::default();
+                refusal.stale(from, current);
+                for (to, text) in refusal.take() {
+                    self.home_link_messages += 1;
+                    self.put(To::Relay(to), text);
+                }
                 return;
             }
             Admit::Current { link } => link,
@@ -505,17 +510,9 @@ impl Topo {
 
     /// What the home queued for each relay in the turn goes, one message per link.
     fn flush_home(&mut self) {
-        let links: Vec<String> = self
-            .home
-            .links
-            .iter()
-            .filter(|(_, l)| l.relayed && !l.down.is_empty())
-            .map(|(k, _)| k.clone())
-            .collect();
-        for link in links {
-            let ops = std::mem::take(&mut self.home.links.get_mut(&link).expect("listed").down);
+        for (link, text) in self.home.downlinks.take() {
             self.home_link_messages += 1;
-            self.put(To::Relay(link), Down { ops }.to_text());
+            self.put(To::Relay(link), text);
         }
     }
 

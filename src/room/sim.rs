@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use std::rc::Rc;
 
+use crate::relay::Downlinks;
 use crate::room::rules::Rules;
 use crate::room::{Hello, Input, LogEntry, LogId, Output, Peer, Room, RoomConfig, Snapshot, Time};
 
@@ -65,8 +66,8 @@ pub struct Socket {
 /// A link: one connection from another object that carries many sessions
 /// (see [`Hello::link`]). Its far end is simulated as handing each frame to
 /// the sessions it is for, unless the link is `relayed`: then what crosses
-/// it waits in `down`, as the link's operations, for a relay to take
-/// ([`crate::relay::sim::Topo`]).
+/// it waits in [`Sim::downlinks`], as the link's operations, for a relay to
+/// take ([`crate::relay::sim::Topo`]).
 #[derive(Default, Debug)]
 pub struct Link {
     pub open: bool,
@@ -75,8 +76,6 @@ pub struct Link {
     pub sends: u64,
     /// A relay's link: frames are not handed to the sessions here.
     pub relayed: bool,
-    /// What crossed a relayed link since the relay's side last took it.
-    pub down: Vec<crate::protocol::link::DownOp>,
 }
 
 pub struct Sim {
@@ -88,6 +87,8 @@ pub struct Sim {
     pub sockets: BTreeMap<String, Socket>,
     /// The links sessions came over, by name.
     pub links: BTreeMap<String, Link>,
+    /// What the room sent over relayed links since the relay side last took it.
+    pub downlinks: Downlinks,
     /// The alarm the engine asked for, as the runtime keeps it.
     pub alarm: Option<Time>,
     /// Every alarm time the engine asked for, in order.
@@ -118,6 +119,7 @@ impl Sim {
             disk: Disk::default(),
             sockets: BTreeMap::new(),
             links: BTreeMap::new(),
+            downlinks: Downlinks::default(),
             alarm: None,
             alarms_set: Vec::new(),
             wake: None,
@@ -195,6 +197,7 @@ impl Sim {
     /// sessions' clients are cut off with it, and the room is told once.
     pub fn close_link(&mut self, link: &str) {
         self.links.get_mut(link).expect("known link").open = false;
+        self.downlinks.forget(link); // what was owed to it is lost with it
         for s in self.sockets.values_mut().filter(|s| s.link.as_deref() == Some(link)) {
             s.open = false;
         }
@@ -444,13 +447,7 @@ impl Sim {
         let s = self.sockets.get(&conn).expect("known socket");
         if self.relayed(s) {
             let link = s.link.clone().expect("a relayed socket has a link");
-            self.links.get_mut(&link).expect("known link").down.push(
-                crate::protocol::link::DownOp::Close {
-                    conn: conn.clone(),
-                    code: code.code(),
-                    reason: code.reason().to_owned(),
-                },
-            );
+            self.downlinks.close(&link, &conn, &code);
         } else {
             self.cross(std::slice::from_ref(&conn));
         }
@@ -467,22 +464,25 @@ impl Sim {
     /// Queues `frame` for the relayed links among `conns`' (one operation per
     /// link); returns the connections the simulator delivers to itself.
     fn relay_down(&mut self, conns: Vec<String>, frame: &str) -> Vec<String> {
-        let mut per_link: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut rest = Vec::new();
-        for c in conns {
-            match self.sockets.get(&c) {
+        let mut links = std::collections::BTreeSet::new();
+        let routed: Vec<(String, Option<String>)> = conns
+            .into_iter()
+            .map(|c| match self.sockets.get(&c) {
                 Some(s) if self.relayed(s) => {
                     assert!(s.open, "frame sent to closed socket {c}: {frame}");
-                    per_link.entry(s.link.clone().expect("relayed")).or_default().push(c);
+                    let link = s.link.clone().expect("relayed");
+                    links.insert(link.clone());
+                    (c, Some(link))
                 }
-                _ => rest.push(c),
-            }
-        }
-        for (link, to) in per_link {
+                _ => (c, None),
+            })
+            .collect();
+        let to = routed.iter().map(|(c, l)| (c.as_str(), l.as_deref()));
+        let rest = self.downlinks.send(to, frame).into_iter().map(str::to_owned).collect();
+        for link in links {
             let l = self.links.get_mut(&link).expect("known link");
             assert!(l.open, "a send over the closed link {link}");
             l.sends += 1;
-            l.down.push(crate::protocol::link::DownOp::Send { to, frame: frame.to_owned() });
         }
         rest
     }
@@ -508,7 +508,7 @@ impl Sim {
             let l = self.links.get_mut(&link).expect("known link");
             assert!(l.open, "a send over the closed link {link}");
             l.sends += 1;
-            l.down.push(crate::protocol::link::DownOp::All { skip, frame: frame.to_owned() });
+            self.downlinks.all(&link, skip, frame);
         }
     }
 

@@ -1,0 +1,97 @@
+//! [`Downlinks`]: the home's side of its relays' links in one turn. The room
+//! engine addresses a relay's sessions like any connection; the home's
+//! adapter gathers what it sends them here, per link, and sends each link one
+//! message at the end of the turn.
+
+use std::collections::BTreeMap;
+
+use crate::protocol::link::{Down, DownOp};
+use crate::room::CloseCode;
+
+/// What the home owes each link this turn, in order.
+///
+/// ```
+/// use homeroom::relay::Downlinks;
+///
+/// let mut down = Downlinks::default();
+/// // A frame for a direct socket and two sessions of one relay.
+/// let to = [("c1", None), ("oc-0.c2", Some("oc-0#1")), ("oc-0.c3", Some("oc-0#1"))];
+/// let direct = down.send(to, r#"{"type":"pong"}"#);
+/// assert_eq!(direct, ["c1"]);
+/// let messages = down.take();
+/// assert_eq!(messages.len(), 1);
+/// assert_eq!(messages[0].0, "oc-0#1");
+/// assert!(messages[0].1.contains(r#""to":["oc-0.c2","oc-0.c3"]"#));
+/// ```
+#[derive(Debug, Default)]
+pub struct Downlinks {
+    ops: BTreeMap<String, Vec<DownOp>>,
+}
+
+impl Downlinks {
+    /// A frame for these connections, each with the link it is on (`None`:
+    /// a socket of the home's own): one operation per link. Returns the
+    /// connections the adapter sends to itself.
+    pub fn send<'a>(
+        &mut self,
+        to: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+        frame: &str,
+    ) -> Vec<&'a str> {
+        let mut per_link: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        let mut direct = Vec::new();
+        for (conn, link) in to {
+            match link {
+                Some(link) => per_link.entry(link).or_default().push(conn.to_owned()),
+                None => direct.push(conn),
+            }
+        }
+        for (link, to) in per_link {
+            self.push(link, DownOp::Send { to, frame: frame.to_owned() });
+        }
+        direct
+    }
+
+    /// A frame for every session of `link` but those in `skip` (the
+    /// engine's broadcast, for one link).
+    pub fn all(&mut self, link: &str, skip: Vec<String>, frame: &str) {
+        self.push(link, DownOp::All { skip, frame: frame.to_owned() });
+    }
+
+    /// The room closed `conn`, a session of `link`.
+    pub fn close(&mut self, link: &str, conn: &str, code: &CloseCode) {
+        let (code, reason) = (code.code(), code.reason().to_owned());
+        self.push(link, DownOp::Close { conn: conn.to_owned(), code, reason });
+    }
+
+    /// Tells `link`'s instance it is stale: `epoch` speaks for its relay.
+    pub fn stale(&mut self, link: &str, epoch: u64) {
+        self.push(link, DownOp::Stale { epoch });
+    }
+
+    /// Forgets what was owed to a link that closed.
+    pub fn forget(&mut self, link: &str) {
+        self.ops.remove(link);
+    }
+
+    /// The turn's messages: each link that is owed something, with its
+    /// [`Down`] message's text.
+    pub fn take(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.ops)
+            .into_iter()
+            .map(|(link, ops)| (link, Down { ops }.to_text()))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    fn push(&mut self, link: &str, op: DownOp) {
+        match self.ops.get_mut(link) {
+            Some(ops) => ops.push(op),
+            None => {
+                self.ops.insert(link.to_owned(), vec![op]);
+            }
+        }
+    }
+}
