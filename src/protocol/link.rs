@@ -36,33 +36,37 @@ pub struct Up {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum UpOp {
-    /// A client connected to the relay, as the Worker vouched for it (the
-    /// fields of [`crate::room::Hello`]). `conn` is unique in the room: the
-    /// relay prefixes its own ids with its name.
-    Open {
-        conn: String,
-        session: String,
-        user: String,
-        region: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        since: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        epoch: Option<String>,
-        rand: u64,
-        secret: u64,
-        /// When the token expires, in ms since the epoch.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        expires: Option<u64>,
-        /// The token's verified `info`, as JSON text.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        info: Option<String>,
-    },
+    /// A client connected to the relay, as the Worker vouched for it.
+    Open(Open),
     /// A text frame from the client, as it came (a signal the relay has
     /// already delivered to its own members too: the home sends it to the
     /// others only).
     Text { conn: String, text: String },
     /// The client's socket closed, or the relay closed it.
     Closed { conn: String },
+}
+
+/// A client the relay accepted: the fields of [`crate::room::Hello`] that
+/// cross the link. `conn` is unique in the room: the relay's adapter puts
+/// the relay's name in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Open {
+    pub conn: String,
+    pub session: String,
+    pub user: String,
+    pub region: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<String>,
+    pub rand: u64,
+    pub secret: u64,
+    /// When the token expires, in ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    /// The token's verified `info`, as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<String>,
 }
 
 /// The home's turn for one relay.

@@ -169,18 +169,7 @@ impl Relay {
         };
         // An id the adapter reused replaces its old connection.
         self.clients.insert(hello.conn.clone(), client);
-        self.send_up(UpOp::Open {
-            conn: hello.conn,
-            session: hello.session,
-            user: hello.user,
-            region: hello.region,
-            since: hello.since,
-            epoch: hello.epoch,
-            rand: hello.rand,
-            secret: hello.secret,
-            expires: hello.expires.map(Time::ms),
-            info: hello.info.map(|i| i.get().to_owned()),
-        });
+        self.send_up(UpOp::Open(hello.into()));
     }
 
     fn text(&mut self, conn: &str, text: &str) {

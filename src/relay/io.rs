@@ -2,6 +2,9 @@
 
 use std::rc::Rc;
 
+use serde_json::value::RawValue;
+
+use crate::protocol::link::{LinkError, Open};
 use crate::room::{Hello, Time};
 
 /// One event for the relay. Time comes with it, in [`Relay::handle`](super::Relay::handle).
@@ -46,4 +49,48 @@ pub enum Output {
     SetAlarm(Time),
     /// Call back with [`Input::Wake`] at this time (the end of the turn).
     SetWake(Time),
+}
+
+impl From<Hello> for Open {
+    /// What crosses the link of a client the relay accepted.
+    fn from(h: Hello) -> Open {
+        Open {
+            conn: h.conn,
+            session: h.session,
+            user: h.user,
+            region: h.region,
+            since: h.since,
+            epoch: h.epoch,
+            rand: h.rand,
+            secret: h.secret,
+            expires: h.expires.map(Time::ms),
+            info: h.info.map(|i| i.get().to_owned()),
+        }
+    }
+}
+
+impl Open {
+    /// The engine's [`Hello`] for this client, a session over `link`. A
+    /// relay's `info` that is not JSON is refused (the home does not
+    /// guess at what a relay meant).
+    pub fn into_hello(self, link: &str) -> Result<Hello, LinkError> {
+        let info = match self.info {
+            Some(text) => Some(RawValue::from_string(text).map_err(|e| LinkError(e.to_string()))?),
+            None => None,
+        };
+        Ok(Hello {
+            conn: self.conn,
+            session: self.session,
+            user: self.user,
+            region: self.region,
+            since: self.since,
+            epoch: self.epoch,
+            rand: self.rand,
+            secret: self.secret,
+            expires: self.expires.map(Time::from_ms),
+            info,
+            canary: false,
+            link: Some(link.to_owned()),
+        })
+    }
 }

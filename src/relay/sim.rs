@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::{Admit, Downlinks, Input, Output, Relay, Relays};
@@ -468,33 +467,9 @@ impl Topo {
         assert!(self.home.links[&link].open, "a message over the closed link {link}");
         for op in up.ops {
             match op {
-                UpOp::Open {
-                    conn,
-                    session,
-                    user,
-                    region,
-                    since,
-                    epoch,
-                    rand,
-                    secret,
-                    expires,
-                    info,
-                } => {
-                    let info = info.map(|i| RawValue::from_string(i).expect("info is JSON"));
-                    self.home.open_hello(Hello {
-                        conn,
-                        session,
-                        user,
-                        region,
-                        since,
-                        epoch,
-                        rand,
-                        secret,
-                        expires: expires.map(Time::from_ms),
-                        info,
-                        canary: false,
-                        link: Some(link.clone()),
-                    });
+                UpOp::Open(open) => {
+                    let hello = open.into_hello(&link).expect("the relays send JSON info");
+                    self.home.open_hello(hello);
                 }
                 UpOp::Text { conn, text } => {
                     self.home
@@ -605,14 +580,9 @@ impl Topo {
     /// the client is silent), which are not returned.
     pub fn take(&mut self, conn: &str) -> Vec<Value> {
         let c = self.clients.get_mut(conn).expect("known client");
-        let frames = std::mem::take(&mut c.inbox);
-        let (open, silent) = (c.open, c.silent);
-        let (marks, frames): (Vec<Value>, Vec<Value>) =
-            frames.into_iter().partition(|f| f["type"] == "mark");
-        if open && !silent {
-            for m in marks {
-                self.send(conn, &format!(r#"{{"type":"mark","mark":{}}}"#, m["mark"]));
-            }
+        let (echoes, frames) = crate::room::sim::read(&mut c.inbox, c.open && !c.silent);
+        for echo in echoes {
+            self.send(conn, &echo);
         }
         frames
     }

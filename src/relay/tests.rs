@@ -106,9 +106,9 @@ fn every_member_of_every_relay_gets_every_message_once_and_in_order() {
     assert_eq!(ids.len(), 90, "each write stored once");
 }
 
-#[test]
-fn a_signal_between_members_of_one_relay_never_waits_for_the_home() {
-    let mut t = Topo::new(RoomConfig::default(), 80);
+/// Ann and Bob at `oc-0`, Cat at `eu-0`, welcomed and settled, over links of `delay_ms`.
+fn ann_bob_and_cat(delay_ms: u64) -> (Topo, String, String, String) {
+    let mut t = Topo::new(RoomConfig::default(), delay_ms);
     let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
     let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
     let cat = t.connect("eu-0", "sess-cat1", "cat", "EU", None);
@@ -117,6 +117,12 @@ fn a_signal_between_members_of_one_relay_never_waits_for_the_home() {
         t.take(c);
     }
     t.settle();
+    (t, ann, bob, cat)
+}
+
+#[test]
+fn a_signal_between_members_of_one_relay_never_waits_for_the_home() {
+    let (mut t, ann, bob, cat) = ann_bob_and_cat(80);
     let sent = t.now;
     t.signal(&ann, r#"{"x":1}"#);
     // At once, with nothing crossing the link yet.
@@ -137,14 +143,7 @@ fn a_signal_between_members_of_one_relay_never_waits_for_the_home() {
 
 #[test]
 fn signals_from_one_sender_arrive_in_the_order_sent_at_both_relays() {
-    let mut t = Topo::new(RoomConfig::default(), 25);
-    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
-    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
-    let cat = t.connect("eu-0", "sess-cat1", "cat", "EU", None);
-    t.settle();
-    for c in [&ann, &bob, &cat] {
-        t.take(c);
-    }
+    let (mut t, ann, bob, cat) = ann_bob_and_cat(25);
     for i in 0..15 {
         t.signal(&ann, &format!(r#"{{"i":{i}}}"#));
         t.advance(50);
@@ -661,4 +660,31 @@ fn a_relay_told_it_is_stale_closes_its_clients_and_takes_no_more() {
     );
     assert!(relay.spent());
     assert_eq!(relay.clients(), 0);
+}
+
+#[test]
+fn a_relays_open_becomes_a_session_over_its_link_and_bad_info_is_refused() {
+    use crate::protocol::link::{Open, Up, UpOp};
+    let open = |info: Option<&str>| Open {
+        conn: "oc-0.c1".into(),
+        session: "s-ann1".into(),
+        user: "ann".into(),
+        region: "OC".into(),
+        since: Some(4),
+        epoch: Some("e-1".into()),
+        rand: 1,
+        secret: 2,
+        expires: Some(9_000),
+        info: info.map(str::to_owned),
+    };
+    let hello = open(Some(r#"{"name":"Ann"}"#)).into_hello("oc-0#3").expect("JSON info");
+    assert_eq!(hello.link.as_deref(), Some("oc-0#3"));
+    assert_eq!((hello.since, hello.expires.map(|t| t.ms())), (Some(4), Some(9_000)));
+    assert_eq!(hello.info.map(|i| i.get().to_owned()).as_deref(), Some(r#"{"name":"Ann"}"#));
+    assert!(!hello.canary, "a relay cannot vouch for the health canary");
+    assert!(open(Some("{not json")).into_hello("oc-0#3").is_err());
+    // What crosses the link parses back to itself.
+    let up = Up { relay: "oc-0".into(), epoch: 3, ops: vec![UpOp::Open(open(None))] };
+    assert_eq!(Up::parse(&up.to_text()), Ok(up));
+    assert!(Up::parse(r#"{"relay":"oc-0","epoch":3,"ops":[{"op":"forge"}]}"#).is_err());
 }

@@ -550,14 +550,9 @@ impl Sim {
     pub fn take(&mut self, conn: &str) -> Vec<Value> {
         self.end_turn();
         let s = self.sockets.get_mut(conn).expect("known socket");
-        let frames = std::mem::take(&mut s.inbox);
-        let (open, silent) = (s.open, s.silent);
-        let (marks, frames): (Vec<Value>, Vec<Value>) =
-            frames.into_iter().partition(|f| f["type"] == "mark");
-        if open && !silent {
-            for m in marks {
-                self.send(conn, &format!(r#"{{"type":"mark","mark":{}}}"#, m["mark"]));
-            }
+        let (echoes, frames) = read(&mut s.inbox, s.open && !s.silent);
+        for echo in echoes {
+            self.send(conn, &echo);
         }
         frames
     }
@@ -566,6 +561,19 @@ impl Sim {
     pub fn take_type(&mut self, conn: &str, kind: &str) -> Vec<Value> {
         self.take(conn).into_iter().filter(|f| f["type"] == kind).collect()
     }
+}
+
+/// A client reads its `inbox`: the frames but the marks, and the echoes of
+/// the marks it sends back (none if it does not `echo`).
+pub fn read(inbox: &mut Vec<Value>, echo: bool) -> (Vec<String>, Vec<Value>) {
+    let (marks, frames): (Vec<Value>, Vec<Value>) =
+        std::mem::take(inbox).into_iter().partition(|f| f["type"] == "mark");
+    let echoes = if echo {
+        marks.iter().map(|m| format!(r#"{{"type":"mark","mark":{}}}"#, m["mark"])).collect()
+    } else {
+        Vec::new()
+    };
+    (echoes, frames)
 }
 
 /// The `seq` of each `message` frame in `frames`.
