@@ -178,6 +178,14 @@ impl Relay {
             return; // a socket the relay already closed
         };
         c.last_seen = now;
+        if text.len() > self.config.max_frame {
+            // What the home would do (1009), done here: a frame over the
+            // limit does not cross the link.
+            self.clients.remove(conn);
+            let reason = "frame too large".into();
+            self.outputs.push_back(Output::Close { conn: conn.to_owned(), code: 1009, reason });
+            return self.send_up(UpOp::Closed { conn: conn.to_owned() });
+        }
         // A ping is answered here, as the runtime's auto-response answers
         // the exact one without waking the relay: liveness is the relay's.
         if text == PING {
@@ -188,7 +196,7 @@ impl Relay {
         // A signal between two of the relay's members goes at once. Only a
         // frame that may be one is parsed here; the home parses every frame
         // again and decides it (a refusal is the home's to send).
-        if text.len() <= self.config.max_frame && text.contains("\"signal\"") {
+        if text.contains("\"signal\"") {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
                 let (rate, burst) = (self.config.rate_per_sec, self.config.burst);
                 if c.admitted && c.signals.take(rate, burst, 1, now) {

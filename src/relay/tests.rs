@@ -688,3 +688,19 @@ fn a_relays_open_becomes_a_session_over_its_link_and_bad_info_is_refused() {
     assert_eq!(Up::parse(&up.to_text()), Ok(up));
     assert!(Up::parse(r#"{"relay":"oc-0","epoch":3,"ops":[{"op":"forge"}]}"#).is_err());
 }
+
+#[test]
+fn a_frame_over_the_limit_is_closed_at_the_relay_and_never_crosses_the_link() {
+    let (mut t, ann, bob, _cat) = ann_bob_and_cat(10);
+    let up = t.up_messages;
+    let big =
+        format!(r#"{{"type":"publish","id":"m1","topic":"chat","data":"{}"}}"#, "x".repeat(70_000));
+    assert!(big.len() > RoomConfig::default().max_frame);
+    t.send(&ann, &big);
+    assert_eq!(t.clients[&ann].closed, Some(1009), "closed at once, as the home would");
+    t.settle();
+    assert_eq!(t.up_messages - up, 1, "only the close went up");
+    assert_eq!(t.home.disk.seq, 0);
+    assert_eq!(t.home.room.members(), 2);
+    assert!(t.clients[&bob].open);
+}

@@ -439,7 +439,14 @@ impl Client {
     pub async fn publish_patiently(&mut self, id: &str, topic: &str, data: Value) -> R<u64> {
         for _ in 0..50 {
             self.publish(id, topic, data.clone()).await?;
-            let f = self.reply(id).await?;
+            // A frame refused by the rate limit is refused before it is read, so its
+            // `rate_limited` error names no id: it answers the frame just sent.
+            let f = self
+                .until(&format!("ack/error for {id}"), |f| {
+                    (f["type"] == "ack" || f["type"] == "error") && f["id"] == id
+                        || f["type"] == "error" && f["code"] == "rate_limited" && f["id"].is_null()
+                })
+                .await?;
             if f["type"] == "ack" {
                 return f["seq"].as_u64().ok_or_else(|| format!("ack without a numeric seq: {f}"));
             }

@@ -141,6 +141,7 @@ impl Room {
             return;
         };
         self.dropped(now, conn, c);
+        self.maybe_emptied(now);
     }
 
     /// What a connection's going means for its member, once it is dropped.
@@ -153,6 +154,11 @@ impl Room {
                 self.rules_leave(now, &c.session, &m);
             }
         }
+    }
+
+    /// The last connection went, if it did: the sweep stops, and the
+    /// room's retention starts counting.
+    fn maybe_emptied(&mut self, now: u64) {
         if self.conns.is_empty() {
             self.sweep_at = None;
             self.emptied(now);
@@ -173,9 +179,13 @@ impl Room {
         // to a session of the link that is gone too.
         let gone: Vec<(String, Conn)> =
             carried.into_iter().filter_map(|id| self.drop_conn(&id).map(|c| (id, c))).collect();
+        if gone.is_empty() {
+            return;
+        }
         for (conn, c) in gone {
             self.dropped(now, &conn, c);
         }
+        self.maybe_emptied(now);
     }
 
     /// The last connection went: the room's retention starts counting.
