@@ -20,7 +20,7 @@ use base64::Engine as _;
 use homeroom::auth::{mint, Claims, Key};
 use serde_json::{json, Value};
 
-use crate::harness::{alone, Spec};
+use crate::harness::Spec;
 use crate::http;
 use crate::runtime::{LazyRuntime, Log};
 use crate::support::{Ctx, R};
@@ -99,11 +99,14 @@ where
     F: FnOnce(Ctx) -> Fut + Send + 'static,
     Fut: Future<Output = R> + Send + 'static,
 {
-    alone(name, move || async move {
-        let ctx = runtime.ctx().await?;
-        let log = ctx.log.clone();
-        f(ctx).await.map_err(|e| with_log_tail(e, &log))
-    })
+    crate::harness::after_start(
+        name,
+        move || runtime.ctx(),
+        move |ctx| async move {
+            let log = ctx.log.clone();
+            f(ctx).await.map_err(|e| with_log_tail(e, &log))
+        },
+    )
 }
 
 pub fn with_log_tail(e: String, log: &Log) -> String {

@@ -9,8 +9,12 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use crate::runtime::{self, Runtime};
 use crate::support::{Ctx, R};
 
-/// No single test may run longer than this.
+/// No single test may run longer than this (once its runtime answers, for [`after_start`]).
 const TEST_TIMEOUT: Duration = Duration::from_secs(100);
+
+/// How long a trial may wait for its runtime to start: lazy runtimes start one at a time,
+/// after the eager ones, so on 2 busy cores the last of them can wait most of a minute.
+const START_TIMEOUT: Duration = Duration::from_secs(300);
 
 static SHARED: OnceLock<Ctx> = OnceLock::new();
 
@@ -67,6 +71,32 @@ where
     Fut: Future<Output = R> + Send + 'static,
 {
     Spec { trial: Trial::test(name, move || run_future(f())), needs_shared: false }
+}
+
+/// A trial on a runtime started on first use (`start`): its [`TEST_TIMEOUT`] counts from when
+/// the runtime answers, not from when the trial began waiting for its turn to start it (a
+/// trial that sleeps past a 16 s auction timed out while it waited).
+pub fn after_start<S, SFut, F, Fut>(name: &str, start: S, f: F) -> Spec
+where
+    S: FnOnce() -> SFut + Send + 'static,
+    SFut: Future<Output = R<Ctx>> + Send + 'static,
+    F: FnOnce(Ctx) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+{
+    let trial = Trial::test(name, move || {
+        rt().block_on(async move {
+            let ctx = match tokio::time::timeout(START_TIMEOUT, start()).await {
+                Ok(ctx) => ctx?,
+                Err(_) => return Err(format!("the runtime did not start in {START_TIMEOUT:?}")),
+            };
+            match tokio::time::timeout(TEST_TIMEOUT, f(ctx)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("test timed out after {TEST_TIMEOUT:?}")),
+            }
+        })
+        .map_err(Failed::from)
+    });
+    Spec { trial, needs_shared: false }
 }
 
 fn install_signal_cleanup() {
