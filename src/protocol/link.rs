@@ -96,20 +96,24 @@ pub enum DownOp {
 pub struct LinkError(pub String);
 
 impl Up {
+    /// The message as it crosses the link.
     pub fn to_text(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
     }
 
+    /// A message from a relay; anything but the shape above is an error.
     pub fn parse(text: &str) -> Result<Up, LinkError> {
         serde_json::from_str(text).map_err(|e| LinkError(e.to_string()))
     }
 }
 
 impl Down {
+    /// The message as it crosses the link.
     pub fn to_text(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
     }
 
+    /// A message from the home; anything but the shape above is an error.
     pub fn parse(text: &str) -> Result<Down, LinkError> {
         serde_json::from_str(text).map_err(|e| LinkError(e.to_string()))
     }

@@ -82,6 +82,7 @@ impl Downlinks {
             .collect()
     }
 
+    /// Whether no link is owed anything this turn.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

@@ -87,6 +87,7 @@ impl Relay {
         }
     }
 
+    /// The relay's name, the same across its instances.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -108,6 +109,7 @@ impl Relay {
         self.spent
     }
 
+    /// What the relay counted so far.
     pub fn stats(&self) -> &RelayStats {
         &self.stats
     }

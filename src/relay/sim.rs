@@ -195,6 +195,7 @@ impl Topo {
         self.relay_input(&instance, Input::Text { conn, text });
     }
 
+    /// A client publishes `data` (JSON text) as `id` on the topic `chat`.
     pub fn publish(&mut self, conn: &str, id: &str, data: &str) {
         self.send(
             conn,
@@ -202,6 +203,7 @@ impl Topo {
         );
     }
 
+    /// A client signals `data` (JSON text) on the topic `cursor`.
     pub fn signal(&mut self, conn: &str, data: &str) {
         self.send(conn, &format!(r#"{{"type":"signal","topic":"cursor","data":{data}}}"#));
     }
@@ -404,11 +406,7 @@ impl Topo {
     }
 
     fn deliver(&mut self, conn: &str, frame: &str) {
-        let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
-        let frames = match v["type"].as_str() {
-            Some("batch") => v["frames"].as_array().expect("batch frames").clone(),
-            _ => vec![v],
-        };
+        let frames = crate::room::sim::unpack(frame);
         let stored = self.home.disk.seq;
         let c = self.clients.get_mut(conn).expect("known client");
         assert!(c.open, "frame sent to closed client {conn}: {frame}");

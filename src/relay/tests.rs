@@ -704,3 +704,32 @@ fn a_frame_over_the_limit_is_closed_at_the_relay_and_never_crosses_the_link() {
     assert_eq!(t.home.room.members(), 2);
     assert!(t.clients[&bob].open);
 }
+
+/// Mallory, a member at `oc-0`, floods signals to the members of her own
+/// relay, which deliver them without asking the home. The relay holds her
+/// to the room's per-connection rate, and the home, which hears every
+/// frame, refuses the rest and closes her (4029) as it would a direct socket.
+#[test]
+fn a_member_flooding_signals_at_her_relay_gets_the_rooms_rate_and_then_4029() {
+    let (mut t, mallory, bob, cat) = ann_bob_and_cat(10);
+    let config = RoomConfig::default();
+    let flood = config.burst + config.abuse_limit + 50;
+    for i in 0..flood {
+        if t.clients[&mallory].open {
+            t.signal(&mallory, &format!(r#"{{"i":{i}}}"#));
+        }
+    }
+    t.settle();
+    let to_bob = of_type(&t.take(&bob), "signal").len() as u64;
+    assert!(
+        to_bob <= config.burst,
+        "bob got {to_bob} of her signals; the burst is {}",
+        config.burst
+    );
+    assert!(to_bob >= config.burst / 2, "the relay delivers her burst at once: {to_bob}");
+    let to_cat = of_type(&t.take(&cat), "signal").len() as u64;
+    assert!(to_cat <= config.burst, "cat, through the home, got {to_cat}");
+    assert_eq!(t.clients[&mallory].closed, Some(4029), "the home closed the flood");
+    assert!(t.relay("oc-0").stats().local_signals_refused > 0);
+    assert!(t.clients[&bob].open && t.clients[&cat].open);
+}

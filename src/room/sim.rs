@@ -524,11 +524,7 @@ impl Sim {
     }
 
     fn deliver(&mut self, conn: &str, frame: &str) {
-        let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
-        let frames = match v["type"].as_str() {
-            Some("batch") => v["frames"].as_array().expect("batch frames").clone(),
-            _ => vec![v],
-        };
+        let frames = unpack(frame);
         let s = self.sockets.get_mut(conn).expect("known socket");
         assert!(s.open, "frame sent to closed socket {conn}: {frame}");
         s.raw += 1;
@@ -560,6 +556,15 @@ impl Sim {
     /// Takes the frames of one type.
     pub fn take_type(&mut self, conn: &str, kind: &str) -> Vec<Value> {
         self.take(conn).into_iter().filter(|f| f["type"] == kind).collect()
+    }
+}
+
+/// The frames a WebSocket message carries: a `batch`'s, or itself.
+pub fn unpack(frame: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
+    match v["type"].as_str() {
+        Some("batch") => v["frames"].as_array().expect("batch frames").clone(),
+        _ => vec![v],
     }
 }
 
