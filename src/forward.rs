@@ -27,6 +27,26 @@ pub struct Forwarded {
     /// The Worker's own health canary (see `room::Hello::canary`).
     #[serde(default)]
     pub canary: bool,
+    /// The kind has relays and the Worker sent this connect to the home
+    /// directly: at this many members the home answers "use a relay"
+    /// ([`USE_RELAY`]) instead of taking the socket (`RELAY_ABOVE`).
+    #[serde(default)]
+    pub relay_above: Option<u64>,
+}
+
+/// The header of the home's answer to a direct connect that should have
+/// gone through a relay (status 307): the room is relayed now.
+pub const USE_RELAY: &str = "x-homeroom-use-relay";
+
+/// A request for one of a room's relays rather than its home: which relay,
+/// and the binding of the home it speaks to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Via {
+    /// The relay's name in the room, e.g. `EU-0` (region and shard).
+    pub relay: String,
+    /// The binding of the kind's rooms, whose object named after the room
+    /// is the relay's home.
+    pub home_binding: String,
 }
 
 /// A request under a room's path that no built-in route takes: the room's
@@ -73,6 +93,12 @@ pub enum Inbound {
     Log { since: u64, limit: u64 },
     /// A path the room's rules may answer (the body is the request's).
     Custom(Custom),
+    /// A relay's link (the request carries its upgrade): instance `epoch`
+    /// of relay `relay` speaks for its clients over the WebSocket it gets.
+    /// Only a relay object makes this request: the Worker never forwards
+    /// one (it builds every [`Routed`] itself and strips any header that
+    /// could pose as one).
+    Link { relay: String, epoch: u64 },
     /// Panic inside the object: a forced Wasm reset (test builds only).
     #[cfg(feature = "fault-injection")]
     Fault,
@@ -85,6 +111,9 @@ pub struct Routed {
     /// The location hint the Worker created the room's stub with.
     pub home: Option<String>,
     pub what: Inbound,
+    /// For a relay of the room, not its home.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
 }
 
 /// The request that hands `routed` to the room. A connect keeps the client's
@@ -103,6 +132,9 @@ pub fn request(
                 headers.set(&k, &v)?;
             }
         }
+    }
+    if matches!(routed.what, Inbound::Link { .. }) {
+        headers.set("upgrade", "websocket")?;
     }
     let json = serde_json::to_vec(routed).map_err(|e| worker::Error::RustError(e.to_string()))?;
     headers.set(ASK, &URL_SAFE_NO_PAD.encode(json))?;

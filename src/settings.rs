@@ -93,6 +93,21 @@ pub const ANONYMOUS_DEV_ALLOW_REMOTE: Variable = text(
     "`true` also serves non-loopback requests in anonymous dev mode (an open deployment: never in production)",
 );
 
+/// `RELAY_ABOVE`: when a room of a kind with relays uses them.
+pub const RELAY_ABOVE: Variable = Variable {
+    name: "RELAY_ABOVE",
+    default: Shown::Number(DEFAULT_RELAY_ABOVE),
+    meaning: "for a kind with relays: at this many members a room takes its new connects through regional relays, and goes back to direct below half of it; `0`: always through relays (see [Relays](#relays-rooms-bigger-than-one-object))",
+};
+/// The default of [`RELAY_ABOVE`].
+pub const DEFAULT_RELAY_ABOVE: u64 = 1000;
+/// `RELAY_SHARDS`: relays per region of a relayed room.
+pub const RELAY_SHARDS: Variable = Variable {
+    name: "RELAY_SHARDS",
+    default: Shown::Number(1),
+    meaning: "relays per region of a relayed room (1-64); a session always lands on the same one",
+};
+
 /// `AUTH_SECRET`: the secret tokens are signed with (a secret, not a variable).
 pub const AUTH_SECRET: &str = "AUTH_SECRET";
 /// `AUTH_SECRET_PREVIOUS`: the secret being retired during a rotation.
@@ -117,6 +132,8 @@ pub const EDGE_VARIABLES: &[Variable] = &[
     CORS_ORIGINS,
     ANONYMOUS_DEV,
     ANONYMOUS_DEV_ALLOW_REMOTE,
+    RELAY_ABOVE,
+    RELAY_SHARDS,
 ];
 
 /// Every deployment variable: the room's, then the edge's.

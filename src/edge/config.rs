@@ -44,6 +44,10 @@ pub struct Deployment {
     pub kinds: &'static [super::Kind],
     /// `CORS_ORIGINS`: the origins whose pages may call the HTTP room routes.
     pub cors: super::origins::Origins,
+    /// `RELAY_ABOVE`: members at which a room of a kind with relays uses them (0: always).
+    pub relay_above: u64,
+    /// `RELAY_SHARDS`: relays per region (1-64).
+    pub relay_shards: u64,
 }
 
 impl Deployment {
@@ -77,6 +81,7 @@ impl Deployment {
         let key =
             |secret: String, kid: &str| auth::Key { secret: secret.into_bytes(), kid: text(kid) };
         let strong = |s: &String| s.len() >= auth::MIN_SECRET_BYTES;
+        let number = |name: &str| text(name).and_then(|v| v.trim().parse::<u64>().ok());
         let previous = text(settings::AUTH_SECRET_PREVIOUS);
         let max_ttl_secs = text(settings::TOKEN_MAX_TTL_SECS.name)
             .and_then(|v| v.trim().parse().ok())
@@ -135,6 +140,9 @@ impl Deployment {
             )),
             kinds,
             cors,
+            relay_above: number(settings::RELAY_ABOVE.name)
+                .unwrap_or(settings::DEFAULT_RELAY_ABOVE),
+            relay_shards: number(settings::RELAY_SHARDS.name).unwrap_or(1).clamp(1, 64),
         }
     }
 }

@@ -26,6 +26,8 @@ mod refusal;
 #[cfg(target_arch = "wasm32")]
 mod region;
 #[cfg(target_arch = "wasm32")]
+mod relays;
+#[cfg(target_arch = "wasm32")]
 mod rooms;
 #[cfg(target_arch = "wasm32")]
 mod serve;

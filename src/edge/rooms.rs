@@ -8,10 +8,16 @@ use worker::{Env, Method, Request, Response, Stub};
 
 use super::config::{AuthMode, Deployment};
 use super::refusal::HttpRefusal;
-use super::{home, log, region, Kind};
+use super::{home, log, region, relays, Kind};
 use crate::auth;
 use crate::forward::{self, Custom, Forwarded, Inbound, Routed};
 use crate::protocol::names;
+
+/// The `relay` query parameter (`GET /stats?relay=EU-0`), if given.
+fn relay_param(req: &Request) -> Result<Option<String>, HttpRefusal> {
+    let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+    Ok(url.query_pairs().find(|(k, _)| k == "relay").map(|(_, v)| v.into_owned()))
+}
 
 /// Longest accepted query string (a token is at most 2 KiB).
 const MAX_QUERY: usize = 4096;
@@ -67,7 +73,15 @@ pub async fn route(
             ask(req, env, at, Inbound::Publish { region }, Method::Post, Some(body)).await
         }
         ["drain"] => admin(req, env, dep, at, Method::Post, Inbound::Drain).await,
-        ["stats"] => admin(req, env, dep, at, Method::Get, Inbound::Stats).await,
+        ["stats"] => match (relay_param(req)?, at.kind.companion) {
+            (Some(relay), Some(binding)) => {
+                expect_method(req, Method::Get)?;
+                expect_admin(req, dep)?;
+                relays::stats(env, at, binding, &relay).await
+            }
+            (Some(_), None) => Err(HttpRefusal::BadParam("relay")),
+            (None, _) => admin(req, env, dep, at, Method::Get, Inbound::Stats).await,
+        },
         ["kick"] => {
             let body = admin_body(req, dep, Method::Post).await?;
             ask(req, env, at, Inbound::Kick, Method::Post, Some(body)).await
@@ -152,8 +166,36 @@ pub async fn connect(
         expires,
         info,
         canary: caller == Caller::Canary,
+        relay_above: None,
     };
-    ask(req, env, at, Inbound::Connect(fwd), Method::Get, None).await
+    // The canary checks the room's own path, never a relay's.
+    match at.kind.companion.filter(|_| caller == Caller::Client) {
+        Some(binding) => relayed_connect(req, env, dep, at, binding, fwd).await,
+        None => ask(req, env, at, Inbound::Connect(fwd), Method::Get, None).await,
+    }
+}
+
+/// A connect of a kind with relays: through a relay if the room is relayed (always, with
+/// `RELAY_ABOVE=0`), else to the home, which may answer that it is relayed now.
+async fn relayed_connect(
+    req: &Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    binding: &str,
+    mut fwd: Forwarded,
+) -> Outcome {
+    let shards = dep.relay_shards;
+    if dep.relay_above == 0 || relays::remembered(at) {
+        return relays::connect(req, env, at, binding, shards, fwd).await;
+    }
+    fwd.relay_above = Some(dep.relay_above);
+    let answer = ask(req, env, at, Inbound::Connect(fwd.clone()), Method::Get, None).await?;
+    if relays::told_to_relay(&answer) {
+        fwd.relay_above = None;
+        return relays::after_home_said(req, env, at, binding, shards, fwd).await;
+    }
+    Ok(answer)
 }
 
 /// An upgrade whose token was refused: accepted, then closed at once with
@@ -427,7 +469,7 @@ async fn ask(
     let place = region::locate(req, env);
     let hint = home::hint_for(env, at.room, place.continent.as_deref());
     let client = matches!(what, Inbound::Connect(_)).then_some(req);
-    let routed = Routed { room: at.room.to_owned(), home: hint.clone(), what };
+    let routed = Routed { room: at.room.to_owned(), home: hint.clone(), what, via: None };
     let asked = async {
         let inner = forward::request(&routed, client, method, body)?;
         stub(env, at, hint.as_deref())?.fetch_with_request(inner).await

@@ -11,7 +11,10 @@
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod heartbeat;
+mod linked;
+mod links;
 mod object;
+mod relay;
 mod sockets;
 mod storage;
 
@@ -29,13 +32,17 @@ use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
 use crate::room::{self, Block, Hello, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
+use links::Links;
 pub use object::{Companion, Object};
+pub use relay::Relay;
 use sockets::{Effects, Sockets};
 
 /// The engine and the sockets it talks to, present while the object is in memory.
 struct Live {
     engine: Engine,
     sockets: Sockets,
+    /// The relays' links and the sessions they carry.
+    links: Links,
 }
 
 /// Makes the rules of a kind of room from the deployment's variables: called
@@ -68,6 +75,8 @@ struct Inner {
     wake_at: Cell<Option<Time>>,
     /// `LOG_CONNECTIONS`: a `close` line per socket gone.
     log_connections: bool,
+    /// New connects go through relays (`RELAY_ABOVE`, with its hysteresis).
+    relaying: Cell<bool>,
 }
 
 impl Host {
@@ -96,6 +105,7 @@ impl Host {
             live: RefCell::new(None),
             wake_at: Cell::new(None),
             log_connections,
+            relaying: Cell::new(false),
         };
         Host { inner: Rc::new(inner) }
     }
@@ -113,6 +123,7 @@ impl Host {
         // create it: only a connect, or a write by the operator's backend.
         let creates = match &routed.what {
             Inbound::Connect(_) | Inbound::Publish { .. } | Inbound::PutKey { .. } => true,
+            Inbound::Link { .. } => true,
             Inbound::Custom(c) => c.admin,
             _ => false,
         };
@@ -131,6 +142,12 @@ impl Host {
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
         let Some(conn) = sockets::conn_of(&ws) else {
+            if let (Some(link), WebSocketIncomingMessage::String(text)) =
+                (links::link_of(&ws), &message)
+            {
+                let effects = self.inner.link_message(&link, text)?;
+                self.inner.after(effects).await;
+            }
             return Ok(());
         };
         let ((), effects) = self.inner.run(None, |live, now| match &message {
@@ -225,7 +242,11 @@ impl Inner {
         req: &mut Request,
     ) -> Result<(Result<Response>, Effects)> {
         let answered = match what {
-            Inbound::Connect(fwd) => self.accept(origin, fwd)?,
+            Inbound::Connect(fwd) => match self.use_relay(origin, &fwd)? {
+                Some(answer) => answer,
+                None => self.accept(origin, fwd)?,
+            },
+            Inbound::Link { relay, epoch } => self.link(origin, &relay, epoch)?,
             Inbound::Presence { reader } => {
                 let (read, fx) = self.run(Some(origin), |live, now| {
                     live.engine.presence_read(now, reader.as_deref())
@@ -236,7 +257,12 @@ impl Inner {
                 }
             }
             Inbound::Stats => {
-                let (body, fx) = self.run(Some(origin), |live, _| live.engine.stats_json())?;
+                let (body, fx) = self.run(Some(origin), |live, _| {
+                    let mut stats: serde_json::Value =
+                        serde_json::from_str(&live.engine.stats_json()).unwrap_or_default();
+                    stats["topology"] = live.links.topology();
+                    stats.to_string()
+                })?;
                 (json_response(200, body), fx)
             }
             Inbound::Drain => {
@@ -470,6 +496,10 @@ impl Inner {
         // Complete the closing handshake; the socket may already be closed.
         let _ = ws.close(Some(1000), Some("closed"));
         let Some(conn) = sockets::conn_of(ws) else {
+            if let Some(tag) = links::link_of(ws) {
+                let effects = self.link_gone(&tag)?;
+                self.after(effects).await;
+            }
             return Ok(());
         };
         let ((), effects) = self.run(None, |live, now| {
@@ -503,7 +533,7 @@ impl Inner {
         let now = now();
         let out = f(live, now);
         let sql = self.state.storage().sql();
-        match live.sockets.apply(&mut live.engine, &sql, now) {
+        match live.sockets.apply(&mut live.engine, &mut live.links, &sql, now) {
             Ok(effects) => {
                 if effects.delete {
                     // The engine is spent; the next event finds no room.
@@ -522,6 +552,7 @@ impl Inner {
                 // the next one, every socket is closed (1011): clients resume
                 // from what they applied and resend what was not acked.
                 live.sockets.close_all(1011, "storage error");
+                live.links.close_all(1011, "storage error");
                 *slot = None;
                 Err(e)
             }
@@ -592,7 +623,9 @@ impl Inner {
         let new_epoch = || room::epoch_id(random_u64());
         let mut snap = storage::load(&sql, room, home, new_epoch, recent, now())?;
         snap.nonce = random_u64();
-        let sockets = Sockets::restore(&self.state.get_websockets(), &mut snap.peers);
+        let all = self.state.get_websockets();
+        let sockets = Sockets::restore(&all, &mut snap.peers);
+        let links = Links::restore(&sql, &all, &mut snap.peers)?;
         let env = &self.env;
         let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));
@@ -602,7 +635,7 @@ impl Inner {
             "seq": engine.seq(), "sockets": engine.connections(),
         });
         log("room_loaded", fields);
-        Ok(Live { engine, sockets })
+        Ok(Live { engine, sockets, links })
     }
 }
 

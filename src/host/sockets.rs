@@ -6,6 +6,7 @@ use worker::wasm_bindgen::prelude::*;
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, web_sys, SqlStorage, WebSocket};
 
+use super::links::Links;
 use super::storage;
 use crate::room::{Output, Peer, Room as Engine, Time};
 
@@ -72,10 +73,24 @@ impl Sockets {
 
     /// Applies the engine's outputs in order and returns the alarm it asked
     /// for. A failed write stops here, so nothing after it (the ack, the
-    /// broadcast) is sent.
+    /// broadcast) is sent: what the turn owes the relays' links goes at the
+    /// end, and only if every output before it was applied.
     pub fn apply(
         &mut self,
         engine: &mut Engine,
+        links: &mut Links,
+        sql: &SqlStorage,
+        now: Time,
+    ) -> worker::Result<Effects> {
+        let effects = self.apply_outputs(engine, links, sql, now)?;
+        links.flush();
+        Ok(effects)
+    }
+
+    fn apply_outputs(
+        &mut self,
+        engine: &mut Engine,
+        links: &mut Links,
         sql: &SqlStorage,
         now: Time,
     ) -> worker::Result<Effects> {
@@ -87,14 +102,23 @@ impl Sockets {
                     if let Some(ws) = self.by_conn.get(&conn) {
                         // A socket closing under us reports its close event next.
                         let _ = ws.send_with_str(&*frame);
+                    } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
+                        links.down.send([(conn.as_str(), Some(link.as_str()))], &frame);
                     }
                 }
                 Output::Multicast { conns, frame } => {
                     let text = JsValue::from_str(&frame);
+                    let mut relayed: Vec<(&str, Option<String>)> = Vec::new();
                     for conn in &conns {
                         if let Some(ws) = self.by_conn.get(conn) {
                             send_shared(ws, &text);
+                        } else if let Some(link) = links.link_of(conn) {
+                            relayed.push((conn, Some(link.to_owned())));
                         }
+                    }
+                    if !relayed.is_empty() {
+                        let to = relayed.iter().map(|(c, l)| (*c, l.as_deref()));
+                        links.down.send(to, &frame);
                     }
                 }
                 Output::Broadcast { frame, skip } => {
@@ -110,16 +134,22 @@ impl Sockets {
                             send_shared(ws, &text);
                         }
                     }
+                    links.broadcast(&skip, &frame);
                 }
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.by_conn.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));
+                    } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
+                        links.down.close(&link, &conn, &code);
+                        links.remove(sql, &conn)?;
                     }
                     let fields = serde_json::json!({"room": engine.name(), "conn": conn, "code": code.code()});
                     crate::logline::log("closed_by_room", fields);
                 }
                 Output::Remember(peer) => {
-                    if let Some(ws) = self.by_conn.get(&peer.conn) {
+                    if links.remember(sql, &peer)? {
+                        // A relay's session: stored, as it has no socket here.
+                    } else if let Some(ws) = self.by_conn.get(&peer.conn) {
                         let text = serde_json::to_string(&peer).unwrap_or_default();
                         // Only fails past 16 KiB; a peer is far smaller.
                         let _ = ws.serialize_attachment(text);
@@ -151,7 +181,7 @@ extern "C" {
 
 /// Sends a frame already converted to a JS string. A socket closing under
 /// us reports its close event next, so a refused send is not an error here.
-fn send_shared(ws: &WebSocket, text: &JsValue) {
+pub fn send_shared(ws: &WebSocket, text: &JsValue) {
     let socket: &web_sys::WebSocket = ws.as_ref();
     let _ = socket.unchecked_ref::<SharedSend>().send_value(text);
 }

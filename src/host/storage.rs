@@ -11,6 +11,7 @@ use crate::room::{Commit, LogEntry, LogId, Snapshot, Time};
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "0001_room.sql", include_str!("../../migrations/0001_room.sql")),
     (2, "0002_blocks.sql", include_str!("../../migrations/0002_blocks.sql")),
+    (3, "0003_relays.sql", include_str!("../../migrations/0003_relays.sql")),
 ];
 
 /// Applies every migration not yet recorded. Safe to run on every start.

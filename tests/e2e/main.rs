@@ -31,6 +31,7 @@ mod presence_eviction;
 mod presence_large;
 mod presence_ttl;
 mod refusals;
+mod relays;
 mod restart;
 mod resume;
 mod rules;
@@ -58,6 +59,7 @@ fn main() {
         idempotency::trials(),
         supersede::trials(),
         refusals::trials(),
+        relays::trials(),
         bad_input::trials(),
         edge_auth::trials(),
         edge_cors::trials(),

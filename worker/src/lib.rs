@@ -6,7 +6,10 @@
 //! is a crate like this one (README, "Writing a room").
 
 homeroom::worker! {
-    "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS";
-    "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS", public ["GET lot"];
-    "chat" => ChatRoom(homeroom::room::rules::with_vars(homeroom_chat::Chat::from_vars)), binding "CHATS";
+    "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS",
+        companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS";
+    "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS",
+        companion AuctionRelay(homeroom::host::Relay), binding "AUCTION_RELAYS", public ["GET lot"];
+    "chat" => ChatRoom(homeroom::room::rules::with_vars(homeroom_chat::Chat::from_vars)), binding "CHATS",
+        companion ChatRelay(homeroom::host::Relay), binding "CHAT_RELAYS";
 }

@@ -1,0 +1,175 @@
+//! The home's link route and link events: a relay dials the home (`Inbound::Link`), the home
+//! admits the instance or refuses it as stale, and then takes the relay's clients' opens,
+//! frames and closes as sessions over that link. A direct connect to a room that is relayed
+//! now is sent back to the Worker to go through a relay.
+
+use worker::{Response, Result, WebSocketPair};
+
+use super::links::{LinkTag, Links};
+use super::{error_response, random_u64, Effects, Inner, Origin};
+use crate::forward::{Forwarded, USE_RELAY};
+use crate::logline::log;
+use crate::protocol::link::{Up, UpOp};
+use crate::relay::{Admit, Downlinks, Policy, Relays};
+use crate::room::{Input, Room as Engine, Time};
+
+/// The close code and reason of a link the home will not listen to.
+const STALE_LINK: (u16, &str) = (1008, "relay_stale");
+/// The close code and reason of a link a newer socket of its relay replaced.
+const REPLACED_LINK: (u16, &str) = (1012, "relay_replaced");
+
+impl Inner {
+    /// `Some` answer when a direct connect should go through a relay: the kind has relays and
+    /// the room is at `RELAY_ABOVE` members (or was, and is still above half of it).
+    pub(super) fn use_relay(
+        &self,
+        origin: Origin<'_>,
+        fwd: &Forwarded,
+    ) -> Result<Option<(Result<Response>, Effects)>> {
+        let Some(above) = fwd.relay_above else {
+            return Ok(None);
+        };
+        let (members, fx) = self.run(Some(origin), |live, _| live.engine.connections())?;
+        let relayed = Policy { above }.relayed(self.relaying.get(), members);
+        if relayed != self.relaying.get() {
+            log(
+                "relaying",
+                serde_json::json!({"room": origin.room, "on": relayed, "members": members}),
+            );
+        }
+        self.relaying.set(relayed);
+        if !relayed {
+            return Ok(None);
+        }
+        let answer = Response::empty().and_then(|r| {
+            let r = r.with_status(307);
+            r.headers().set(USE_RELAY, "1")?;
+            Ok(r)
+        });
+        Ok(Some((answer, fx)))
+    }
+
+    /// A relay's link: an accepted (hibernatable) socket, admitted as the relay's newest
+    /// instance, or told it is stale and closed.
+    pub(super) fn link(
+        &self,
+        origin: Origin<'_>,
+        relay: &str,
+        epoch: u64,
+    ) -> Result<(Result<Response>, Effects)> {
+        if !crate::relay::valid_relay(relay) {
+            return Ok((error_response(400, "invalid", "no such relay"), Effects::default()));
+        }
+        let pair = WebSocketPair::new()?;
+        let response = Response::from_websocket(pair.client)?;
+        let tag = LinkTag { link: Relays::link(relay, epoch), nonce: random_u64() };
+        self.state.accept_websocket_with_tags(&pair.server, &["link"]);
+        let text = serde_json::to_string(&tag).unwrap_or_default();
+        pair.server.serialize_attachment(text)?;
+        let server = pair.server;
+        let sql = self.state.storage().sql();
+        let (admitted, fx) = self.run(Some(origin), |live, now| {
+            let old = match live.links.registry.admit(relay, epoch) {
+                Admit::Stale { current } => {
+                    let mut refusal = Downlinks::default();
+                    refusal.stale(&tag.link, current);
+                    for (_, text) in refusal.take() {
+                        let _ = server.send_with_str(&text);
+                    }
+                    let _ = server.close(Some(STALE_LINK.0), Some(STALE_LINK.1));
+                    return Ok(false);
+                }
+                // The same instance dialing again replaces its own socket.
+                Admit::Current { link } => Some(link),
+                Admit::Newer { replaced, .. } => replaced,
+            };
+            if let Some(old) = old {
+                drop_link(&mut live.links, &mut live.engine, &sql, &old, now)?;
+            }
+            live.links.open(&tag, server.clone());
+            live.links.store_registry(&sql)?;
+            Ok(true)
+        })?;
+        let admitted: Result<bool> = admitted;
+        log(
+            "link",
+            serde_json::json!({"room": origin.room, "link": tag.link, "admitted": admitted?}),
+        );
+        Ok((Ok(response), fx))
+    }
+
+    /// A message from a relay over its link: its clients' opens, frames and closes, each
+    /// decided by the engine as for the home's own sockets. A relay speaks only for the
+    /// sessions it opened over this link; anything else it says is dropped.
+    pub(super) fn link_message(&self, tag: &LinkTag, text: &str) -> Result<Effects> {
+        let up = match Up::parse(text) {
+            Ok(up) if Relays::link(&up.relay, up.epoch) == tag.link => up,
+            _ => {
+                log("link_refused", serde_json::json!({"link": tag.link, "bytes": text.len()}));
+                return Ok(Effects::default());
+            }
+        };
+        let sql = self.state.storage().sql();
+        let prefix = format!("{}.", up.relay);
+        let (done, fx) = self.run(None, |live, now| -> Result<()> {
+            if !live.links.is_current(tag) {
+                return Ok(()); // a replaced socket's last words
+            }
+            for op in up.ops {
+                match op {
+                    UpOp::Open(open) => {
+                        let known = live.links.link_of(&open.conn).is_some();
+                        if known || !open.conn.starts_with(&prefix) {
+                            continue;
+                        }
+                        if let Ok(hello) = open.into_hello(&tag.link) {
+                            live.links.add(&hello.conn, &tag.link);
+                            live.engine.handle(now, Input::Open(hello));
+                        }
+                    }
+                    UpOp::Text { conn, text } if live.links.owns(&tag.link, &conn) => {
+                        live.engine.handle(now, Input::Text { conn: &conn, text: &text });
+                    }
+                    UpOp::Closed { conn } if live.links.owns(&tag.link, &conn) => {
+                        live.links.remove(&sql, &conn)?;
+                        live.engine.handle(now, Input::Closed { conn: &conn });
+                    }
+                    UpOp::Text { .. } | UpOp::Closed { .. } => {}
+                }
+            }
+            Ok(())
+        })?;
+        done?;
+        Ok(fx)
+    }
+
+    /// A link's socket closed or failed: if it is the link's current socket, its sessions
+    /// are gone with it (they resume through the relay's next link).
+    pub(super) fn link_gone(&self, tag: &LinkTag) -> Result<Effects> {
+        let sql = self.state.storage().sql();
+        let (done, fx) = self.run(None, |live, now| {
+            if !live.links.is_current(tag) {
+                return Ok(());
+            }
+            drop_link(&mut live.links, &mut live.engine, &sql, &tag.link, now)
+        })?;
+        done?;
+        Ok(fx)
+    }
+}
+
+/// Forgets `link` (closing its socket if it is still open) and tells the engine its sessions
+/// are gone.
+fn drop_link(
+    links: &mut Links,
+    engine: &mut Engine,
+    sql: &worker::SqlStorage,
+    link: &str,
+    now: Time,
+) -> Result<()> {
+    if let Some(ws) = links.close(sql, link)? {
+        let _ = ws.close(Some(REPLACED_LINK.0), Some(REPLACED_LINK.1));
+    }
+    engine.handle(now, Input::LinkClosed { link });
+    Ok(())
+}

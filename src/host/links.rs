@@ -1,0 +1,203 @@
+//! The home's side of its relays' links on the runtime: each link's WebSocket (accepted, so it
+//! hibernates with the home), which sessions it carries, what the room owes each link this
+//! turn ([`Downlinks`]), and the rows that let a home rebuilt after an eviction or a reset
+//! know its relays' sessions again.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use worker::{SqlStorage, SqlStorageValue as V, WebSocket};
+
+use crate::relay::{Downlinks, Relays};
+use crate::room::Peer;
+
+/// What a link socket's attachment holds (a client socket's holds its peer): the link, and
+/// which of its sockets this is (an instance that dials again replaces its own socket, whose
+/// close must not close the new one's sessions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkTag {
+    pub link: String,
+    pub nonce: u64,
+}
+
+/// The link a socket is, if it is one.
+pub fn link_of(ws: &WebSocket) -> Option<LinkTag> {
+    let text: String = ws.deserialize_attachment().ok()??;
+    serde_json::from_str::<LinkTag>(&text).ok()
+}
+
+/// The home's links, present while the room is in memory.
+#[derive(Default)]
+pub struct Links {
+    /// Which instance of each relay the home listens to (stored).
+    pub registry: Relays,
+    sockets: HashMap<String, (u64, WebSocket)>,
+    /// The link of each session a relay holds.
+    conns: HashMap<String, String>,
+    /// The sessions of each link.
+    members: HashMap<String, HashSet<String>>,
+    /// What the room owes each link this turn.
+    pub down: Downlinks,
+}
+
+impl Links {
+    /// Rebuilds the links from storage and the runtime's link sockets: the sessions of a link
+    /// that is still connected come back (their peers go to the engine), the rest are deleted.
+    pub fn restore(
+        sql: &SqlStorage,
+        all: &[WebSocket],
+        peers: &mut Vec<Peer>,
+    ) -> worker::Result<Links> {
+        #[derive(Deserialize)]
+        struct RelayRow {
+            name: String,
+            epoch: i64,
+        }
+        #[derive(Deserialize)]
+        struct PeerRow {
+            link: String,
+            peer: String,
+        }
+        let relays: Vec<RelayRow> = sql.exec("SELECT name, epoch FROM relays", None)?.to_array()?;
+        let mut links = Links {
+            registry: Relays::from_stored(relays.into_iter().map(|r| (r.name, r.epoch as u64))),
+            ..Links::default()
+        };
+        for ws in all {
+            if let Some(tag) = link_of(ws) {
+                links.sockets.insert(tag.link, (tag.nonce, ws.clone()));
+            }
+        }
+        let rows: Vec<PeerRow> =
+            sql.exec("SELECT link, peer FROM relay_peers", None)?.to_array()?;
+        for row in rows {
+            match serde_json::from_str::<Peer>(&row.peer) {
+                Ok(peer) if links.sockets.contains_key(&row.link) => {
+                    links.add(&peer.conn, &row.link);
+                    peers.push(peer);
+                }
+                _ => {}
+            }
+        }
+        // Rows of links that did not stay connected are sessions nobody holds any more.
+        let keep: Vec<V> = links.sockets.keys().map(|l| V::String(l.clone())).collect();
+        if keep.is_empty() {
+            sql.exec("DELETE FROM relay_peers", None)?;
+        } else {
+            let marks = vec!["?"; keep.len()].join(",");
+            sql.exec(&format!("DELETE FROM relay_peers WHERE link NOT IN ({marks})"), keep)?;
+        }
+        Ok(links)
+    }
+
+    /// A new link's socket.
+    pub fn open(&mut self, tag: &LinkTag, ws: WebSocket) {
+        self.sockets.insert(tag.link.clone(), (tag.nonce, ws));
+    }
+
+    /// Whether `tag` is the open socket of its link (not one it replaced).
+    pub fn is_current(&self, tag: &LinkTag) -> bool {
+        self.sockets.get(&tag.link).is_some_and(|(nonce, _)| *nonce == tag.nonce)
+    }
+
+    /// Forgets a link that closed (or was replaced) and its sessions; returns its socket.
+    pub fn close(&mut self, sql: &SqlStorage, link: &str) -> worker::Result<Option<WebSocket>> {
+        for conn in self.members.remove(link).unwrap_or_default() {
+            self.conns.remove(&conn);
+        }
+        self.down.forget(link);
+        sql.exec("DELETE FROM relay_peers WHERE link = ?", vec![V::String(link.into())])?;
+        Ok(self.sockets.remove(link).map(|(_, ws)| ws))
+    }
+
+    /// Stores the registry (a new instance of a relay was admitted).
+    pub fn store_registry(&self, sql: &SqlStorage) -> worker::Result<()> {
+        for (name, epoch) in self.registry.stored() {
+            sql.exec(
+                "INSERT OR REPLACE INTO relays (name, epoch) VALUES (?, ?)",
+                vec![V::String(name.into()), V::Integer(epoch as i64)],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A session of `link` (a relay's client the home is about to open).
+    pub fn add(&mut self, conn: &str, link: &str) {
+        self.conns.insert(conn.to_owned(), link.to_owned());
+        self.members.entry(link.to_owned()).or_default().insert(conn.to_owned());
+    }
+
+    /// The link `conn` is on, if a relay holds it.
+    pub fn link_of(&self, conn: &str) -> Option<&str> {
+        self.conns.get(conn).map(String::as_str)
+    }
+
+    /// Whether `conn` is a session of `link` (a relay speaks for its own sessions only).
+    pub fn owns(&self, link: &str, conn: &str) -> bool {
+        self.conns.get(conn).is_some_and(|l| l == link)
+    }
+
+    /// A relay's session is gone (closed by the room, or by its relay).
+    pub fn remove(&mut self, sql: &SqlStorage, conn: &str) -> worker::Result<()> {
+        if let Some(link) = self.conns.remove(conn) {
+            if let Some(m) = self.members.get_mut(&link) {
+                m.remove(conn);
+            }
+            sql.exec("DELETE FROM relay_peers WHERE conn = ?", vec![V::String(conn.into())])?;
+        }
+        Ok(())
+    }
+
+    /// Stores a relay session's peer (what a client socket's attachment holds for its own).
+    pub fn remember(&self, sql: &SqlStorage, peer: &Peer) -> worker::Result<bool> {
+        let Some(link) = self.conns.get(&peer.conn) else {
+            return Ok(false);
+        };
+        let text = serde_json::to_string(peer).unwrap_or_default();
+        sql.exec(
+            "INSERT OR REPLACE INTO relay_peers (conn, link, peer) VALUES (?, ?, ?)",
+            vec![V::String(peer.conn.clone()), V::String(link.clone()), V::String(text)],
+        )?;
+        Ok(true)
+    }
+
+    /// The engine's broadcast for every link: once per link with a session it is for, naming
+    /// the link's sessions in `skip`.
+    pub fn broadcast(&mut self, skip: &HashSet<&str>, frame: &str) {
+        for (link, members) in &self.members {
+            let skipped: Vec<String> =
+                members.iter().filter(|c| skip.contains(c.as_str())).cloned().collect();
+            if skipped.len() < members.len() {
+                self.down.all(link, skipped, frame);
+            }
+        }
+    }
+
+    /// Sends each link what it is owed this turn, one message per link.
+    pub fn flush(&mut self) {
+        for (link, text) in self.down.take() {
+            if let Some((_, ws)) = self.sockets.get(&link) {
+                // A link closing under us reports its close event next.
+                let _ = ws.send_with_str(&text);
+            }
+        }
+    }
+
+    /// Closes every link (the engine is about to be dropped): each relay closes its clients,
+    /// who resume.
+    pub fn close_all(&mut self, code: u16, reason: &str) {
+        for (_, (_, ws)) in self.sockets.drain() {
+            let _ = ws.close(Some(code), Some(reason));
+        }
+    }
+
+    /// Sessions per link, for `/stats`.
+    pub fn topology(&self) -> serde_json::Value {
+        let links: serde_json::Map<String, serde_json::Value> = self
+            .sockets
+            .keys()
+            .map(|l| (l.clone(), self.members.get(l).map_or(0, HashSet::len).into()))
+            .collect();
+        serde_json::json!({ "links": links, "relayed": self.conns.len() })
+    }
+}

@@ -1,0 +1,474 @@
+//! The relay's Durable Object: a thin adapter around [`crate::relay::Relay`]. It accepts a
+//! region's client sockets (forwarded by the Worker, hibernatable like the home's), dials the
+//! room's home for its link (a WebSocket the home accepts; an outgoing socket keeps the relay
+//! in memory while it is open), and applies the engine's outputs in order.
+//!
+//! A relay keeps nothing it cannot lose: after a Wasm reset or a lost link it closes its
+//! clients (1012) and they resume, through a new instance with a higher epoch. The epoch is
+//! the only thing it stores, and it deletes it when its last client leaves (the next instance
+//! takes an epoch from the clock, above any before it).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use worker::{
+    js_sys, wasm_bindgen_futures, Env, Method, Request, Response, Result, ScheduledTime, State,
+    WebSocket, WebSocketIncomingMessage, WebSocketPair, WebsocketEvent,
+};
+
+use super::{error_response, heartbeat, json_response, now, random_u64, sockets};
+use crate::forward::{self, Forwarded, Inbound, Routed, Via};
+use crate::logline::log;
+use crate::relay::{self as engine, Input, Output};
+use crate::room::{self, Hello, RoomConfig, Time};
+use crate::settings;
+
+/// The close a relay gives a client it cannot speak for (its engine is gone: a reset).
+const RESTARTED: (u16, &str) = (engine::RESTART, "relay_restarted");
+
+/// A relay of a kind's rooms: declare it as the kind's companion in [`crate::worker!`],
+/// `, companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS"`, and a SQLite class
+/// for it in `wrangler.toml`. The Worker routes a relayed room's connects to it (README,
+/// "Relays").
+pub struct Relay {
+    inner: Rc<RelayInner>,
+}
+
+struct RelayInner {
+    state: State,
+    env: Env,
+    config: RoomConfig,
+    live: RefCell<Option<Live>>,
+    /// The end-of-turn timer that is pending, if any (ms).
+    wake_at: Cell<Option<Time>>,
+}
+
+/// Where the relay's home is.
+struct Route {
+    room: String,
+    home: Option<String>,
+    home_binding: String,
+}
+
+/// The link as the adapter holds it.
+enum Link {
+    /// Being dialed: what goes up waits.
+    Dialing(Vec<String>),
+    Open(WebSocket),
+}
+
+/// An instance of the relay, in memory while it has clients.
+struct Live {
+    engine: engine::Relay,
+    route: Route,
+    clients: HashMap<String, WebSocket>,
+    link: Link,
+}
+
+impl super::Companion for Relay {
+    fn new(state: State, env: Env) -> Self {
+        console_error_panic_hook::set_once();
+        if let Ok(pair) =
+            worker::WebSocketRequestResponsePair::new(r#"{"type":"ping"}"#, r#"{"type":"pong"}"#)
+        {
+            state.set_websocket_auto_response(&pair);
+        }
+        let (config, _) = RoomConfig::from_vars(|name| settings::read(&env, name));
+        let inner =
+            RelayInner { state, env, config, live: RefCell::new(None), wake_at: Cell::new(None) };
+        Relay { inner: Rc::new(inner) }
+    }
+}
+
+impl super::Object for Relay {
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        let Some(routed) = forward::read(&req) else {
+            return error_response(400, "invalid", "a relay takes requests from the Worker only");
+        };
+        let Some(via) = routed.via.clone() else {
+            return error_response(400, "invalid", "a relay takes requests for a relay only");
+        };
+        match routed.what {
+            Inbound::Connect(fwd) => {
+                let route = Route {
+                    room: routed.room,
+                    home: routed.home,
+                    home_binding: via.home_binding.clone(),
+                };
+                self.inner.accept(route, &via, fwd)
+            }
+            Inbound::Stats => json_response(200, self.inner.stats(&via)),
+            #[cfg(feature = "fault-injection")]
+            Inbound::Fault => {
+                log("fault_injected", serde_json::json!({"room": routed.room, "relay": via.relay}));
+                panic!("fault injection: a forced Wasm reset in relay {}", via.relay);
+            }
+            _ => error_response(404, "not_found", "a relay answers connects and stats"),
+        }
+    }
+
+    async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> Result<()> {
+        let Some(conn) = sockets::conn_of(&ws) else {
+            return Ok(());
+        };
+        let inner = &self.inner;
+        if inner.live.borrow().is_none() {
+            let _ = ws.close(Some(RESTARTED.0), Some(RESTARTED.1));
+            return Ok(());
+        }
+        match &message {
+            WebSocketIncomingMessage::String(text) => {
+                inner.run(|e, now| e.handle(now, Input::Text { conn: &conn, text }));
+            }
+            // No kind of room takes binary frames over the JSON protocol: closed here
+            // (1003), so that a flood of them costs the home nothing.
+            WebSocketIncomingMessage::Binary(_) => {
+                let _ = ws.close(Some(1003), Some("binary frames are not accepted"));
+                inner.client_gone(&conn);
+            }
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(&self, ws: WebSocket, _: usize, _: String, _: bool) -> Result<()> {
+        let _ = ws.close(Some(1000), Some("closed"));
+        if let Some(conn) = sockets::conn_of(&ws) {
+            self.inner.client_gone(&conn);
+        }
+        Ok(())
+    }
+
+    async fn websocket_error(&self, ws: WebSocket, _: worker::Error) -> Result<()> {
+        if let Some(conn) = sockets::conn_of(&ws) {
+            self.inner.client_gone(&conn);
+        }
+        Ok(())
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let inner = &self.inner;
+        let beats: Vec<(String, Time)> = inner
+            .state
+            .get_websockets()
+            .iter()
+            .filter_map(|ws| {
+                Some((sockets::conn_of(ws)?, heartbeat::last_answered(&inner.state, ws)?))
+            })
+            .collect();
+        inner.run(|e, now| {
+            for (conn, at) in &beats {
+                e.handle(now, Input::Heartbeat { conn, at: *at });
+            }
+            e.handle(now, Input::Alarm);
+        });
+        Response::ok("")
+    }
+}
+
+impl RelayInner {
+    /// A client the Worker vouched for: accepted, and opened at the home over the link.
+    fn accept(self: &Rc<Self>, route: Route, via: &Via, fwd: Forwarded) -> Result<Response> {
+        if self.live.borrow().is_none() {
+            self.start(route, via)?;
+        }
+        let pair = WebSocketPair::new()?;
+        let response = Response::from_websocket(pair.client)?;
+        let conn = format!("{}.{}", via.relay, room::conn_id(random_u64()));
+        self.state.accept_websocket_with_tags(&pair.server, &[&conn]);
+        let attachment = serde_json::json!({ "conn": conn }).to_string();
+        pair.server.serialize_attachment(attachment)?;
+        let hello = Hello {
+            conn: conn.clone(),
+            session: fwd.session,
+            user: fwd.user,
+            region: fwd.region,
+            since: fwd.since,
+            epoch: fwd.epoch,
+            rand: random_u64(),
+            secret: random_u64(),
+            expires: fwd.expires.map(Time::from_ms),
+            info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
+            canary: false,
+            link: None,
+        };
+        if let Some(live) = self.live.borrow_mut().as_mut() {
+            live.clients.insert(conn, pair.server);
+        }
+        self.run(|e, now| e.handle(now, Input::Open(hello)));
+        Ok(response)
+    }
+
+    /// A new instance: the next epoch (stored), and the sockets an instance before a reset
+    /// left behind closed, as nothing speaks for them any more.
+    fn start(self: &Rc<Self>, route: Route, via: &Via) -> Result<()> {
+        let sql = self.state.storage().sql();
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS relay_meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL)",
+            None,
+        )?;
+        #[derive(serde::Deserialize)]
+        struct Row {
+            v: i64,
+        }
+        let rows: Vec<Row> =
+            sql.exec("SELECT v FROM relay_meta WHERE k = 'epoch'", None)?.to_array()?;
+        let stored = rows.first().map_or(0, |r| r.v as u64);
+        let epoch = (stored + 1).max(now().ms());
+        sql.exec(
+            "INSERT OR REPLACE INTO relay_meta (k, v) VALUES ('epoch', ?)",
+            vec![worker::SqlStorageValue::Integer(epoch as i64)],
+        )?;
+        for ws in self.state.get_websockets() {
+            let _ = ws.close(Some(RESTARTED.0), Some(RESTARTED.1));
+        }
+        let engine = engine::Relay::new(&via.relay, epoch, self.config.clone());
+        log(
+            "relay_started",
+            serde_json::json!({"room": route.room, "relay": via.relay, "epoch": epoch}),
+        );
+        *self.live.borrow_mut() =
+            Some(Live { engine, route, clients: HashMap::new(), link: Link::Dialing(Vec::new()) });
+        let this = Rc::clone(self);
+        wasm_bindgen_futures::spawn_local(async move { this.dial().await });
+        Ok(())
+    }
+
+    /// Runs `f` on the engine and applies its outputs in order (nothing if the instance is
+    /// gone).
+    fn run(self: &Rc<Self>, f: impl FnOnce(&mut engine::Relay, Time)) {
+        let (alarm, wake, spent) = {
+            let mut slot = self.live.borrow_mut();
+            let Some(live) = slot.as_mut() else {
+                return;
+            };
+            f(&mut live.engine, now());
+            let (alarm, wake) = live.apply();
+            (alarm, wake, live.engine.spent())
+        };
+        if spent {
+            self.stop("relay_replaced");
+            return;
+        }
+        if let Some(at) = wake {
+            self.schedule_flush(at);
+        }
+        if let Some(at) = alarm {
+            let storage = self.state.storage();
+            wasm_bindgen_futures::spawn_local(async move {
+                let when = ScheduledTime::new(js_sys::Date::new(&(at.ms() as f64).into()));
+                if let Err(e) = storage.set_alarm(when).await {
+                    log("alarm_error", serde_json::json!({ "error": e.to_string() }));
+                }
+            });
+        }
+    }
+
+    /// A client's socket closed: the home hears it; a relay with no client left lets its
+    /// link go and forgets its epoch, so that it can leave memory.
+    fn client_gone(self: &Rc<Self>, conn: &str) {
+        let empty = {
+            let mut slot = self.live.borrow_mut();
+            let Some(live) = slot.as_mut() else {
+                return;
+            };
+            live.clients.remove(conn);
+            live.clients.is_empty()
+        };
+        self.run(|e, now| e.handle(now, Input::Closed { conn }));
+        if empty {
+            // What went up with the close goes first: the end of the turn, now.
+            self.run(|e, now| e.handle(now, Input::Wake));
+            self.stop("relay_idle");
+        }
+    }
+
+    /// Ends this instance: its link is closed and its storage deleted.
+    fn stop(&self, why: &str) {
+        let Some(live) = self.live.borrow_mut().take() else {
+            return;
+        };
+        if let Link::Open(ws) = &live.link {
+            let _ = ws.close(Some(1000), Some(why));
+        }
+        for ws in live.clients.values() {
+            let _ = ws.close(Some(RESTARTED.0), Some(why));
+        }
+        let storage = self.state.storage();
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = storage.delete_alarm().await;
+            let _ = storage.delete_all().await;
+        });
+    }
+
+    /// Opens the link to the home, sends what waited for it, and feeds the home's messages
+    /// to the engine until it closes.
+    async fn dial(self: Rc<Self>) {
+        let ask = match self.live.borrow().as_ref() {
+            Some(live) => {
+                let what = Inbound::Link {
+                    relay: live.engine.name().to_owned(),
+                    epoch: live.engine.epoch(),
+                };
+                let r = &live.route;
+                let routed = Routed { room: r.room.clone(), home: r.home.clone(), what, via: None };
+                (routed, r.home_binding.clone())
+            }
+            None => return,
+        };
+        let epoch = ask.0.what_epoch();
+        match self.open_link(&ask.0, &ask.1).await {
+            Ok(ws) => {
+                let waiting = {
+                    let mut slot = self.live.borrow_mut();
+                    match slot.as_mut() {
+                        Some(live) if live.engine.epoch() == epoch => {
+                            std::mem::replace(&mut live.link, Link::Open(ws.clone()))
+                        }
+                        _ => {
+                            let _ = ws.close(Some(1000), Some("relay_idle"));
+                            return;
+                        }
+                    }
+                };
+                if let Link::Dialing(ups) = waiting {
+                    for up in ups {
+                        let _ = ws.send_with_str(&up);
+                    }
+                }
+                self.listen(ws, epoch).await;
+            }
+            Err(e) => {
+                log("link_error", serde_json::json!({"room": ask.0.room, "error": e.to_string()}));
+                self.link_lost(epoch);
+            }
+        }
+    }
+
+    async fn open_link(&self, routed: &Routed, binding: &str) -> Result<WebSocket> {
+        let req = forward::request(routed, None, Method::Get, None)?;
+        let namespace = self.env.durable_object(binding)?;
+        let stub = match &routed.home {
+            Some(hint) => namespace.get_by_name_with_location_hint(&routed.room, hint)?,
+            None => namespace.get_by_name(&routed.room)?,
+        };
+        let response = stub.fetch_with_request(req).await?;
+        let ws = response.websocket().ok_or("the home did not take the link")?;
+        ws.accept()?;
+        Ok(ws)
+    }
+
+    async fn listen(self: &Rc<Self>, ws: WebSocket, epoch: u64) {
+        if let Ok(mut events) = ws.events() {
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(WebsocketEvent::Message(m)) => {
+                        if let Some(text) = m.text() {
+                            self.run(|e, now| e.handle(now, Input::Down(&text)));
+                        }
+                    }
+                    Ok(WebsocketEvent::Close(_)) | Err(_) => break,
+                }
+            }
+        }
+        self.link_lost(epoch);
+    }
+
+    /// The link of instance `epoch` is gone: if that is still the instance, its clients are
+    /// closed (1012) and resume through the next one.
+    fn link_lost(self: &Rc<Self>, epoch: u64) {
+        let current = self.live.borrow().as_ref().is_some_and(|l| l.engine.epoch() == epoch);
+        if current {
+            self.run(|e, now| e.handle(now, Input::LinkClosed { epoch: epoch + 1 }));
+            self.stop("relay_link_lost");
+        }
+    }
+
+    /// The end-of-turn timer (one at a time, as the home's).
+    fn schedule_flush(self: &Rc<Self>, at: Time) {
+        if self.wake_at.get().is_some_and(|pending| pending <= at) {
+            return;
+        }
+        self.wake_at.set(Some(at));
+        let this = Rc::clone(self);
+        let delay = at.since(now());
+        wasm_bindgen_futures::spawn_local(async move {
+            worker::Delay::from(Duration::from_millis(delay)).await;
+            if this.wake_at.get() == Some(at) {
+                this.wake_at.set(None);
+            }
+            this.run(|e, now| e.handle(now, Input::Wake));
+        });
+    }
+
+    fn stats(&self, via: &Via) -> String {
+        let slot = self.live.borrow();
+        let Some(live) = slot.as_ref() else {
+            return serde_json::json!({"relay": via.relay, "running": false}).to_string();
+        };
+        let s = live.engine.stats();
+        serde_json::json!({
+            "relay": via.relay, "running": true, "epoch": live.engine.epoch(),
+            "clients": live.engine.clients(),
+            "link": if matches!(live.link, Link::Open(_)) { "open" } else { "dialing" },
+            "up": s.up, "down": s.down, "bad_down": s.bad_down,
+            "local_signals": s.local_signals, "local_signals_refused": s.local_signals_refused,
+            "timed_out": s.timed_out,
+        })
+        .to_string()
+    }
+}
+
+impl Routed {
+    /// The epoch a link request speaks as.
+    fn what_epoch(&self) -> u64 {
+        match self.what {
+            Inbound::Link { epoch, .. } => epoch,
+            _ => 0,
+        }
+    }
+}
+
+impl Live {
+    /// Applies the engine's outputs in order; returns the timers it asked for.
+    fn apply(&mut self) -> (Option<Time>, Option<Time>) {
+        let (mut alarm, mut wake) = (None, None::<Time>);
+        while let Some(out) = self.engine.poll_output() {
+            match out {
+                Output::Up(text) => match &mut self.link {
+                    Link::Open(ws) => {
+                        let _ = ws.send_with_str(&text);
+                    }
+                    Link::Dialing(waiting) => waiting.push(text),
+                },
+                Output::Send { conn, frame } => {
+                    if let Some(ws) = self.clients.get(&conn) {
+                        let _ = ws.send_with_str(&*frame);
+                    }
+                }
+                Output::Multicast { conns, frame } => {
+                    let text = worker::wasm_bindgen::JsValue::from_str(&frame);
+                    for conn in &conns {
+                        if let Some(ws) = self.clients.get(conn) {
+                            sockets::send_shared(ws, &text);
+                        }
+                    }
+                }
+                Output::Close { conn, code, reason } => {
+                    if let Some(ws) = self.clients.remove(&conn) {
+                        let _ = ws.close(Some(code), Some(reason));
+                    }
+                }
+                Output::SetAlarm(at) => alarm = Some(at),
+                Output::SetWake(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
+            }
+        }
+        (alarm, wake)
+    }
+}
