@@ -85,19 +85,20 @@ pub async fn connect(
     ask(env, at, binding, &relay, near, &routed, Some(req)).await
 }
 
-/// A relay's own `/stats` (admin): `GET /{kind}/{room}/stats?relay=EU-0`.
-pub async fn stats(
+/// An admin request for one relay of a room (`?relay=EU-0`): its `/stats`, or (test builds)
+/// its forced Wasm reset.
+pub async fn admin(
     env: &Env,
     at: Target<'_>,
     binding: &str,
     relay: &str,
+    what: Inbound,
 ) -> Result<Response, HttpRefusal> {
     if !crate::relay::valid_relay(relay) {
         return Err(HttpRefusal::BadParam("relay"));
     }
     let via = Via { relay: relay.to_owned(), home_binding: at.kind.binding.to_owned() };
-    let routed =
-        Routed { room: at.room.to_owned(), home: None, what: Inbound::Stats, via: Some(via) };
+    let routed = Routed { room: at.room.to_owned(), home: None, what, via: Some(via) };
     ask(env, at, binding, relay, None, &routed, None).await
 }
 

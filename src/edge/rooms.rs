@@ -13,10 +13,18 @@ use crate::auth;
 use crate::forward::{self, Custom, Forwarded, Inbound, Routed};
 use crate::protocol::names;
 
-/// The `relay` query parameter (`GET /stats?relay=EU-0`), if given.
-fn relay_param(req: &Request) -> Result<Option<String>, HttpRefusal> {
+/// The `relay` query parameter of an admin route (`GET /stats?relay=EU-0`), if given, with
+/// the binding of the kind's relays (a kind without relays has no such parameter).
+fn relay_of(req: &Request, at: Target<'_>) -> Result<Option<(String, &'static str)>, HttpRefusal> {
     let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
-    Ok(url.query_pairs().find(|(k, _)| k == "relay").map(|(_, v)| v.into_owned()))
+    let Some(relay) = url.query_pairs().find(|(k, _)| k == "relay").map(|(_, v)| v.into_owned())
+    else {
+        return Ok(None);
+    };
+    match at.kind.companion {
+        Some(binding) => Ok(Some((relay, binding))),
+        None => Err(HttpRefusal::BadParam("relay")),
+    }
 }
 
 /// Longest accepted query string (a token is at most 2 KiB).
@@ -73,21 +81,27 @@ pub async fn route(
             ask(req, env, at, Inbound::Publish { region }, Method::Post, Some(body)).await
         }
         ["drain"] => admin(req, env, dep, at, Method::Post, Inbound::Drain).await,
-        ["stats"] => match (relay_param(req)?, at.kind.companion) {
-            (Some(relay), Some(binding)) => {
+        ["stats"] => match relay_of(req, at)? {
+            Some((relay, binding)) => {
                 expect_method(req, Method::Get)?;
                 expect_admin(req, dep)?;
-                relays::stats(env, at, binding, &relay).await
+                relays::admin(env, at, binding, &relay, Inbound::Stats).await
             }
-            (Some(_), None) => Err(HttpRefusal::BadParam("relay")),
-            (None, _) => admin(req, env, dep, at, Method::Get, Inbound::Stats).await,
+            None => admin(req, env, dep, at, Method::Get, Inbound::Stats).await,
         },
         ["kick"] => {
             let body = admin_body(req, dep, Method::Post).await?;
             ask(req, env, at, Inbound::Kick, Method::Post, Some(body)).await
         }
         #[cfg(feature = "fault-injection")]
-        ["fault"] => admin(req, env, dep, at, Method::Post, Inbound::Fault).await,
+        ["fault"] => match relay_of(req, at)? {
+            Some((relay, binding)) => {
+                expect_method(req, Method::Post)?;
+                expect_admin(req, dep)?;
+                relays::admin(env, at, binding, &relay, Inbound::Fault).await
+            }
+            None => admin(req, env, dep, at, Method::Post, Inbound::Fault).await,
+        },
         [] => admin(req, env, dep, at, Method::Delete, Inbound::Delete).await,
         ["state"] => admin(req, env, dep, at, Method::Get, Inbound::State).await,
         ["state", key] => {

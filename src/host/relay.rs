@@ -28,6 +28,11 @@ use crate::settings;
 
 /// The close a relay gives a client it cannot speak for (its engine is gone: a reset).
 const RESTARTED: (u16, &str) = (engine::RESTART, "relay_restarted");
+/// The longest a relay's storage alarm waits while it has clients. After a Wasm reset the
+/// relay's memory and its link are gone but its clients' sockets stay connected (and the
+/// runtime answers their pings): the alarm is what finds them and closes them (1012), so
+/// they resume through a new instance within this bound.
+const WATCH_MS: u64 = 5_000;
 
 /// A relay of a kind's rooms: declare it as the kind's companion in [`crate::worker!`],
 /// `, companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS"`, and a SQLite class
@@ -120,7 +125,7 @@ impl super::Object for Relay {
         };
         let inner = &self.inner;
         if inner.live.borrow().is_none() {
-            let _ = ws.close(Some(RESTARTED.0), Some(RESTARTED.1));
+            inner.orphaned();
             return Ok(());
         }
         match &message {
@@ -154,6 +159,10 @@ impl super::Object for Relay {
 
     async fn alarm(&self) -> Result<Response> {
         let inner = &self.inner;
+        if inner.live.borrow().is_none() {
+            inner.orphaned();
+            return Response::ok("");
+        }
         let beats: Vec<(String, Time)> = inner
             .state
             .get_websockets()
@@ -225,9 +234,7 @@ impl RelayInner {
             "INSERT OR REPLACE INTO relay_meta (k, v) VALUES ('epoch', ?)",
             vec![worker::SqlStorageValue::Integer(epoch as i64)],
         )?;
-        for ws in self.state.get_websockets() {
-            let _ = ws.close(Some(RESTARTED.0), Some(RESTARTED.1));
-        }
+        self.orphaned();
         let engine = engine::Relay::new(&via.relay, epoch, self.config.clone());
         log(
             "relay_started",
@@ -240,26 +247,47 @@ impl RelayInner {
         Ok(())
     }
 
+    /// Closes every client socket (1012): no instance speaks for them (they outlived one in a
+    /// Wasm reset), so they resume through the next.
+    fn orphaned(&self) {
+        for ws in self.state.get_websockets() {
+            let _ = ws.close(Some(RESTARTED.0), Some(RESTARTED.1));
+        }
+    }
+
     /// Runs `f` on the engine and applies its outputs in order (nothing if the instance is
     /// gone).
     fn run(self: &Rc<Self>, f: impl FnOnce(&mut engine::Relay, Time)) {
-        let (alarm, wake, spent) = {
+        let (alarm, wake, end) = {
             let mut slot = self.live.borrow_mut();
             let Some(live) = slot.as_mut() else {
                 return;
             };
-            f(&mut live.engine, now());
-            let (alarm, wake) = live.apply();
-            (alarm, wake, live.engine.spent())
+            let now = now();
+            f(&mut live.engine, now);
+            let (mut alarm, mut wake) = live.apply();
+            let idle = live.engine.clients() == 0;
+            if idle {
+                // What went up with the last close goes first: the end of the turn, now.
+                live.engine.handle(now, Input::Wake);
+                (alarm, wake) = live.apply();
+            }
+            let end = match (live.engine.spent(), idle) {
+                (true, _) => Some("relay_replaced"),
+                (false, true) => Some("relay_idle"),
+                (false, false) => None,
+            };
+            (alarm, wake, end)
         };
-        if spent {
-            self.stop("relay_replaced");
+        if let Some(why) = end {
+            self.stop(why);
             return;
         }
         if let Some(at) = wake {
             self.schedule_flush(at);
         }
         if let Some(at) = alarm {
+            let at = at.min(now().plus_ms(WATCH_MS));
             let storage = self.state.storage();
             wasm_bindgen_futures::spawn_local(async move {
                 let when = ScheduledTime::new(js_sys::Date::new(&(at.ms() as f64).into()));
@@ -270,23 +298,13 @@ impl RelayInner {
         }
     }
 
-    /// A client's socket closed: the home hears it; a relay with no client left lets its
-    /// link go and forgets its epoch, so that it can leave memory.
+    /// A client's socket closed: the home hears it (a relay left with no client lets its link
+    /// go and forgets its epoch, so that it can leave memory: see [`RelayInner::run`]).
     fn client_gone(self: &Rc<Self>, conn: &str) {
-        let empty = {
-            let mut slot = self.live.borrow_mut();
-            let Some(live) = slot.as_mut() else {
-                return;
-            };
+        if let Some(live) = self.live.borrow_mut().as_mut() {
             live.clients.remove(conn);
-            live.clients.is_empty()
-        };
-        self.run(|e, now| e.handle(now, Input::Closed { conn }));
-        if empty {
-            // What went up with the close goes first: the end of the turn, now.
-            self.run(|e, now| e.handle(now, Input::Wake));
-            self.stop("relay_idle");
         }
+        self.run(|e, now| e.handle(now, Input::Closed { conn }));
     }
 
     /// Ends this instance: its link is closed and its storage deleted.

@@ -52,8 +52,25 @@ pub fn trials() -> Vec<Spec> {
             four_regions,
         ),
         es::on("relays::a_room_over_the_threshold_runs_mixed", &THRESHOLD, mixed),
+        es::on("relays::kick_drain_and_delete_reach_every_relay", &RELAYED, operator),
+        es::on("relays::a_member_moving_regions_is_never_a_leave", &RELAYED, moving),
+        es::on("relays::a_relay_reset_mid_burst_loses_nothing", &RESET, reset_mid_burst),
     ]
 }
+
+/// Its own runtime: locally a Wasm reset takes every object of the Worker with it.
+static RESET: LazyRuntime = LazyRuntime::new("relay-reset", || {
+    [
+        "--var",
+        &format!("AUTH_SECRET:{}", es::SECRET),
+        "--var",
+        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
+        "--var",
+        "RELAY_ABOVE:0",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+});
 
 /// (colo, country, continent) and the region the Worker derives (the continent code).
 pub const PLACES: [((&str, &str, &str), &str); 4] = [
@@ -214,4 +231,201 @@ async fn mixed(ctx: Ctx) -> R {
     let p = presence(ctx.port, &room).await?;
     check!(p["summary"]["members"] == 7, "seven members, never eight: {p}");
     Ok(())
+}
+
+/// `DELETE /rooms/{room}` with the admin key.
+async fn delete_room(port: u16, room: &str) -> R<crate::http::Response> {
+    let auth = bearer_admin();
+    let h = [("Authorization", auth.as_str()), ("Accept-Encoding", "identity")];
+    crate::http::call(port, "DELETE", &format!("/rooms/{room}"), &h, "", es::T).await
+}
+
+/// The relay's stats once it has stopped (or the last ones seen, after [`es::T`]).
+async fn stopped(port: u16, room: &str, relay: &str) -> R<Value> {
+    let until = std::time::Instant::now() + es::T;
+    loop {
+        let r = relay_stats(port, room, relay).await?;
+        if r["running"] == false || std::time::Instant::now() > until {
+            return Ok(r);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Connects two members per region; returns them with their regions.
+async fn spread(port: u16, room: &str, prefix: &str) -> R<Vec<(&'static str, Client)>> {
+    let mut members = Vec::new();
+    for (place, region) in PLACES {
+        for i in 0..PER_REGION {
+            members
+                .push((region, dial(port, room, &format!("{prefix}{region}-{i}"), place).await?));
+        }
+    }
+    Ok(members)
+}
+
+/// The operator's kick, drain and delete, each reaching members held by relays.
+async fn operator(ctx: Ctx) -> R {
+    let room = support::room("relay-op");
+    let mut members = spread(ctx.port, &room, "op").await?;
+    // Kick one user (held by the NA relay): only their socket closes, with 4403.
+    let kicked = "opNA-1";
+    let body = json!({"user": kicked}).to_string();
+    let resp =
+        es::admin(ctx.port, "POST", &room, "kick", Some(&bearer_admin()), None, &body).await?;
+    let v = es::json_200("kick", &resp)?;
+    check!(v["closed"] == 1, "kick closed {v}");
+    let at =
+        members.iter().position(|(_, c)| c.session.starts_with("s_opNA-1")).ok_or("no NA-1")?;
+    let (_, mut victim) = members.remove(at);
+    check!(victim.expect_close(es::T).await? == Some(4403), "the kicked member's close");
+    // Everyone else is still in: a write reaches them all.
+    let (_, writer) = &mut members[0];
+    writer.publish_acked("after-kick", "chat", json!(1)).await?;
+    for (_, c) in members.iter_mut() {
+        c.message("after-kick").await?;
+    }
+    let p = presence(ctx.port, &room).await?;
+    check!(p["summary"]["members"] == members.len(), "the kicked member left: {p}");
+    // Drain: every relayed member gets 1001.
+    let resp = es::admin(ctx.port, "POST", &room, "drain", Some(&bearer_admin()), None, "").await?;
+    let v = es::json_200("drain", &resp)?;
+    check!(v["closed"] == members.len(), "drain closed {v}");
+    for (_, c) in members.iter_mut() {
+        check!(c.expect_close(es::T).await? == Some(1001), "[{}] drained", c.session);
+    }
+    // Delete: members back in, then the room goes, closing them 4404; the relays go idle.
+    let mut members = spread(ctx.port, &room, "del").await?;
+    let resp = delete_room(ctx.port, &room).await?;
+    let v = es::json_200("delete", &resp)?;
+    check!(v["deleted"] == true && v["closed"] == members.len(), "delete: {v}");
+    for (_, c) in members.iter_mut() {
+        check!(c.expect_close(es::T).await? == Some(4404), "[{}] deleted", c.session);
+    }
+    for (_, region) in PLACES {
+        let relay = format!("{region}-0");
+        let r = stopped(ctx.port, &room, &relay).await?;
+        check!(r["running"] == false, "relay {relay} stopped with its room: {r}");
+    }
+    Ok(())
+}
+
+/// A session that moves from one region to another: the old relay closes its socket (4001),
+/// the room counts one member, now in the new region, and an observer sees no leave.
+async fn moving(ctx: Ctx) -> R {
+    let room = support::room("relay-move");
+    let (eu, oc) = (PLACES[1], PLACES[0]);
+    let mut watcher = dial(ctx.port, &room, "watcher", eu.0).await?;
+    let mut mover = dial(ctx.port, &room, "mover", eu.0).await?;
+    let at = mover.publish_acked("before-move", "chat", json!(1)).await?;
+    let moved = Dial::new(ctx.port, &room, &mover.session)
+        .token(&es::token(&room, "mover"))
+        .via(oc.0 .0, oc.0 .1, oc.0 .2)
+        .since(at, &mover.epoch())
+        .connect()
+        .await?;
+    check!(moved.welcome["region"] == oc.1, "the new socket is in OC: {}", moved.welcome);
+    check!(mover.expect_close(es::T).await? == Some(4001), "the old socket is superseded");
+    let p = presence(ctx.port, &room).await?;
+    check!(p["summary"]["members"] == 2, "two members, the mover once: {p}");
+    check!(p["members"][&mover.session]["region"] == oc.1, "the mover is in OC now: {p}");
+    watcher.send(json!({"type":"get_state"})).await?;
+    watcher.until("the state", |f| f["type"] == "state").await?;
+    let leaves: Vec<&Value> = watcher
+        .history
+        .iter()
+        .filter(|f| f["type"] == "presence")
+        .flat_map(|f| f["leaves"].as_array().into_iter().flatten())
+        .collect();
+    check!(leaves.is_empty(), "a move is not a leave: {leaves:?}");
+    Ok(())
+}
+
+/// A forced Wasm reset of a relay while every member publishes: the relays' clients are
+/// closed (1012) or their sockets break, they resume and resend what was not acked, and the
+/// log holds every acked write once, gapless. Locally every object of the Worker shares one
+/// Wasm instance, so this resets the home too (the simulator shows a relay-only reset).
+async fn reset_mid_burst(ctx: Ctx) -> R {
+    let room = support::room("relay-reset");
+    let mut writers = Vec::new();
+    for (i, (place, region)) in PLACES.iter().enumerate() {
+        let sub = format!("w{i}-{region}");
+        writers.push(tokio::spawn(burst(ctx.port, room.clone(), sub, *place)));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let port = ctx.port;
+    let faulty = room.clone();
+    tokio::spawn(async move {
+        let what = "fault?relay=EU-0";
+        es::admin(port, "POST", &faulty, what, Some(&bearer_admin()), None, "").await
+    });
+    es::wait_log(&ctx.log, "fault_injected", 1, es::T, |v| v["relay"] == "EU-0").await?;
+    let mut acked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut resumes = 0;
+    for w in writers {
+        let (got, resumed) = w.await.map_err(|e| e.to_string())??;
+        resumes += resumed;
+        for (id, s) in got {
+            check!(acked.insert(id.clone(), s).is_none(), "{id} acked by two writers");
+        }
+    }
+    check!(resumes >= 1, "nobody had to resume: the reset did not reach the relays");
+    // The stored log (the operator's read): every acked write once at its seq, nothing else.
+    let what = "log?since=0&limit=1000";
+    let resp = es::admin(ctx.port, "GET", &room, what, Some(&bearer_admin()), None, "").await?;
+    let log = es::json_200("the log", &resp)?["messages"].as_array().cloned().unwrap_or_default();
+    check_contiguous("the log after the reset", &log, 1)?;
+    check!(log.len() == acked.len(), "{} in the log, {} acked", log.len(), acked.len());
+    for m in &log {
+        check!(acked.get(id(m)) == Some(&seq(m)), "{m} is not what was acked");
+    }
+    Ok(())
+}
+
+/// Publishes `BURST` messages, one at a time, resuming and resending whatever was not acked
+/// when the socket closes; returns what was acked (id → seq) and how many resumes it took.
+async fn burst(
+    port: u16,
+    room: String,
+    sub: String,
+    place: (&'static str, &'static str, &'static str),
+) -> R<(BTreeMap<String, u64>, usize)> {
+    const BURST: usize = 40;
+    let session = support::session(&sub);
+    let token = es::token(&room, &sub);
+    let dial = |since: Option<(u64, String)>| {
+        let mut d = Dial::new(port, &room, &session).token(&token).via(place.0, place.1, place.2);
+        if let Some((s, e)) = since {
+            d = d.since(s, &e);
+        }
+        d.connect()
+    };
+    let mut c = dial(None).await?;
+    let (mut epoch, mut applied) = (c.epoch(), c.welcome_seq());
+    let mut acked = BTreeMap::new();
+    let mut resumes = 0;
+    let mut n = 0;
+    while n < BURST {
+        let id = format!("{sub}-{n}");
+        match c.publish_acked(&id, "chat", json!(n)).await {
+            Ok(s) => {
+                acked.insert(id, s);
+                n += 1;
+            }
+            Err(_) if resumes < 10 => {
+                // Resume from what was applied; the resend of `id` is deduplicated if it
+                // was stored before the reset.
+                applied = c.messages().last().map(seq).unwrap_or(applied).max(applied);
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                c = match dial(Some((applied, epoch.clone()))).await {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                };
+                epoch = c.epoch();
+                resumes += 1;
+            }
+            Err(e) => return Err(format!("[{sub}] {e} after {resumes} resumes")),
+        }
+    }
+    Ok((acked, resumes))
 }
