@@ -236,10 +236,9 @@ impl RelayInner {
         )?;
         self.orphaned();
         let engine = engine::Relay::new(&via.relay, epoch, self.config.clone());
-        log(
-            "relay_started",
-            serde_json::json!({"room": route.room, "relay": via.relay, "epoch": epoch}),
-        );
+        let fields = serde_json::json!({"room": route.room, "relay": via.relay, "epoch": epoch,
+            "home_binding": route.home_binding});
+        log("relay_started", fields);
         *self.live.borrow_mut() =
             Some(Live { engine, route, clients: HashMap::new(), link: Link::Dialing(Vec::new()) });
         let this = Rc::clone(self);

@@ -16,7 +16,12 @@ use crate::support::{self, Ctx, R};
 
 pub fn trials() -> Vec<Spec> {
     vec![
-        shared("history::concurrent_history_is_linearizable", concurrent_history),
+        shared("history::concurrent_history_is_linearizable", |ctx| concurrent_history(ctx, false)),
+        crate::edge_support::on(
+            "history::a_relayed_history_is_linearizable",
+            &crate::relays::RELAYED,
+            |ctx| concurrent_history(ctx, true),
+        ),
         alone("history::checker_detects_broken_histories", || async { checker_self_test() }),
     ]
 }
@@ -873,6 +878,9 @@ impl Budget {
 struct Plan {
     ctx: Ctx,
     room: String,
+    /// Every client connects with a token, from one of four regions (a runtime where every
+    /// connect goes through a relay: `relays::RELAYED`).
+    relayed: bool,
     rec: Recorder,
     budget: Budget,
     /// When the writers' tickers start (everyone is connected by then).
@@ -930,6 +938,14 @@ impl Live {
 
     async fn open(&mut self, since: Option<(u64, String)>) -> R {
         let mut dial = self.plan.ctx.dial(&self.plan.room, &self.session);
+        if self.plan.relayed {
+            let n = self.session.bytes().map(usize::from).sum::<usize>();
+            let (place, _) = crate::relays::PLACES[n % crate::relays::PLACES.len()];
+            // The user is the session, as in anonymous mode.
+            dial = dial
+                .token(&crate::edge_support::token(&self.plan.room, &self.session))
+                .via(place.0, place.1, place.2);
+        }
         if let Some((s, e)) = &since {
             dial = dial.since(*s, e);
         }
@@ -1291,7 +1307,7 @@ fn coverage(h: &History) -> Coverage {
     c
 }
 
-async fn concurrent_history(ctx: Ctx) -> R {
+async fn concurrent_history(ctx: Ctx, relayed: bool) -> R {
     // The checker must catch broken histories before a clean verdict means anything.
     checker_self_test()?;
 
@@ -1301,6 +1317,7 @@ async fn concurrent_history(ctx: Ctx) -> R {
     let plan = Arc::new(Plan {
         ctx: ctx.clone(),
         room: room.clone(),
+        relayed,
         rec: Recorder::new(),
         budget: Budget(AtomicI64::new(WRITE_BUDGET)),
         start,
@@ -1335,7 +1352,11 @@ async fn concurrent_history(ctx: Ctx) -> R {
         })
         .ok_or("no client ever connected")?;
     // The final log, whole, by a fresh client resuming from 0.
-    let mut fin = ctx.dial(&room, &support::session("hfinal")).since(0, &epoch).connect().await?;
+    let mut fin = ctx.dial(&room, &support::session("hfinal")).since(0, &epoch);
+    if relayed {
+        fin = fin.token(&crate::edge_support::token(&room, "hfinal"));
+    }
+    let mut fin = fin.connect().await?;
     let n = fin.welcome_seq();
     check!(
         fin.welcome["resumed"] == true && fin.welcome["missed"] == n,

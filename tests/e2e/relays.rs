@@ -16,8 +16,9 @@ use crate::harness::Spec;
 use crate::runtime::LazyRuntime;
 use crate::support::{self, check_contiguous, id, seq, Ctx, R};
 
-/// Every connect of every kind with relays goes through one.
-static RELAYED: LazyRuntime = LazyRuntime::new("relayed", || {
+/// Every connect of every kind with relays goes through one (the auction as `rules::RULES`
+/// has it, for its trials through relays).
+pub static RELAYED: LazyRuntime = LazyRuntime::new("relayed", || {
     [
         "--var",
         &format!("AUTH_SECRET:{}", es::SECRET),
@@ -25,6 +26,8 @@ static RELAYED: LazyRuntime = LazyRuntime::new("relayed", || {
         &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
         "--var",
         "RELAY_ABOVE:0",
+        "--var",
+        "AUCTION_PAUSE_SECONDS:0",
     ]
     .map(str::to_owned)
     .to_vec()

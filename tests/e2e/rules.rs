@@ -14,6 +14,7 @@ use crate::client::{Client, Dial};
 use crate::edge_support::{self as es, check_refusal};
 use crate::harness::Spec;
 use crate::http;
+use crate::relays::RELAYED;
 use crate::runtime::LazyRuntime;
 use crate::support::{self, Ctx, R};
 
@@ -50,10 +51,35 @@ pub fn trials() -> Vec<Spec> {
             quota,
         ),
         es::on("rules::a_rule_that_panics_loses_no_acked_write_and_no_member", &PANIC, panics),
+        // The same rules with every connect through a relay.
+        es::on(
+            "rules::relayed::auction_refuses_low_bids_other_names_and_late_bids",
+            &RELAYED,
+            |c| through_relays(c, "AUCTIONS", bids),
+        ),
+        es::on("rules::relayed::chat_gives_a_first_connect_its_history", &RELAYED, |c| {
+            through_relays(c, "CHATS", chat_history)
+        }),
     ]
 }
 
 const T: Duration = Duration::from_secs(10);
+
+/// Runs `trial` on a runtime where every connect goes through a relay, and checks that relays
+/// of the kind (`binding`) really started.
+async fn through_relays<F: std::future::Future<Output = R>>(
+    ctx: Ctx,
+    binding: &str,
+    trial: fn(Ctx) -> F,
+) -> R {
+    trial(ctx.clone()).await?;
+    let started = ctx.log.events("relay_started");
+    check!(
+        started.iter().any(|e| e["home_binding"] == binding),
+        "no relay of {binding} started: {started:?}"
+    );
+    Ok(())
+}
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()

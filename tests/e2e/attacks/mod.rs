@@ -10,6 +10,7 @@ mod budgets;
 mod canary;
 mod config;
 mod holes;
+mod links;
 mod memory;
 mod rooms;
 mod sessions;
@@ -29,6 +30,7 @@ pub fn trials() -> Vec<Spec> {
         config::trials(),
         holes::trials(),
         budgets::trials(),
+        links::trials(),
     ]
     .into_iter()
     .flatten()

@@ -33,8 +33,8 @@ pub fn trials() -> Vec<Spec> {
 
 /// USER_CONNECTIONS, USER_RATE_BURST and USER_RATE_PER_SEC (defaults).
 const USER_CONNECTIONS: usize = 10;
-const USER_BURST: f64 = 100.0;
-const USER_RATE: f64 = 40.0;
+pub(super) const USER_BURST: f64 = 100.0;
+pub(super) const USER_RATE: f64 = 40.0;
 
 /// What a raw socket produced next.
 #[derive(Debug, Clone, PartialEq)]
@@ -314,7 +314,7 @@ fn session_of(raw: &Raw) -> R<String> {
 
 /// Mallory's socket `k`: `rounds` rounds of `per_round` publishes sent back to back, a round
 /// every `every`; then reads until every one has its reply. Returns (acked, rate_limited).
-async fn flood_socket(
+pub(super) async fn flood_socket(
     mut c: Client,
     k: usize,
     rounds: usize,

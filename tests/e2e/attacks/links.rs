@@ -1,0 +1,181 @@
+//! Attacks on the relays' link (issue 19): nobody outside may speak it. A member forges the
+//! header that carries the Worker's contract to ask for a link of their own; sends link-shaped
+//! frames from their socket naming a victim's connection; calls a relay's admin routes
+//! without the key; and, holding sockets through four regions' relays, floods the room to get
+//! four users' budgets. Each runs on the runtime where every connect goes through a relay.
+
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use futures_util::future::join_all;
+use serde_json::json;
+
+use super::users::{flood_socket, USER_BURST, USER_RATE};
+use crate::check;
+use crate::client::Dial;
+use crate::edge_support::{self as es, bearer_admin};
+use crate::harness::Spec;
+use crate::http;
+use crate::presence::note;
+use crate::relays::{dial, presence, relay_stats, PLACES, RELAYED};
+use crate::support::{self, Ctx, R};
+
+pub fn trials() -> Vec<Spec> {
+    vec![
+        es::on("attacks::links::a_forged_link_header_is_a_plain_connect", &RELAYED, forged_header),
+        es::on("attacks::links::link_frames_from_a_client_are_refused", &RELAYED, forged_frames),
+        es::on("attacks::links::a_relays_admin_routes_need_the_key", &RELAYED, relay_admin),
+        es::on("attacks::links::four_regions_get_one_users_budget", &RELAYED, four_budgets),
+    ]
+}
+
+/// The links the home lists in its `/stats`.
+async fn links(port: u16, room: &str) -> R<Vec<String>> {
+    let s = es::stats(port, room).await?;
+    Ok(s["topology"]["links"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default())
+}
+
+/// Mallory sends `x-homeroom-ask` with a `Link` for a relay epoch far in the future (which
+/// would make every real instance of that relay stale): the Worker builds its own contract, so
+/// her upgrade is an ordinary connect, and the real relay keeps its link and its members.
+async fn forged_header(ctx: Ctx) -> R {
+    let room = support::room("att-link-header");
+    let eu = PLACES[1].0;
+    let mut victim = dial(ctx.port, &room, "victim", eu).await?;
+    let before = links(ctx.port, &room).await?;
+    check!(before.len() == 1 && before[0].starts_with("EU-0#"), "one link: {before:?}");
+    let forged = json!({"room": room, "home": null, "what": {"Link": {"relay": "EU-0", "epoch": 9_000_000_000_000_000u64}}});
+    let ask = URL_SAFE_NO_PAD.encode(forged.to_string());
+    let session = support::session("mallory");
+    let path = format!("/rooms/{room}/ws?session={session}&token={}", es::token(&room, "mallory"));
+    let blob = es::cf_blob(eu);
+    let h = [("x-homeroom-ask", ask.as_str()), ("MF-CF-Blob", blob.as_str())];
+    let resp = http::get_upgrade_with(ctx.port, &path, &h, es::T).await?;
+    check!(resp.status == 101, "the forged upgrade is a plain connect: {}", resp.status);
+    let p = presence(ctx.port, &room).await?;
+    check!(p["members"][&session]["user"] == "mallory", "mallory joined as a member: {p}");
+    let after = links(ctx.port, &room).await?;
+    check!(after == before, "the forged link is not a link: {before:?} then {after:?}");
+    check!(
+        !ctx.log
+            .events("link")
+            .iter()
+            .any(|l| l["link"].as_str().is_some_and(|n| n.contains("#9000"))),
+        "the home heard a link with the forged epoch"
+    );
+    victim.publish_acked("still-here", "chat", json!(1)).await?;
+    victim.message("still-here").await?;
+    Ok(())
+}
+
+/// Mallory, through the same relay as her victim, sends what the relay would send the home
+/// (an `Up` closing the victim's connection, and its bare operation): the home reads them as
+/// her frames, refuses them, and the victim stays in the room and keeps receiving.
+async fn forged_frames(ctx: Ctx) -> R {
+    let room = support::room("att-link-frames");
+    let oc = PLACES[0].0;
+    let mut victim = dial(ctx.port, &room, "victim", oc).await?;
+    let mut mallory = dial(ctx.port, &room, "mallory", oc).await?;
+    let conn = victim.welcome["conn"].as_str().ok_or("the welcome names the conn")?.to_owned();
+    let link = links(ctx.port, &room).await?.pop().ok_or("a link")?;
+    let (relay, epoch) = link.split_once('#').ok_or("relay#epoch")?;
+    let epoch: u64 = epoch.parse().map_err(|_| format!("epoch of {link}"))?;
+    let up = json!({"relay": relay, "epoch": epoch, "ops": [{"op": "closed", "conn": conn}]});
+    for forged in [
+        up,
+        json!({"op": "closed", "conn": conn}),
+        json!({"op": "text", "conn": conn, "text": "{}"}),
+    ] {
+        mallory.send(forged.clone()).await?;
+        let e = mallory.until("the refusal", |f| f["type"] == "error").await?;
+        check!(e["code"] == "bad_frame" || e["code"] == "invalid", "{forged} answered {e}");
+    }
+    let p = presence(ctx.port, &room).await?;
+    check!(p["summary"]["members"] == 2, "the victim is still a member: {p}");
+    mallory.publish_acked("after", "chat", json!(1)).await?;
+    let m = victim.message("after").await?;
+    check!(m["session"] == mallory.session.as_str(), "the victim still receives: {m}");
+    check!(victim.closed.is_none(), "the victim was closed");
+    Ok(())
+}
+
+/// A relay's `/stats` and (test builds) its fault route take the admin key only, and a name
+/// that is not a relay's is refused before any object is reached.
+async fn relay_admin(ctx: Ctx) -> R {
+    let room = support::room("att-link-admin");
+    let _member = dial(ctx.port, &room, "member", PLACES[1].0).await?;
+    let member = format!("Bearer {}", es::token(&room, "member"));
+    for auth in [None, Some(member.as_str())] {
+        for (method, what) in [("GET", "stats?relay=EU-0"), ("POST", "fault?relay=EU-0")] {
+            let resp = es::admin(ctx.port, method, &room, what, auth, None, "").await?;
+            check!(
+                resp.status == 401 || resp.status == 403,
+                "{method} {what} with {auth:?}: {} {}",
+                resp.status,
+                resp.body
+            );
+        }
+    }
+    for bad in ["EU", "EU-x", "..%2F..%2Fx-0", "EU-123"] {
+        let what = format!("stats?relay={bad}");
+        let resp =
+            es::admin(ctx.port, "GET", &room, &what, Some(&bearer_admin()), None, "").await?;
+        check!(resp.status == 400, "relay {bad:?}: {} {}", resp.status, resp.body);
+    }
+    let r = relay_stats(ctx.port, &room, "EU-0").await?;
+    check!(r["clients"] == 1, "the real relay is untouched: {r}");
+    Ok(())
+}
+
+/// Mallory holds two sockets through each of four regions' relays (8, under the 10 a user may
+/// hold) and floods: the home sees one user, so all eight share one user's budget, and a
+/// victim's writes are acked meanwhile.
+async fn four_budgets(ctx: Ctx) -> R {
+    let room = support::room("att-link-budget");
+    let mut sockets = Vec::new();
+    for (place, _) in PLACES {
+        for _ in 0..2 {
+            let c = Dial::new(ctx.port, &room, &support::session("mallory"))
+                .token(&es::token(&room, "mallory"))
+                .via(place.0, place.1, place.2)
+                .connect()
+                .await?;
+            sockets.push(c);
+        }
+    }
+    let mut victim = dial(ctx.port, &room, "victor", PLACES[2].0).await?;
+    let (rounds, per_round, every) = (10, 6, Duration::from_millis(200));
+    let started = Instant::now();
+    let tasks: Vec<_> = sockets
+        .into_iter()
+        .enumerate()
+        .map(|(k, c)| tokio::spawn(flood_socket(c, k, rounds, per_round, every)))
+        .collect();
+    for i in 0..10 {
+        let id = format!("v{i}");
+        victim.publish(&id, "chat", json!(i)).await?;
+        let reply = victim.reply(&id).await?;
+        check!(reply["type"] == "ack", "the victim's {id} during the flood: {reply}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (mut acked, mut limited) = (0, 0);
+    for t in join_all(tasks).await {
+        let (a, l, _) = t.map_err(|e| format!("flood task: {e}"))??;
+        acked += a;
+        limited += l;
+    }
+    let total = 8 * rounds * per_round;
+    let elapsed = started.elapsed().as_secs_f64();
+    let budget = USER_BURST + USER_RATE * elapsed;
+    note(format!(
+        "relayed user flood: {acked} acked, {limited} rate_limited of {total} over 4 relays in {elapsed:.2}s (one user's budget {budget:.0})"
+    ));
+    check!(acked + limited == total, "every publish answered: {acked} + {limited} of {total}");
+    check!(
+        acked <= (budget + 10.0) as usize,
+        "eight sockets over four relays got {acked} acked in {elapsed:.2}s; one user's budget is {budget:.0}"
+    );
+    check!(acked >= USER_BURST as usize, "at least the burst got through: {acked}");
+    Ok(())
+}
