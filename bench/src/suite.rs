@@ -165,14 +165,16 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
             rt.stop().await;
         }
     }
-    let storms = (1..=cfg.storm_rounds).map(|r| ("storm", r, false));
-    let live = (1..=cfg.live_storm_rounds).map(|r| ("storm-live", r, true));
-    for (name, round, keep_publishers) in storms.chain(live) {
-        let rt = start(root, Target::Homeroom, cfg).await?;
+    let storms = (1..=cfg.storm_rounds).map(|r| ("storm", r, false, Target::Homeroom));
+    let live = (1..=cfg.live_storm_rounds).map(|r| ("storm-live", r, true, Target::Homeroom));
+    // The same storm through relays, beside the direct one in the same run.
+    let relayed = (1..=cfg.storm_rounds).map(|r| ("storm-relayed", r, false, Target::Relayed));
+    for (name, round, keep_publishers, target) in storms.chain(live).chain(relayed) {
+        let rt = start(root, target, cfg).await?;
         let port = port_of(&rt, cfg).await?;
         seed += 1;
         let timing = Some(Storm { keep_publishers, ..cfg.storm_timing });
-        let sc = scenario_for(name, Target::Homeroom, &rt, port, &cfg.storm, seed, timing);
+        let sc = scenario_for(name, target, &rt, port, &cfg.storm, seed, timing);
         let report = scenario::run(&sc).await;
         eprintln!("[{name} {round} {:.0}s] {}", started.elapsed().as_secs_f64(), report.summary());
         runs.push(Run { round, report });
@@ -242,8 +244,11 @@ fn write_results(
 
 async fn start(root: &Path, target: Target, cfg: &SuiteConfig) -> Result<Runtime, String> {
     let mut vars: Vec<(&str, &str)> = BENCH_VARS.to_vec();
-    if matches!(target, Target::Homeroom | Target::Rules) {
+    if matches!(target, Target::Homeroom | Target::Relayed | Target::Rules) {
         vars.extend(cfg.homeroom_vars.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    }
+    if target == Target::Relayed {
+        vars.push(("RELAY_ABOVE", "0"));
     }
 
     Runtime::start(root, target, &vars, Duration::from_secs(240)).await
@@ -698,6 +703,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
         ),
     );
     w(&mut md, String::new());
+    relays(&mut md, cfg, runs);
     noise(&mut md, runs);
 
     // Storm.
@@ -710,7 +716,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     w(&mut md, String::new());
     w(&mut md, "| variant | round | dropped | resumed | resumed without gap | gaps | duplicates | resyncs | replayed | reconnect p50 / p95 (ms) | pre-storm p99 (ms) | storm p99 / max (ms) | all back (s) | settle (s) |".into());
     w(&mut md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
-    let variants = ["storm", "storm-live"];
+    let variants = ["storm", "storm-live", "storm-relayed"];
     for r in runs.iter().filter(|r| variants.contains(&r.report.scenario.as_str())) {
         let rep = &r.report;
         let never = |v: Option<f64>| v.map_or("never".into(), |v| format!("{v:.2}"));
@@ -826,6 +832,64 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
 }
 
 /// The median where `None` ("never") counts as larger than any value.
+/// The same room through relays (`RELAY_ABOVE=0`: every client through the relay of its
+/// region, four relays), beside the direct room in the same rounds and storms.
+fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
+    use Target::{Homeroom as H, Relayed as L};
+    let mut w = |line: String| {
+        md.push_str(&line);
+        md.push('\n');
+    };
+    let mo = &cfg.moderate;
+    w("## Relays".into());
+    w(String::new());
+    w(format!(
+        "The same Worker with `RELAY_ABOVE=0`: each of the {} clients connects through the relay of its region (four relays, one per region of the load generator), which holds its socket and speaks for it to the home over one link; the home sends each frame once per relay. Locally every object of the Worker runs on one thread, so this measures what a relay costs here (an extra hop and its CPU on the same core), not the parallel speed-up relays bring where each object has its own thread (bench/README.md, \"Relays\").",
+        mo.clients
+    ));
+    w(String::new());
+    w("| measure | direct | through relays | relays / direct |".into());
+    w("|---|---:|---:|---:|".into());
+    let fan: Vec<String> = cfg.fanout_windows.iter().map(|w| format!("fanout-w{w}")).collect();
+    let best = |t| {
+        fan.iter()
+            .filter_map(|f| med(runs, f, t, |r| Some(r.deliveries_per_sec)))
+            .max_by(|a, b| a.total_cmp(b))
+    };
+    let rows: Vec<(&str, Box<dyn Fn(Target) -> Option<f64>>, usize)> = vec![
+        ("moderate publish→deliver p50 (ms)", Box::new(|t| med(runs, "moderate", t, |r| Some(r.latency_ms.p50))), 1),
+        ("moderate publish→deliver p99 (ms)", Box::new(|t| med(runs, "moderate", t, |r| Some(r.latency_ms.p99))), 1),
+        ("fan-out deliveries/s, best window", Box::new(best), 0),
+        ("runtime CPU per connect (ms)", Box::new(|t| med(runs, "moderate", t, |r| r.connect_cpu_ms)), 2),
+        ("connect until welcome p50 (ms)", Box::new(|t| med(runs, "moderate", t, |r| r.welcome_ms.map(|w| w.p50))), 1),
+    ];
+    for (name, f, d) in &rows {
+        w(format!("| {name} | {} | {} | {} |", num(f(H), *d), num(f(L), *d), num(ratio(f(L), f(H)), 2)));
+    }
+    let settle = |scenario: &str| {
+        median_or_never(
+            runs.iter()
+                .filter(|r| r.report.scenario == scenario)
+                .map(|r| r.report.storm.as_ref().and_then(|s| s.settle_s))
+                .collect(),
+        )
+    };
+    let (sd, sr) = (settle("storm"), settle("storm-relayed"));
+    w(format!(
+        "| storm settle (s), {} clients | {} | {} | {} |",
+        cfg.storm.clients,
+        num(sd, 2),
+        num(sr, 2),
+        num(ratio(sr, sd), 2)
+    ));
+    w(String::new());
+    w(format!(
+        "Correctness through relays: {}.",
+        correctness_of(runs, L, &["moderate", "fanout-w", "storm-relayed"])
+    ));
+    w(String::new());
+}
+
 fn median_or_never(mut values: Vec<Option<f64>>) -> Option<f64> {
     if values.is_empty() {
         return None;

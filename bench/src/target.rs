@@ -8,6 +8,9 @@ use std::fmt;
 pub enum Target {
     /// homeroom itself: sequencing, storage, acks, resume.
     Homeroom,
+    /// homeroom with every connect through the relay of its region
+    /// (`RELAY_ABOVE=0`): the home sends each frame once per relay.
+    Relayed,
     /// homeroom hosting rules that inspect every publish: the chat example's
     /// (a `text` check and a per-user quota), at `/chat/...` of the same Worker.
     Rules,
@@ -30,12 +33,19 @@ pub enum Protocol {
 }
 
 impl Target {
-    pub const ALL: [Target; 5] =
-        [Target::Homeroom, Target::Rules, Target::Plain, Target::PlainDurable, Target::Partyserver];
+    pub const ALL: [Target; 6] = [
+        Target::Homeroom,
+        Target::Relayed,
+        Target::Rules,
+        Target::Plain,
+        Target::PlainDurable,
+        Target::Partyserver,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::Homeroom => "homeroom",
+            Target::Relayed => "homeroom-relayed",
             Target::Rules => "homeroom-rules",
             Target::Plain => "plain",
             Target::PlainDurable => "plain-durable",
@@ -46,14 +56,14 @@ impl Target {
     pub fn parse(name: &str) -> Result<Target, String> {
         Target::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| {
             format!(
-                "unknown target {name:?} (homeroom, homeroom-rules, plain, plain-durable, partyserver)"
+                "unknown target {name:?} (homeroom, homeroom-relayed, homeroom-rules, plain, plain-durable, partyserver)"
             )
         })
     }
 
     pub fn protocol(self) -> Protocol {
         match self {
-            Target::Homeroom | Target::Rules => Protocol::Homeroom,
+            Target::Homeroom | Target::Relayed | Target::Rules => Protocol::Homeroom,
             Target::Plain | Target::PlainDurable | Target::Partyserver => Protocol::Raw,
         }
     }
@@ -61,7 +71,7 @@ impl Target {
     /// The wrangler config, relative to the repository root.
     pub fn wrangler_config(self) -> &'static str {
         match self {
-            Target::Homeroom | Target::Rules => "wrangler.toml",
+            Target::Homeroom | Target::Relayed | Target::Rules => "wrangler.toml",
             Target::Plain => "bench/baselines/plain/wrangler.toml",
             Target::PlainDurable => "bench/baselines/plain-durable/wrangler.toml",
             Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
@@ -72,7 +82,7 @@ impl Target {
     /// `(since, epoch)` (homeroom only).
     pub fn ws_path(self, room: &str, session: &str, resume: Option<(u64, &str)>) -> String {
         match self {
-            Target::Homeroom | Target::Rules => {
+            Target::Homeroom | Target::Relayed | Target::Rules => {
                 let kind = if self == Target::Rules { "chat" } else { "rooms" };
                 let mut p = format!("/{kind}/{room}/ws?session={session}");
                 if let Some((since, epoch)) = resume {

@@ -52,6 +52,8 @@ export interface WelcomeFrame {
   };
   /** The room's limits (an added field; absent from older servers). */
   limits?: Partial<Limits>;
+  /** The relay that holds this connection for a big room, e.g. `EU-0` (an added field). */
+  relay?: string;
 }
 
 /**

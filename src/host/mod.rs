@@ -256,15 +256,6 @@ impl Inner {
                     Err(refused) => (read_refused(&refused), fx),
                 }
             }
-            Inbound::Stats => {
-                let (body, fx) = self.run(Some(origin), |live, _| {
-                    let mut stats: serde_json::Value =
-                        serde_json::from_str(&live.engine.stats_json()).unwrap_or_default();
-                    stats["topology"] = live.links.topology();
-                    stats.to_string()
-                })?;
-                (json_response(200, body), fx)
-            }
             Inbound::Drain => {
                 let (closed, fx) = self.run(Some(origin), |live, now| live.engine.drain(now))?;
                 log("drain", serde_json::json!({"room": origin.room, "closed": closed}));
@@ -295,7 +286,9 @@ impl Inner {
                 let body = req.text().await?;
                 self.server_set(origin, key, &body, region)?
             }
-            Inbound::State | Inbound::Key(_) | Inbound::Log { .. } => self.read(origin, what)?,
+            Inbound::State | Inbound::Key(_) | Inbound::Log { .. } | Inbound::Stats => {
+                self.read(origin, what)?
+            }
             Inbound::Custom(custom) => {
                 let body = req.text().await.unwrap_or_default();
                 let request = crate::room::rules::Request {
@@ -317,9 +310,18 @@ impl Inner {
         Ok(answered)
     }
 
-    /// The operator's reads of the room's state and log.
+    /// The operator's reads of the room's stats (with its topology), state and log.
     fn read(&self, origin: Origin<'_>, what: Inbound) -> Result<(Result<Response>, Effects)> {
         Ok(match what {
+            Inbound::Stats => {
+                let (body, fx) = self.run(Some(origin), |live, _| {
+                    let mut stats: serde_json::Value =
+                        serde_json::from_str(&live.engine.stats_json()).unwrap_or_default();
+                    stats["topology"] = live.links.topology();
+                    stats.to_string()
+                })?;
+                (json_response(200, body), fx)
+            }
             Inbound::State => {
                 let (body, fx) = self.run(Some(origin), |live, _| live.engine.state_json())?;
                 (json_response(200, body), fx)

@@ -108,6 +108,10 @@ pub enum ServerFrame<'a> {
         /// expires, ms (an added field; absent without a token).
         #[serde(skip_serializing_if = "Option::is_none")]
         expires: Option<u64>,
+        /// The relay that holds this connection for the room, e.g. `EU-0`
+        /// (an added field; absent for a socket of the room's own).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        relay: Option<&'a str>,
     },
     Resync {
         reason: &'static str,

@@ -172,7 +172,9 @@ fn presence_counts_every_relays_members_once_per_region() {
     let moved = t.resume_in(&mover, "eu-0", "EU");
     t.settle();
     assert_eq!(t.clients[&mover].closed, Some(4001));
-    assert_eq!(t.take(&moved)[0]["type"], "welcome");
+    let welcome = &t.take(&moved)[0];
+    assert_eq!(welcome["type"], "welcome");
+    assert_eq!(welcome["relay"], "eu-0", "the welcome names the relay: {welcome}");
     t.settle();
     let members: Value = serde_json::from_str(&t.home.room.presence_json()).unwrap();
     assert_eq!(members["summary"]["regions"]["OC"]["members"], 2, "{members}");

@@ -115,6 +115,8 @@ async fn four_regions(ctx: Ctx) -> R {
         for i in 0..PER_REGION {
             let c = dial(ctx.port, &room, &format!("{region}-{i}"), place).await?;
             check!(c.welcome["region"] == region, "[{}] welcome region: {}", c.session, c.welcome);
+            let relay = format!("{region}-0");
+            check!(c.welcome["relay"] == relay.as_str(), "[{}] welcome: {}", c.session, c.welcome);
             members.push((region, c));
         }
     }
@@ -203,6 +205,11 @@ async fn mixed(ctx: Ctx) -> R {
     }
     let stats = es::stats(ctx.port, &room).await?;
     check!(stats["topology"]["relayed"] == 3, "three of seven relayed: {stats}");
+    for (i, c) in members.iter().enumerate() {
+        // The first four are the home's own sockets: their welcome names no relay.
+        let relayed = c.welcome.get("relay").is_some();
+        check!(relayed == (i >= 4), "member {i}'s welcome: {}", c.welcome);
+    }
     let mut ids = Vec::new();
     for (i, c) in members.iter_mut().enumerate() {
         let id = format!("x{i}");

@@ -416,6 +416,9 @@ impl Room {
     ) {
         let member = self.presence.get(session).expect("joined");
         let summary = self.presence.summary(self.conns.len());
+        // A link is `relay#epoch`: the client is told the relay, not the instance.
+        let relay = self.conns.get(conn).and_then(|c| c.link.as_deref());
+        let relay = relay.map(|l| l.split_once('#').map_or(l, |(name, _)| name));
         let welcome = ServerFrame::Welcome {
             room: &self.name,
             session,
@@ -434,6 +437,7 @@ impl Room {
             },
             limits: &self.limits,
             expires,
+            relay,
         }
         .to_text();
         // The welcome is the connection's first frame and leaves at once,
