@@ -856,15 +856,37 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
             .filter_map(|f| med(runs, f, t, |r| Some(r.deliveries_per_sec)))
             .max_by(|a, b| a.total_cmp(b))
     };
-    let rows: Vec<(&str, Box<dyn Fn(Target) -> Option<f64>>, usize)> = vec![
-        ("moderate publish→deliver p50 (ms)", Box::new(|t| med(runs, "moderate", t, |r| Some(r.latency_ms.p50))), 1),
-        ("moderate publish→deliver p99 (ms)", Box::new(|t| med(runs, "moderate", t, |r| Some(r.latency_ms.p99))), 1),
+    type Measure<'a> = Box<dyn Fn(Target) -> Option<f64> + 'a>;
+    let rows: Vec<(&str, Measure, usize)> = vec![
+        (
+            "moderate publish→deliver p50 (ms)",
+            Box::new(|t| med(runs, "moderate", t, |r| Some(r.latency_ms.p50))),
+            1,
+        ),
+        (
+            "moderate publish→deliver p99 (ms)",
+            Box::new(|t| med(runs, "moderate", t, |r| Some(r.latency_ms.p99))),
+            1,
+        ),
         ("fan-out deliveries/s, best window", Box::new(best), 0),
-        ("runtime CPU per connect (ms)", Box::new(|t| med(runs, "moderate", t, |r| r.connect_cpu_ms)), 2),
-        ("connect until welcome p50 (ms)", Box::new(|t| med(runs, "moderate", t, |r| r.welcome_ms.map(|w| w.p50))), 1),
+        (
+            "runtime CPU per connect (ms)",
+            Box::new(|t| med(runs, "moderate", t, |r| r.connect_cpu_ms)),
+            2,
+        ),
+        (
+            "connect until welcome p50 (ms)",
+            Box::new(|t| med(runs, "moderate", t, |r| r.welcome_ms.map(|w| w.p50))),
+            1,
+        ),
     ];
     for (name, f, d) in &rows {
-        w(format!("| {name} | {} | {} | {} |", num(f(H), *d), num(f(L), *d), num(ratio(f(L), f(H)), 2)));
+        w(format!(
+            "| {name} | {} | {} | {} |",
+            num(f(H), *d),
+            num(f(L), *d),
+            num(ratio(f(L), f(H)), 2)
+        ));
     }
     let settle = |scenario: &str| {
         median_or_never(
