@@ -102,6 +102,10 @@ pub enum Inbound {
     /// Panic inside the object: a forced Wasm reset (test builds only).
     #[cfg(feature = "fault-injection")]
     Fault,
+    /// A relay goes silent with its link open, as a relay that hangs would: it forwards
+    /// nothing more and stops pinging its link (test builds only).
+    #[cfg(feature = "fault-injection")]
+    Mute,
 }
 
 /// A request for a room, as the object reads it.

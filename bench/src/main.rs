@@ -125,6 +125,7 @@ async fn load(args: &Args) -> Result<i32, String> {
     args.finish()?;
     let mut vars: Vec<(String, String)> =
         BENCH_VARS.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    vars.extend(target.vars().iter().map(|(n, v)| (n.to_string(), v.to_string())));
     for pair in extra.split(',').filter(|p| !p.is_empty()) {
         let (n, v) = pair.split_once(':').ok_or("--vars is NAME:value,NAME:value")?;
         vars.push((n.to_owned(), v.to_owned()));

@@ -247,9 +247,7 @@ async fn start(root: &Path, target: Target, cfg: &SuiteConfig) -> Result<Runtime
     if matches!(target, Target::Homeroom | Target::Relayed | Target::Rules) {
         vars.extend(cfg.homeroom_vars.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     }
-    if target == Target::Relayed {
-        vars.push(("RELAY_ABOVE", "0"));
-    }
+    vars.extend(target.vars());
 
     Runtime::start(root, target, &vars, Duration::from_secs(240)).await
 }

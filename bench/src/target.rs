@@ -68,6 +68,14 @@ impl Target {
         }
     }
 
+    /// The variables the target adds to its runtime's (after the bench's own).
+    pub fn vars(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Target::Relayed => &[("RELAY_ABOVE", "0")],
+            _ => &[],
+        }
+    }
+
     /// The wrangler config, relative to the repository root.
     pub fn wrangler_config(self) -> &'static str {
         match self {

@@ -47,13 +47,14 @@ pub fn id_counter(id: &str) -> Option<u64> {
 /// The text a publisher sends for `payload` to a target speaking `protocol`.
 pub fn publish_text(protocol: Protocol, payload: &Payload, pad: usize) -> String {
     match protocol {
-        // Topic `chat` and a `text`, so the chat kind's rules (the rules
-        // target) take it; the open rules take anything.
+        // Topic `chat` and the payload inside a `text`, so the chat kind's
+        // rules (the rules target), which store exactly `{"text"}`, take it
+        // and keep it; the open rules take anything.
         Protocol::Homeroom => format!(
-            r#"{{"type":"publish","id":"{}","topic":"chat","data":{{"text":"bench","p":{},"t":{},"n":{},"pad":"{}"}}}}"#,
+            r#"{{"type":"publish","id":"{}","topic":"chat","data":{{"text":"bench t={} p={} n={} {}"}}}}"#,
             publish_id(payload.p, payload.n),
-            payload.p,
             payload.t,
+            payload.p,
             payload.n,
             "x".repeat(pad)
         ),
@@ -138,10 +139,22 @@ struct Frame<'a> {
 }
 
 #[derive(Deserialize)]
-struct RawPayload {
-    t: u64,
-    p: u32,
-    n: u64,
+struct TextPayload<'a> {
+    #[serde(borrow)]
+    text: Cow<'a, str>,
+}
+
+/// The payload in a homeroom message's `text`: `bench t=.. p=.. n=.. xxx`.
+fn text_payload(text: &str) -> Option<Payload> {
+    let mut words = text.split(' ');
+    if words.next()? != "bench" {
+        return None;
+    }
+    let mut field = |name: &str| words.next()?.strip_prefix(name)?.parse::<u64>().ok();
+    let t = field("t=")?;
+    let p = u32::try_from(field("p=")?).ok()?;
+    let n = field("n=")?;
+    Some(Payload { t, p, n })
 }
 
 /// Reads one text into events (a `batch` becomes its frames, in order).
@@ -176,10 +189,10 @@ pub fn parse(protocol: Protocol, text: &str, out: &mut Vec<Event>) {
             missed: frame.missed.unwrap_or(0),
         },
         Some("message") => {
-            let payload = frame
-                .data
-                .and_then(|d| serde_json::from_str::<RawPayload>(d.get()).ok())
-                .map(|r| Payload { t: r.t, p: r.p, n: r.n });
+            let payload = frame.data.and_then(|d| {
+                let text = serde_json::from_str::<TextPayload>(d.get()).ok()?;
+                text_payload(&text.text)
+            });
             Event::Message { seq: frame.seq, payload }
         }
         Some("ack") => {
@@ -210,10 +223,11 @@ mod tests {
         let publish: serde_json::Value =
             serde_json::from_str(&publish_text(Protocol::Homeroom, &p, 5)).unwrap();
         assert_eq!(publish["id"], "p2-9");
-        assert_eq!(publish["data"]["pad"], "xxxxx");
+        assert_eq!(publish["data"]["text"], "bench t=123 p=2 n=9 xxxxx");
+        // The room sends the data on as it was sent (the chat's rules keep exactly `text`).
         let message = format!(
             r#"{{"type":"message","seq":43,"id":"p2-9","session":"s","user":"u","region":"OC","topic":"bench","data":{},"ts":1}}"#,
-            p.json(5)
+            publish["data"]
         );
         assert_eq!(
             events(Protocol::Homeroom, &message),
@@ -223,6 +237,16 @@ mod tests {
             events(Protocol::Raw, &publish_text(Protocol::Raw, &p, 0)),
             [Event::Message { seq: None, payload: Some(p) }]
         );
+    }
+
+    #[test]
+    fn a_text_that_is_not_a_bench_payload_is_none() {
+        for text in
+            ["bench", "hello t=1 p=2 n=3", "bench t=1 p=x n=3", "bench t=1 p=9999999999 n=3"]
+        {
+            assert_eq!(text_payload(text), None, "{text}");
+        }
+        assert_eq!(text_payload("bench t=1 p=2 n=3"), Some(Payload { t: 1, p: 2, n: 3 }));
     }
 
     #[test]

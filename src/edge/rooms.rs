@@ -13,6 +13,28 @@ use crate::auth;
 use crate::forward::{self, Custom, Forwarded, Inbound, Routed};
 use crate::protocol::names;
 
+/// An admin route that a room's home answers, or one of its relays with `?relay=EU-0`
+/// (`home`: whether the home answers it too).
+async fn or_relay(
+    req: &Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    method: Method,
+    what: Inbound,
+    home: bool,
+) -> Outcome {
+    match relay_of(req, at)? {
+        Some((relay, binding)) => {
+            expect_method(req, method)?;
+            expect_admin(req, dep)?;
+            relays::admin(env, at, binding, &relay, what).await
+        }
+        None if home => admin(req, env, dep, at, method, what).await,
+        None => Err(HttpRefusal::BadParam("relay")),
+    }
+}
+
 /// The `relay` query parameter of an admin route (`GET /stats?relay=EU-0`), if given, with
 /// the binding of the kind's relays (a kind without relays has no such parameter).
 fn relay_of(req: &Request, at: Target<'_>) -> Result<Option<(String, &'static str)>, HttpRefusal> {
@@ -81,27 +103,15 @@ pub async fn route(
             ask(req, env, at, Inbound::Publish { region }, Method::Post, Some(body)).await
         }
         ["drain"] => admin(req, env, dep, at, Method::Post, Inbound::Drain).await,
-        ["stats"] => match relay_of(req, at)? {
-            Some((relay, binding)) => {
-                expect_method(req, Method::Get)?;
-                expect_admin(req, dep)?;
-                relays::admin(env, at, binding, &relay, Inbound::Stats).await
-            }
-            None => admin(req, env, dep, at, Method::Get, Inbound::Stats).await,
-        },
+        ["stats"] => or_relay(req, env, dep, at, Method::Get, Inbound::Stats, true).await,
         ["kick"] => {
             let body = admin_body(req, dep, Method::Post).await?;
             ask(req, env, at, Inbound::Kick, Method::Post, Some(body)).await
         }
         #[cfg(feature = "fault-injection")]
-        ["fault"] => match relay_of(req, at)? {
-            Some((relay, binding)) => {
-                expect_method(req, Method::Post)?;
-                expect_admin(req, dep)?;
-                relays::admin(env, at, binding, &relay, Inbound::Fault).await
-            }
-            None => admin(req, env, dep, at, Method::Post, Inbound::Fault).await,
-        },
+        ["fault"] => or_relay(req, env, dep, at, Method::Post, Inbound::Fault, true).await,
+        #[cfg(feature = "fault-injection")]
+        ["mute"] => or_relay(req, env, dep, at, Method::Post, Inbound::Mute, false).await,
         [] => admin(req, env, dep, at, Method::Delete, Inbound::Delete).await,
         ["state"] => admin(req, env, dep, at, Method::Get, Inbound::State).await,
         ["state", key] => {

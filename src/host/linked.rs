@@ -17,17 +17,26 @@ use crate::room::{Input, Room as Engine, Time};
 const STALE_LINK: (u16, &str) = (1008, "relay_stale");
 /// The close code and reason of a link a newer socket of its relay replaced.
 const REPLACED_LINK: (u16, &str) = (1012, "relay_replaced");
+/// The close code and reason of a link whose lease ran out.
+const EXPIRED_LINK: (u16, &str) = (1011, "relay_lease_expired");
+
+/// How long a link may go without a sign of life (a message, or a ping of the relay's that the
+/// runtime answered) before the home takes its relay for dead and its sessions leave. A relay
+/// pings its link at least every 5 s; the home looks every half lease, so the sessions of a
+/// relay that hangs with its link open leave within 15 s of its last sign of life.
+pub const LINK_LEASE_MS: u64 = 10_000;
 
 impl Inner {
     /// `Some` answer when a direct connect should go through a relay: the kind has relays and
-    /// the room is at `RELAY_ABOVE` members (or was, and is still above half of it).
+    /// the room is at `RELAY_ABOVE` members (or was, and is still above half of it); and what
+    /// the engine asked for while it was asked (it may have just been loaded).
     pub(super) fn use_relay(
         &self,
         origin: Origin<'_>,
         fwd: &Forwarded,
-    ) -> Result<Option<(Result<Response>, Effects)>> {
+    ) -> Result<(Option<Result<Response>>, Effects)> {
         let Some(above) = fwd.relay_above else {
-            return Ok(None);
+            return Ok((None, Effects::default()));
         };
         let (members, fx) = self.run(Some(origin), |live, _| live.engine.connections())?;
         let relayed = Policy { above }.relayed(self.relaying.get(), members);
@@ -39,14 +48,14 @@ impl Inner {
         }
         self.relaying.set(relayed);
         if !relayed {
-            return Ok(None);
+            return Ok((None, fx));
         }
         let answer = Response::empty().and_then(|r| {
             let r = r.with_status(307);
             r.headers().set(USE_RELAY, "1")?;
             Ok(r)
         });
-        Ok(Some((answer, fx)))
+        Ok((Some(answer), fx))
     }
 
     /// A relay's link: an accepted (hibernatable) socket, admitted as the relay's newest
@@ -62,7 +71,8 @@ impl Inner {
         }
         let pair = WebSocketPair::new()?;
         let response = Response::from_websocket(pair.client)?;
-        let tag = LinkTag { link: Relays::link(relay, epoch), nonce: random_u64() };
+        let opened = super::now().ms();
+        let tag = LinkTag { link: Relays::link(relay, epoch), nonce: random_u64(), opened };
         self.state.accept_websocket_with_tags(&pair.server, &["link"]);
         let text = serde_json::to_string(&tag).unwrap_or_default();
         pair.server.serialize_attachment(text)?;
@@ -84,7 +94,7 @@ impl Inner {
                 Admit::Newer { replaced, .. } => replaced,
             };
             if let Some(old) = old {
-                drop_link(&mut live.links, &mut live.engine, &sql, &old, now)?;
+                drop_link(&mut live.links, &mut live.engine, &sql, &old, now, REPLACED_LINK)?;
             }
             live.links.open(&tag, server.clone());
             live.links.store_registry(&sql)?;
@@ -115,6 +125,7 @@ impl Inner {
             if !live.links.is_current(tag) {
                 return Ok(()); // a replaced socket's last words
             }
+            live.links.heard(&tag.link, now.ms());
             for op in up.ops {
                 match op {
                     UpOp::Open(open) => {
@@ -143,32 +154,51 @@ impl Inner {
         Ok(fx)
     }
 
+    /// The links whose lease ran out (checked when the alarm fires): each is closed, and its
+    /// sessions leave as if it had closed. Returns what the engine asked for meanwhile.
+    pub(super) fn expire_links(&self) -> Result<Vec<Effects>> {
+        let now = super::now().ms();
+        let silent = match self.live.borrow().as_ref() {
+            Some(live) => live.links.silent(now, LINK_LEASE_MS, |ws| {
+                super::heartbeat::last_answered(&self.state, ws).map(Time::ms)
+            }),
+            None => return Ok(Vec::new()),
+        };
+        let mut effects = Vec::new();
+        for tag in silent {
+            log("link_expired", serde_json::json!({"link": tag.link}));
+            effects.push(self.link_gone(&tag, EXPIRED_LINK)?);
+        }
+        Ok(effects)
+    }
+
     /// A link's socket closed or failed: if it is the link's current socket, its sessions
     /// are gone with it (they resume through the relay's next link).
-    pub(super) fn link_gone(&self, tag: &LinkTag) -> Result<Effects> {
+    pub(super) fn link_gone(&self, tag: &LinkTag, why: (u16, &str)) -> Result<Effects> {
         let sql = self.state.storage().sql();
         let (done, fx) = self.run(None, |live, now| {
             if !live.links.is_current(tag) {
                 return Ok(());
             }
-            drop_link(&mut live.links, &mut live.engine, &sql, &tag.link, now)
+            drop_link(&mut live.links, &mut live.engine, &sql, &tag.link, now, why)
         })?;
         done?;
         Ok(fx)
     }
 }
 
-/// Forgets `link` (closing its socket if it is still open) and tells the engine its sessions
-/// are gone.
+/// Forgets `link` (closing its socket with `code` and `reason` if it is still open) and tells
+/// the engine its sessions are gone.
 fn drop_link(
     links: &mut Links,
     engine: &mut Engine,
     sql: &worker::SqlStorage,
     link: &str,
     now: Time,
+    (code, reason): (u16, &str),
 ) -> Result<()> {
     if let Some(ws) = links.close(sql, link)? {
-        let _ = ws.close(Some(REPLACED_LINK.0), Some(REPLACED_LINK.1));
+        let _ = ws.close(Some(code), Some(reason));
     }
     engine.handle(now, Input::LinkClosed { link });
     Ok(())

@@ -18,6 +18,9 @@ use crate::room::Peer;
 pub struct LinkTag {
     pub link: String,
     pub nonce: u64,
+    /// When the home accepted it (ms): its first sign of life.
+    #[serde(default)]
+    pub opened: u64,
 }
 
 /// The link a socket is, if it is one.
@@ -31,7 +34,9 @@ pub fn link_of(ws: &WebSocket) -> Option<LinkTag> {
 pub struct Links {
     /// Which instance of each relay the home listens to (stored).
     pub registry: Relays,
-    sockets: HashMap<String, (u64, WebSocket)>,
+    sockets: HashMap<String, (LinkTag, WebSocket)>,
+    /// When each link last sent a message (ms), while the room is in memory.
+    heard: HashMap<String, u64>,
     /// The link of each session a relay holds.
     conns: HashMap<String, String>,
     /// The sessions of each link.
@@ -65,7 +70,7 @@ impl Links {
         };
         for ws in all {
             if let Some(tag) = link_of(ws) {
-                links.sockets.insert(tag.link, (tag.nonce, ws.clone()));
+                links.sockets.insert(tag.link.clone(), (tag, ws.clone()));
             }
         }
         let rows: Vec<PeerRow> =
@@ -92,12 +97,12 @@ impl Links {
 
     /// A new link's socket.
     pub fn open(&mut self, tag: &LinkTag, ws: WebSocket) {
-        self.sockets.insert(tag.link.clone(), (tag.nonce, ws));
+        self.sockets.insert(tag.link.clone(), (tag.clone(), ws));
     }
 
     /// Whether `tag` is the open socket of its link (not one it replaced).
     pub fn is_current(&self, tag: &LinkTag) -> bool {
-        self.sockets.get(&tag.link).is_some_and(|(nonce, _)| *nonce == tag.nonce)
+        self.sockets.get(&tag.link).is_some_and(|(t, _)| t.nonce == tag.nonce)
     }
 
     /// Forgets a link that closed (or was replaced) and its sessions; returns its socket.
@@ -107,7 +112,38 @@ impl Links {
         }
         self.down.forget(link);
         sql.exec("DELETE FROM relay_peers WHERE link = ?", vec![V::String(link.into())])?;
+        self.heard.remove(link);
         Ok(self.sockets.remove(link).map(|(_, ws)| ws))
+    }
+
+    /// `link` sent a message at `now`: a sign of life.
+    pub fn heard(&mut self, link: &str, now: u64) {
+        self.heard.insert(link.to_owned(), now);
+    }
+
+    /// Whether the room has a relay's link.
+    pub fn any(&self) -> bool {
+        !self.sockets.is_empty()
+    }
+
+    /// The links with no sign of life for longer than `lease` at `now`: no message, and no
+    /// ping the runtime answered for them (`answered`) since then.
+    pub fn silent(
+        &self,
+        now: u64,
+        lease: u64,
+        answered: impl Fn(&WebSocket) -> Option<u64>,
+    ) -> Vec<LinkTag> {
+        self.sockets
+            .iter()
+            .filter(|(link, (tag, ws))| {
+                let heard = self.heard.get(*link).copied().unwrap_or(0);
+                let last =
+                    [Some(tag.opened), Some(heard), answered(ws)].into_iter().flatten().max();
+                last.unwrap_or(0) + lease < now
+            })
+            .map(|(_, (tag, _))| tag.clone())
+            .collect()
     }
 
     /// Stores the registry (a new instance of a relay was admitted).

@@ -77,6 +77,8 @@ struct Inner {
     log_connections: bool,
     /// New connects go through relays (`RELAY_ABOVE`, with its hysteresis).
     relaying: Cell<bool>,
+    /// The storage alarm this instance last set and has not seen fire.
+    alarm_at: Cell<Option<Time>>,
 }
 
 impl Host {
@@ -106,6 +108,7 @@ impl Host {
             wake_at: Cell::new(None),
             log_connections,
             relaying: Cell::new(false),
+            alarm_at: Cell::new(None),
         };
         Host { inner: Rc::new(inner) }
     }
@@ -194,6 +197,7 @@ impl Host {
                 Some((sockets::conn_of(ws)?, heartbeat::last_answered(&inner.state, ws)?))
             })
             .collect();
+        inner.alarm_at.set(None);
         let ((), effects) = inner.run(None, |live, now| {
             for (conn, at) in &beats {
                 live.engine.handle(now, Input::Heartbeat { conn, at: *at });
@@ -201,6 +205,9 @@ impl Host {
             live.engine.handle(now, Input::Alarm);
         })?;
         inner.after(effects).await;
+        for effects in inner.expire_links()? {
+            inner.after(effects).await;
+        }
         Response::ok("")
     }
 }
@@ -242,10 +249,7 @@ impl Inner {
         req: &mut Request,
     ) -> Result<(Result<Response>, Effects)> {
         let answered = match what {
-            Inbound::Connect(fwd) => match self.use_relay(origin, &fwd)? {
-                Some(answer) => answer,
-                None => self.accept(origin, fwd)?,
-            },
+            Inbound::Connect(fwd) => self.connect(origin, fwd)?,
             Inbound::Link { relay, epoch } => self.link(origin, &relay, epoch)?,
             Inbound::Presence { reader } => {
                 let (read, fx) = self.run(Some(origin), |live, now| {
@@ -276,6 +280,10 @@ impl Inner {
             Inbound::Kick => {
                 let body = req.text().await?;
                 self.kick(origin, &body)?
+            }
+            #[cfg(feature = "fault-injection")]
+            Inbound::Mute => {
+                (error_response(404, "not_found", "a room is never muted"), Effects::default())
             }
             Inbound::Delete => {
                 let (closed, fx) = self.run(Some(origin), |live, now| live.engine.delete(now))?;
@@ -343,6 +351,18 @@ impl Inner {
             }
             _ => (error_response(404, "not_found", "no such route"), Effects::default()),
         })
+    }
+
+    /// A forwarded upgrade: sent back to go through a relay if the room is relayed now,
+    /// else accepted.
+    fn connect(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Result<Response>, Effects)> {
+        match self.use_relay(origin, &fwd)? {
+            (Some(answer), fx) => Ok((answer, fx)),
+            (None, fx) => {
+                let (answer, more) = self.accept(origin, fwd)?;
+                Ok((answer, fx.and(more)))
+            }
+        }
     }
 
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
@@ -499,7 +519,7 @@ impl Inner {
         let _ = ws.close(Some(1000), Some("closed"));
         let Some(conn) = sockets::conn_of(ws) else {
             if let Some(tag) = links::link_of(ws) {
-                let effects = self.link_gone(&tag)?;
+                let effects = self.link_gone(&tag, (1000, "closed"))?;
                 self.after(effects).await;
             }
             return Ok(());
@@ -581,12 +601,33 @@ impl Inner {
         if let Some(at) = effects.wake {
             self.schedule_flush(at);
         }
-        if let Some(at) = effects.alarm {
+        if let Some(at) = self.alarm_wanted(effects.alarm) {
+            self.alarm_at.set(Some(at));
             let when = ScheduledTime::new(js_sys::Date::new(&(at.ms() as f64).into()));
             if let Err(e) = self.state.storage().set_alarm(when).await {
                 log("alarm_error", serde_json::json!({ "error": e.to_string() }));
             }
         }
+    }
+
+    /// When the storage alarm should fire, if it must be set (again): what the engine asked
+    /// for, or, while the room has relays' links, no later than half a link lease from now
+    /// (the check that expires a hung relay's sessions), whichever is first. An alarm the
+    /// engine did not ask for only makes it look at its deadlines early.
+    fn alarm_wanted(&self, asked: Option<Time>) -> Option<Time> {
+        let now = now();
+        // An alarm that is due but has not fired yet must not be replaced by a later one: that
+        // would cancel it (the runtime keeps one alarm). One overdue by more than a minute is
+        // taken for lost.
+        let pending = self.alarm_at.get().filter(|p| p.plus_ms(60_000) > now);
+        let lease = self
+            .live
+            .borrow()
+            .as_ref()
+            .filter(|l| l.links.any())
+            .map(|_| now.plus_ms(linked::LINK_LEASE_MS / 2));
+        let want = [asked, lease, pending].into_iter().flatten().min()?;
+        (Some(want) != pending).then_some(want)
     }
 
     /// An in-memory timer (coalescing windows are tens of milliseconds, too

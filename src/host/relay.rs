@@ -5,8 +5,8 @@
 //!
 //! A relay keeps nothing it cannot lose: after a Wasm reset or a lost link it closes its
 //! clients (1012) and they resume, through a new instance with a higher epoch. The epoch is
-//! the only thing it stores, and it deletes it when its last client leaves (the next instance
-//! takes an epoch from the clock, above any before it).
+//! the only thing it stores (one row), and it deletes it when its last client leaves (the next
+//! instance takes an epoch from the clock, above any before it).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -33,6 +33,10 @@ const RESTARTED: (u16, &str) = (engine::RESTART, "relay_restarted");
 /// runtime answers their pings): the alarm is what finds them and closes them (1012), so
 /// they resume through a new instance within this bound.
 const WATCH_MS: u64 = 5_000;
+/// What a relay sends its link at every watch (the home's runtime answers it without waking
+/// the home: the sign of life the home's lease counts), and the answer.
+const PING: &str = r#"{"type":"ping"}"#;
+const PONG: &str = r#"{"type":"pong"}"#;
 
 /// A relay of a kind's rooms: declare it as the kind's companion in [`crate::worker!`],
 /// `, companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS"`, and a SQLite class
@@ -71,6 +75,10 @@ struct Live {
     route: Route,
     clients: HashMap<String, WebSocket>,
     link: Link,
+    /// The link's last sign of life (ms): its opening, a message or a pong.
+    heard: u64,
+    /// Test builds: the relay plays one that hangs (forwards nothing, pings nothing).
+    muted: bool,
 }
 
 impl super::Companion for Relay {
@@ -107,6 +115,14 @@ impl super::Object for Relay {
             }
             Inbound::Stats => json_response(200, self.inner.stats(&via)),
             #[cfg(feature = "fault-injection")]
+            Inbound::Mute => {
+                if let Some(live) = self.inner.live.borrow_mut().as_mut() {
+                    live.muted = true;
+                }
+                log("relay_muted", serde_json::json!({"room": routed.room, "relay": via.relay}));
+                json_response(200, "{}".into())
+            }
+            #[cfg(feature = "fault-injection")]
             Inbound::Fault => {
                 log("fault_injected", serde_json::json!({"room": routed.room, "relay": via.relay}));
                 panic!("fault injection: a forced Wasm reset in relay {}", via.relay);
@@ -132,11 +148,9 @@ impl super::Object for Relay {
             WebSocketIncomingMessage::String(text) => {
                 inner.run(|e, now| e.handle(now, Input::Text { conn: &conn, text }));
             }
-            // No kind of room takes binary frames over the JSON protocol: closed here
-            // (1003), so that a flood of them costs the home nothing.
-            WebSocketIncomingMessage::Binary(_) => {
-                let _ = ws.close(Some(1003), Some("binary frames are not accepted"));
-                inner.client_gone(&conn);
+            WebSocketIncomingMessage::Binary(bytes) => {
+                let len = bytes.len();
+                inner.run(|e, now| e.handle(now, Input::Binary { conn: &conn, len }));
             }
         }
         Ok(())
@@ -177,6 +191,7 @@ impl super::Object for Relay {
             }
             e.handle(now, Input::Alarm);
         });
+        inner.tend_link();
         Response::ok("")
     }
 }
@@ -239,8 +254,15 @@ impl RelayInner {
         let fields = serde_json::json!({"room": route.room, "relay": via.relay, "epoch": epoch,
             "home_binding": route.home_binding});
         log("relay_started", fields);
-        *self.live.borrow_mut() =
-            Some(Live { engine, route, clients: HashMap::new(), link: Link::Dialing(Vec::new()) });
+        let live = Live {
+            engine,
+            route,
+            clients: HashMap::new(),
+            link: Link::Dialing(Vec::new()),
+            heard: now().ms(),
+            muted: false,
+        };
+        *self.live.borrow_mut() = Some(live);
         let this = Rc::clone(self);
         wasm_bindgen_futures::spawn_local(async move { this.dial().await });
         Ok(())
@@ -306,7 +328,7 @@ impl RelayInner {
         self.run(|e, now| e.handle(now, Input::Closed { conn }));
     }
 
-    /// Ends this instance: its link is closed and its storage deleted.
+    /// Ends this instance: its link is closed and its stored epoch deleted.
     fn stop(&self, why: &str) {
         let Some(live) = self.live.borrow_mut().take() else {
             return;
@@ -317,11 +339,10 @@ impl RelayInner {
         for ws in live.clients.values() {
             let _ = ws.close(Some(RESTARTED.0), Some(why));
         }
-        let storage = self.state.storage();
-        wasm_bindgen_futures::spawn_local(async move {
-            let _ = storage.delete_alarm().await;
-            let _ = storage.delete_all().await;
-        });
+        // Synchronous, so that an instance started right after (a client that reconnects at
+        // once) cannot lose what it writes to a deletion still on its way. A pending alarm
+        // fires once more and finds nothing to do.
+        let _ = self.state.storage().sql().exec("DELETE FROM relay_meta", None);
     }
 
     /// Opens the link to the home, sends what waited for it, and feeds the home's messages
@@ -346,6 +367,7 @@ impl RelayInner {
                     let mut slot = self.live.borrow_mut();
                     match slot.as_mut() {
                         Some(live) if live.engine.epoch() == epoch => {
+                            live.heard = now().ms();
                             std::mem::replace(&mut live.link, Link::Open(ws.clone()))
                         }
                         _ => {
@@ -386,7 +408,11 @@ impl RelayInner {
             while let Some(event) = events.next().await {
                 match event {
                     Ok(WebsocketEvent::Message(m)) => {
-                        if let Some(text) = m.text() {
+                        let Some(text) = m.text() else { continue };
+                        if let Some(live) = self.live.borrow_mut().as_mut() {
+                            live.heard = now().ms();
+                        }
+                        if text != PONG {
                             self.run(|e, now| e.handle(now, Input::Down(&text)));
                         }
                     }
@@ -395,6 +421,26 @@ impl RelayInner {
             }
         }
         self.link_lost(epoch);
+    }
+
+    /// At every watch: pings the link (the home's lease counts the runtime's answers), and
+    /// takes a link silent past the lease (no message, no pong) for lost.
+    fn tend_link(self: &Rc<Self>) {
+        let silent = {
+            let slot = self.live.borrow();
+            let Some(live) = slot.as_ref() else { return };
+            let Link::Open(ws) = &live.link else { return };
+            if !live.muted {
+                let _ = ws.send_with_str(PING);
+            }
+            let lease = super::linked::LINK_LEASE_MS;
+            // A hung relay (test builds) notices nothing: the home's lease must.
+            (!live.muted && live.heard + lease < now().ms()).then(|| live.engine.epoch())
+        };
+        if let Some(epoch) = silent {
+            log("link_silent", serde_json::json!({"epoch": epoch}));
+            self.link_lost(epoch);
+        }
     }
 
     /// The link of instance `epoch` is gone: if that is still the instance, its clients are
@@ -436,7 +482,7 @@ impl RelayInner {
             "link": if matches!(live.link, Link::Open(_)) { "open" } else { "dialing" },
             "up": s.up, "down": s.down, "bad_down": s.bad_down,
             "local_signals": s.local_signals, "local_signals_refused": s.local_signals_refused,
-            "timed_out": s.timed_out,
+            "timed_out": s.timed_out, "binary_dropped": s.binary_dropped,
         })
         .to_string()
     }
@@ -458,6 +504,7 @@ impl Live {
         let (mut alarm, mut wake) = (None, None::<Time>);
         while let Some(out) = self.engine.poll_output() {
             match out {
+                Output::Up(_) if self.muted => {}
                 Output::Up(text) => match &mut self.link {
                     Link::Open(ws) => {
                         let _ = ws.send_with_str(&text);

@@ -21,6 +21,21 @@ pub struct Effects {
     pub delete: bool,
 }
 
+impl Effects {
+    /// Both turns' timers: the earlier of each.
+    pub fn and(self, later: Effects) -> Effects {
+        let min = |a: Option<Time>, b: Option<Time>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Effects {
+            alarm: min(self.alarm, later.alarm),
+            wake: min(self.wake, later.wake),
+            delete: self.delete || later.delete,
+        }
+    }
+}
+
 /// Open sockets by connection id.
 #[derive(Default)]
 pub struct Sockets {

@@ -34,6 +34,8 @@ pub struct RelayStats {
     pub local_signals_refused: u64,
     /// Clients closed because they went silent past the presence TTL.
     pub timed_out: u64,
+    /// Binary frames refused past the sender's rate (no answer sent).
+    pub binary_dropped: u64,
 }
 
 /// One client of the relay.
@@ -125,6 +127,7 @@ impl Relay {
         match input {
             Input::Open(hello) => self.open(hello),
             Input::Text { conn, text } => self.text(conn, text),
+            Input::Binary { conn, len } => self.binary(conn, len),
             Input::Closed { conn } => {
                 if self.clients.remove(conn).is_some() {
                     self.send_up(UpOp::Closed { conn: conn.to_owned() });
@@ -223,6 +226,32 @@ impl Relay {
             }
         }
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
+    }
+
+    /// What the home answers a binary frame (`bad_frame`), answered here at the room's
+    /// per-connection rate (the bucket its local signals use); past it the frame gets no
+    /// answer, so a flood of them costs the relay one check each and the home nothing.
+    fn binary(&mut self, conn: &str, len: usize) {
+        let now = self.now;
+        let (rate, burst) = (self.config.rate_per_sec, self.config.burst);
+        let Some(c) = self.clients.get_mut(conn) else {
+            return;
+        };
+        c.last_seen = now;
+        if len > self.config.max_frame {
+            self.clients.remove(conn);
+            let reason = "frame too large".into();
+            self.outputs.push_back(Output::Close { conn: conn.to_owned(), code: 1009, reason });
+            return self.send_up(UpOp::Closed { conn: conn.to_owned() });
+        }
+        if c.signals.take(rate, burst, 1, now) {
+            let message = "binary frames are not accepted";
+            let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
+            let frame: Rc<str> = frame.to_text().into();
+            self.outputs.push_back(Output::Send { conn: conn.to_owned(), frame });
+        } else {
+            self.stats.binary_dropped += 1;
+        }
     }
 
     fn down(&mut self, text: &str) {

@@ -16,6 +16,9 @@ pub enum Input<'a> {
     Open(Hello),
     /// A text frame from a client.
     Text { conn: &'a str, text: &'a str },
+    /// A binary frame from a client, of `len` bytes: no kind of room takes one (PROTOCOL.md:
+    /// refused, `bad_frame`), so the relay refuses it itself and it never crosses the link.
+    Binary { conn: &'a str, len: usize },
     /// A client's socket closed or errored.
     Closed { conn: &'a str },
     /// The runtime answered a client's heartbeat ping at `at` without waking

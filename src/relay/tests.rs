@@ -735,3 +735,53 @@ fn a_member_flooding_signals_at_her_relay_gets_the_rooms_rate_and_then_4029() {
     assert!(t.relay("oc-0").stats().local_signals_refused > 0);
     assert!(t.clients[&bob].open && t.clients[&cat].open);
 }
+
+#[test]
+fn a_binary_flood_is_refused_at_the_relay_and_never_crosses_the_link() {
+    use super::{Input, Output, Relay};
+    use crate::room::{Hello, Time};
+    let config = RoomConfig::default();
+    let mut relay = Relay::new("oc-0", 1, config.clone());
+    let now = Time::from_ms(1_000);
+    let conn = "oc-0.c1";
+    relay.handle(
+        now,
+        Input::Open(Hello {
+            conn: conn.into(),
+            session: "s-mallory1".into(),
+            user: "mallory".into(),
+            region: "OC".into(),
+            since: None,
+            epoch: None,
+            rand: 1,
+            secret: 2,
+            expires: None,
+            info: None,
+            canary: false,
+            link: None,
+        }),
+    );
+    relay.handle(now, Input::Wake);
+    while relay.poll_output().is_some() {}
+    for _ in 0..200 {
+        relay.handle(now, Input::Binary { conn, len: 10 });
+    }
+    relay.handle(now, Input::Wake);
+    let (mut refused, mut up) = (0, 0);
+    while let Some(out) = relay.poll_output() {
+        match out {
+            Output::Send { frame, .. } if frame.contains(r#""code":"bad_frame""#) => refused += 1,
+            Output::Up(_) => up += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(refused, config.burst as usize, "answered at the per-connection burst");
+    assert_eq!(relay.stats().binary_dropped, 200 - config.burst);
+    assert_eq!(up, 0, "nothing crossed the link");
+    // One over the frame limit is closed (1009), and the home hears the close.
+    relay.handle(now, Input::Binary { conn, len: config.max_frame + 1 });
+    relay.handle(now, Input::Wake);
+    let outs: Vec<Output> = std::iter::from_fn(|| relay.poll_output()).collect();
+    assert!(outs.iter().any(|o| matches!(o, Output::Close { code: 1009, .. })), "{outs:?}");
+    assert!(outs.iter().any(|o| matches!(o, Output::Up(t) if t.contains(r#""op":"closed""#))));
+}

@@ -58,6 +58,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("relays::kick_drain_and_delete_reach_every_relay", &RELAYED, operator),
         es::on("relays::a_member_moving_regions_is_never_a_leave", &RELAYED, moving),
         es::on("relays::a_relay_reset_mid_burst_loses_nothing", &RESET, reset_mid_burst),
+        es::on("relays::a_hung_relays_members_leave_within_the_lease", &RELAYED, hung_relay),
     ]
 }
 
@@ -438,4 +439,66 @@ async fn burst(
         }
     }
     Ok((acked, resumes))
+}
+
+/// A relay that hangs with its link open (test builds: it forwards nothing and stops pinging
+/// its link): the home's lease expires its link, so its members leave for the others within
+/// 15 s of its last sign of life, with no ghost left; the home closes the link, the relay closes
+/// its clients (1012), and they come back through a new instance.
+async fn hung_relay(ctx: Ctx) -> R {
+    let room = support::room("relay-hung");
+    let (oc, eu) = (PLACES[0].0, PLACES[1].0);
+    let mut watcher = dial(ctx.port, &room, "watcher", oc).await?;
+    let mut member = dial(ctx.port, &room, "member", eu).await?;
+    let gone = member.session.clone();
+    let t = std::time::Duration::from_secs(10);
+    let joined = |f: &Value| f["type"] == "presence" && f["joins"].get(&gone).is_some();
+    presence_frame(&mut watcher, t, joined).await.map_err(|e| format!("the member's join: {e}"))?;
+    let what = "mute?relay=EU-0";
+    let resp = es::admin(ctx.port, "POST", &room, what, Some(&bearer_admin()), None, "").await?;
+    check!(resp.status == 200, "mute: {} {}", resp.status, resp.body);
+    let muted = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(25);
+    let left = |f: &Value| {
+        f["type"] == "presence"
+            && f["leaves"].as_array().is_some_and(|l| l.iter().any(|s| s == gone.as_str()))
+    };
+    presence_frame(&mut watcher, limit, left).await.map_err(|e| format!("the leave: {e}"))?;
+    let after = muted.elapsed();
+    crate::presence::note(format!("hung relay: its member left {after:?} after the hang"));
+    // Its last ping was at most 5 s before the hang; the lease is 10 s, looked at every 5 s.
+    check!(after <= std::time::Duration::from_secs(16), "the leave came {after:?} after the hang");
+    check!(
+        !ctx.log.events("link_expired").is_empty(),
+        "the home's lease did not expire the link (the leave came another way)"
+    );
+    let p = presence(ctx.port, &room).await?;
+    check!(p["members"].get(&gone).is_none(), "a ghost is listed: {p}");
+    check!(member.expect_close(es::T).await? == Some(1012), "the hung relay's client closed 1012");
+    let back = Dial::new(ctx.port, &room, &gone)
+        .token(&es::token(&room, "member"))
+        .via(eu.0, eu.1, eu.2)
+        .connect()
+        .await?;
+    check!(back.welcome["relay"] == "EU-0", "back through EU-0: {}", back.welcome);
+    let p = presence(ctx.port, &room).await?;
+    check!(p["summary"]["members"] == 2, "the member is back, once: {p}");
+    Ok(())
+}
+
+/// The next presence frame (which `Client::next` passes over) that `pred` takes, within `limit`.
+async fn presence_frame(
+    c: &mut Client,
+    limit: std::time::Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> R<Value> {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let left = until.checked_duration_since(std::time::Instant::now()).ok_or("timed out")?;
+        match c.next_event_within(left).await? {
+            crate::client::Event::Frame(f) if pred(&f) => return Ok(f),
+            crate::client::Event::Frame(_) => {}
+            crate::client::Event::Closed(code) => return Err(format!("closed ({code:?})")),
+        }
+    }
 }
