@@ -34,6 +34,28 @@ pub struct Forwarded {
     pub relay_above: Option<u64>,
 }
 
+impl Forwarded {
+    /// The engine's [`Hello`](crate::room::Hello) for this connection: `conn` on the object
+    /// that took its socket (the home, or a relay), with the object's random `rand` and
+    /// `secret`; a socket an object holds itself is on no link.
+    pub fn into_hello(self, conn: String, rand: u64, secret: u64) -> crate::room::Hello {
+        crate::room::Hello {
+            conn,
+            session: self.session,
+            user: self.user,
+            region: self.region,
+            since: self.since,
+            epoch: self.epoch,
+            rand,
+            secret,
+            expires: self.expires.map(crate::room::Time::from_ms),
+            info: self.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
+            canary: self.canary,
+            link: None,
+        }
+    }
+}
+
 /// The header of the home's answer to a direct connect that should have
 /// gone through a relay (status 307): the room is relayed now.
 pub const USE_RELAY: &str = "x-homeroom-use-relay";

@@ -37,7 +37,8 @@ pub fn remembered(at: Target<'_>) -> bool {
     RELAYED.with(|r| r.borrow().get(&key(at)).is_some_and(|until| *until > now))
 }
 
-fn remember(at: Target<'_>) {
+/// The home said `at` is relayed: this isolate sends its connects to relays for a while.
+pub fn remember(at: Target<'_>) {
     RELAYED.with(|r| {
         let mut r = r.borrow_mut();
         if r.len() >= MAX_REMEMBERED {
@@ -50,19 +51,6 @@ fn remember(at: Target<'_>) {
 /// Whether the home answered a direct connect with "use a relay".
 pub fn told_to_relay(response: &Response) -> bool {
     response.status_code() == 307 && response.headers().has(USE_RELAY).unwrap_or(false)
-}
-
-/// The home said the room is relayed: remember it, and connect through the relay.
-pub async fn after_home_said(
-    req: &Request,
-    env: &Env,
-    at: Target<'_>,
-    binding: &str,
-    shards: u64,
-    fwd: Forwarded,
-) -> Result<Response, HttpRefusal> {
-    remember(at);
-    connect(req, env, at, binding, shards, fwd).await
 }
 
 /// Hands the client's upgrade to the relay of its region and session (`RELAY_SHARDS` per

@@ -217,7 +217,8 @@ async fn relayed_connect(
     let answer = ask(req, env, at, Inbound::Connect(fwd.clone()), Method::Get, None).await?;
     if relays::told_to_relay(&answer) {
         fwd.relay_above = None;
-        return relays::after_home_said(req, env, at, binding, shards, fwd).await;
+        relays::remember(at);
+        return relays::connect(req, env, at, binding, shards, fwd).await;
     }
     Ok(answer)
 }

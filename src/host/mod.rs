@@ -30,7 +30,7 @@ use worker::{
 use crate::forward::{self, Forwarded, Inbound};
 use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
-use crate::room::{self, Block, Hello, Input, Room as Engine, RoomConfig, Time};
+use crate::room::{self, Block, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
 use links::Links;
 pub use object::{Companion, Object};
@@ -376,21 +376,7 @@ impl Inner {
         let session_tag = format!("s:{}", fwd.session);
         let region_tag = format!("r:{}", fwd.region);
         self.state.accept_websocket_with_tags(&pair.server, &[&conn, &session_tag, &region_tag]);
-        let hello = Hello {
-            conn: conn.clone(),
-            session: fwd.session,
-            user: fwd.user,
-            region: fwd.region,
-            since: fwd.since,
-            epoch: fwd.epoch,
-            rand: random_u64(),
-            secret: random_u64(),
-            expires: fwd.expires.map(Time::from_ms),
-            info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
-            canary: fwd.canary,
-            // Every socket is the room's own today; relays will bring links.
-            link: None,
-        };
+        let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {
             live.sockets.add(conn, server);

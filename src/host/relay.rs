@@ -23,7 +23,7 @@ use super::{error_response, heartbeat, json_response, now, random_u64, sockets};
 use crate::forward::{self, Forwarded, Inbound, Routed, Via};
 use crate::logline::log;
 use crate::relay::{self as engine, Input, Output};
-use crate::room::{self, Hello, RoomConfig, Time};
+use crate::room::{self, RoomConfig, Time};
 use crate::settings;
 
 /// The close a relay gives a client it cannot speak for (its engine is gone: a reset).
@@ -208,20 +208,7 @@ impl RelayInner {
         self.state.accept_websocket_with_tags(&pair.server, &[&conn]);
         let attachment = serde_json::json!({ "conn": conn }).to_string();
         pair.server.serialize_attachment(attachment)?;
-        let hello = Hello {
-            conn: conn.clone(),
-            session: fwd.session,
-            user: fwd.user,
-            region: fwd.region,
-            since: fwd.since,
-            epoch: fwd.epoch,
-            rand: random_u64(),
-            secret: random_u64(),
-            expires: fwd.expires.map(Time::from_ms),
-            info: fwd.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
-            canary: false,
-            link: None,
-        };
+        let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
         if let Some(live) = self.live.borrow_mut().as_mut() {
             live.clients.insert(conn, pair.server);
         }

@@ -45,6 +45,8 @@ pub struct Dial {
     session: String,
     query: Vec<(String, String)>,
     cf: Option<String>,
+    /// Extra request headers (an attacker's, say).
+    headers: Vec<(String, String)>,
 }
 
 impl Dial {
@@ -56,6 +58,7 @@ impl Dial {
             session: session.to_string(),
             query: Vec::new(),
             cf: None,
+            headers: Vec::new(),
         }
     }
 
@@ -99,6 +102,12 @@ impl Dial {
         self
     }
 
+    /// An extra header on the upgrade request.
+    pub fn header(mut self, key: &str, value: &str) -> Dial {
+        self.headers.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
     pub fn url(&self) -> String {
         let mut url = format!(
             "ws://127.0.0.1:{}/{}/{}/ws?session={}",
@@ -121,6 +130,12 @@ impl Dial {
             url.as_str().into_client_request().map_err(|e| format!("bad url {url}: {e}"))?;
         if let Some(cf) = &self.cf {
             req.headers_mut().insert("MF-CF-Blob", cf.parse().expect("header value"));
+        }
+        for (k, v) in &self.headers {
+            let name = tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| format!("header {k}: {e}"))?;
+            req.headers_mut()
+                .insert(name, v.parse().map_err(|_| format!("header {k}: bad value"))?);
         }
         let (ws, _resp) = tokio::time::timeout(timeout, tokio_tungstenite::connect_async(req))
             .await

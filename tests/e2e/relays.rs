@@ -19,33 +19,13 @@ use crate::support::{self, check_contiguous, id, seq, Ctx, R};
 /// Every connect of every kind with relays goes through one (the auction as `rules::RULES`
 /// has it, for its trials through relays).
 pub static RELAYED: LazyRuntime = LazyRuntime::new("relayed", || {
-    [
-        "--var",
-        &format!("AUTH_SECRET:{}", es::SECRET),
-        "--var",
-        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
-        "--var",
-        "RELAY_ABOVE:0",
-        "--var",
-        "AUCTION_PAUSE_SECONDS:0",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    let mut args = runtime_args("0");
+    args.extend(["--var", "AUCTION_PAUSE_SECONDS:0"].map(str::to_owned));
+    args
 });
 
 /// A room relays its new connects from its fifth member on (and back below two).
-static THRESHOLD: LazyRuntime = LazyRuntime::new("relay-threshold", || {
-    [
-        "--var",
-        &format!("AUTH_SECRET:{}", es::SECRET),
-        "--var",
-        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
-        "--var",
-        "RELAY_ABOVE:4",
-    ]
-    .map(str::to_owned)
-    .to_vec()
-});
+static THRESHOLD: LazyRuntime = LazyRuntime::new("relay-threshold", || runtime_args("4"));
 
 pub fn trials() -> Vec<Spec> {
     vec![
@@ -63,18 +43,17 @@ pub fn trials() -> Vec<Spec> {
 }
 
 /// Its own runtime: locally a Wasm reset takes every object of the Worker with it.
-static RESET: LazyRuntime = LazyRuntime::new("relay-reset", || {
-    [
-        "--var",
-        &format!("AUTH_SECRET:{}", es::SECRET),
-        "--var",
-        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
-        "--var",
-        "RELAY_ABOVE:0",
-    ]
-    .map(str::to_owned)
-    .to_vec()
-});
+static RESET: LazyRuntime = LazyRuntime::new("relay-reset", || runtime_args("0"));
+
+/// Tokens, the admin key and `RELAY_ABOVE`.
+fn runtime_args(relay_above: &str) -> Vec<String> {
+    let vars = [
+        format!("AUTH_SECRET:{}", es::SECRET),
+        format!("ADMIN_KEY:{}", es::ADMIN_KEY),
+        format!("RELAY_ABOVE:{relay_above}"),
+    ];
+    vars.into_iter().flat_map(|v| ["--var".to_owned(), v]).collect()
+}
 
 /// (colo, country, continent) and the region the Worker derives (the continent code).
 pub const PLACES: [((&str, &str, &str), &str); 4] = [

@@ -16,7 +16,6 @@ use crate::check;
 use crate::client::Dial;
 use crate::edge_support::{self as es, bearer_admin};
 use crate::harness::Spec;
-use crate::http;
 use crate::presence::note;
 use crate::relays::{dial, presence, relay_stats, PLACES, RELAYED};
 use crate::support::{self, Ctx, R};
@@ -48,13 +47,19 @@ async fn forged_header(ctx: Ctx) -> R {
     let forged = json!({"room": room, "home": null, "what": {"Link": {"relay": "EU-0", "epoch": 9_000_000_000_000_000u64}}});
     let ask = URL_SAFE_NO_PAD.encode(forged.to_string());
     let session = support::session("mallory");
-    let path = format!("/rooms/{room}/ws?session={session}&token={}", es::token(&room, "mallory"));
-    let blob = es::cf_blob(eu);
-    let h = [("x-homeroom-ask", ask.as_str()), ("MF-CF-Blob", blob.as_str())];
-    let resp = http::get_upgrade_with(ctx.port, &path, &h, es::T).await?;
-    check!(resp.status == 101, "the forged upgrade is a plain connect: {}", resp.status);
+    let mallory = Dial::new(ctx.port, &room, &session)
+        .token(&es::token(&room, "mallory"))
+        .via(eu.0, eu.1, eu.2)
+        .header("x-homeroom-ask", &ask)
+        .connect()
+        .await?;
+    check!(
+        mallory.welcome["user"] == "mallory" && mallory.welcome["relay"] == "EU-0",
+        "the forged upgrade is a plain connect through the EU relay: {}",
+        mallory.welcome
+    );
     let p = presence(ctx.port, &room).await?;
-    check!(p["members"][&session]["user"] == "mallory", "mallory joined as a member: {p}");
+    check!(p["members"][&session]["user"] == "mallory", "mallory is a member: {p}");
     let after = links(ctx.port, &room).await?;
     check!(after == before, "the forged link is not a link: {before:?} then {after:?}");
     check!(
