@@ -24,12 +24,11 @@ async fn or_relay(
     what: Inbound,
     home: bool,
 ) -> Outcome {
+    // The key first: a caller without it learns nothing, not even whether the kind has relays.
+    expect_method(req, method.clone())?;
+    expect_admin(req, dep)?;
     match relay_of(req, at)? {
-        Some((relay, binding)) => {
-            expect_method(req, method)?;
-            expect_admin(req, dep)?;
-            relays::admin(env, at, binding, &relay, what).await
-        }
+        Some((relay, binding)) => relays::admin(env, at, binding, &relay, what).await,
         None if home => admin(req, env, dep, at, method, what).await,
         None => Err(HttpRefusal::BadParam("relay")),
     }
