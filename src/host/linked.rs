@@ -38,7 +38,13 @@ impl Inner {
         let Some(above) = fwd.relay_above else {
             return Ok((None, Effects::default()));
         };
-        let (members, fx) = self.run(Some(origin), |live, _| live.engine.connections())?;
+        // In memory (the usual case), the count is read as it is; else the room is loaded,
+        // once, for this connect and the accept after it.
+        let known = self.live.borrow().as_ref().map(|live| live.engine.connections());
+        let (members, fx) = match known {
+            Some(n) => (n, Effects::default()),
+            None => self.run(Some(origin), |live, _| live.engine.connections())?,
+        };
         let relayed = Policy { above }.relayed(self.relaying.get(), members);
         if relayed != self.relaying.get() {
             log(

@@ -17,13 +17,13 @@ mod object;
 mod relay;
 mod sockets;
 mod storage;
+mod timer;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
 
 use worker::{
-    js_sys, wasm_bindgen_futures, Env, Request, Response, Result, ScheduledTime, State, WebSocket,
+    js_sys, Env, Request, Response, Result, ScheduledTime, State, WebSocket,
     WebSocketIncomingMessage, WebSocketPair,
 };
 
@@ -209,6 +209,12 @@ impl Host {
             inner.after(effects).await;
         }
         Response::ok("")
+    }
+}
+
+impl timer::Timed for Inner {
+    fn wake_at(&self) -> &Cell<Option<Time>> {
+        &self.wake_at
     }
 }
 
@@ -616,21 +622,9 @@ impl Inner {
         (Some(want) != pending).then_some(want)
     }
 
-    /// An in-memory timer (coalescing windows are tens of milliseconds, too
-    /// short and too frequent for the storage alarm). One at a time: an
-    /// earlier request replaces a later pending one by simply firing first.
+    /// The flush timer (see [`timer`]).
     fn schedule_flush(self: &Rc<Self>, at: Time) {
-        if self.wake_at.get().is_some_and(|pending| pending <= at) {
-            return;
-        }
-        self.wake_at.set(Some(at));
-        let this = Rc::clone(self);
-        let delay = at.since(now());
-        wasm_bindgen_futures::spawn_local(async move {
-            worker::Delay::from(Duration::from_millis(delay)).await;
-            if this.wake_at.get() == Some(at) {
-                this.wake_at.set(None);
-            }
+        timer::schedule(self, at, |this| async move {
             // What the timer was for went with the engine (deleted, or
             // dropped after a storage error): nothing to flush or reload.
             if this.live.borrow().is_none() {

@@ -11,7 +11,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
 
 use futures::StreamExt as _;
 use worker::{
@@ -193,6 +192,12 @@ impl super::Object for Relay {
         });
         inner.tend_link();
         Response::ok("")
+    }
+}
+
+impl super::timer::Timed for RelayInner {
+    fn wake_at(&self) -> &Cell<Option<Time>> {
+        &self.wake_at
     }
 }
 
@@ -440,19 +445,9 @@ impl RelayInner {
         }
     }
 
-    /// The end-of-turn timer (one at a time, as the home's).
+    /// The end-of-turn timer (see [`super::timer`]).
     fn schedule_flush(self: &Rc<Self>, at: Time) {
-        if self.wake_at.get().is_some_and(|pending| pending <= at) {
-            return;
-        }
-        self.wake_at.set(Some(at));
-        let this = Rc::clone(self);
-        let delay = at.since(now());
-        wasm_bindgen_futures::spawn_local(async move {
-            worker::Delay::from(Duration::from_millis(delay)).await;
-            if this.wake_at.get() == Some(at) {
-                this.wake_at.set(None);
-            }
+        super::timer::schedule(self, at, |this| async move {
             this.run(|e, now| e.handle(now, Input::Wake));
         });
     }
