@@ -21,6 +21,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The most a link message is made to hold, in bytes: a turn's operations are split over as
+/// many messages as it takes, in order. The runtime closes a WebSocket whose peer sends a
+/// message over its limit (1009; 32 MiB since October 2025, 1 MiB before), and a link that
+/// closes takes every member of its relay with it, so no turn may be that big, however many
+/// members acted in it or resumed in it. One operation is never split: each is bounded well
+/// under this by what the room makes (a `batch` is at most 512 KiB, the whole state 1 MiB plus
+/// its keys) and what a relay forwards ([`FRAME_MAX`]), even quoted once more as link text.
+pub const MESSAGE_MAX: usize = 8 << 20;
+
+/// The largest client frame a relay forwards, in bytes: one that would not fit in a link
+/// message once quoted (at most twice its size) is closed with 1009 at the relay, whatever
+/// `MAX_FRAME_BYTES` allows a socket of the home's own.
+pub const FRAME_MAX: usize = MESSAGE_MAX / 2 - 4096;
+
 /// A relay's turn for the home: who it is, and what its clients did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Up {
@@ -101,6 +115,24 @@ impl Up {
         serde_json::to_string(self).expect("plain data serializes")
     }
 
+    /// A relay's turn as the link messages that carry it: each at most `max` bytes (see
+    /// [`MESSAGE_MAX`]) unless one operation alone is bigger, the operations in order; none
+    /// for no operation.
+    ///
+    /// ```
+    /// use homeroom::protocol::link::{Up, UpOp};
+    ///
+    /// let op = |i: usize| UpOp::Text { conn: format!("oc-0.c{i}"), text: "x".repeat(100) };
+    /// let texts = Up::pack("oc-0", 7, (0..10).map(op).collect(), 400);
+    /// assert!(texts.len() > 1 && texts.iter().all(|t| t.len() <= 400));
+    /// let ops: Vec<UpOp> = texts.iter().flat_map(|t| Up::parse(t).unwrap().ops).collect();
+    /// assert_eq!(ops, (0..10).map(op).collect::<Vec<_>>());
+    /// ```
+    pub fn pack(relay: &str, epoch: u64, ops: Vec<UpOp>, max: usize) -> Vec<String> {
+        let relay = serde_json::to_string(relay).expect("a string serializes");
+        pack(&format!(r#"{{"relay":{relay},"epoch":{epoch},"ops":["#), ops, max)
+    }
+
     /// A message from a relay; anything but the shape above is an error.
     pub fn parse(text: &str) -> Result<Up, LinkError> {
         serde_json::from_str(text).map_err(|e| LinkError(e.to_string()))
@@ -113,8 +145,84 @@ impl Down {
         serde_json::to_string(self).expect("plain data serializes")
     }
 
+    /// The home's turn for one relay as the link messages that carry it, as [`Up::pack`].
+    pub fn pack(ops: Vec<DownOp>, max: usize) -> Vec<String> {
+        pack(r#"{"ops":["#, ops, max)
+    }
+
     /// A message from the home; anything but the shape above is an error.
     pub fn parse(text: &str) -> Result<Down, LinkError> {
         serde_json::from_str(text).map_err(|e| LinkError(e.to_string()))
+    }
+}
+
+/// `ops` as JSON messages `{head}op,op,...]}`, a new one begun before an operation that would
+/// take the current one past `max` (a message holds at least one): the text `serde_json`
+/// makes of the whole struct, cut between operations.
+fn pack<T: Serialize>(head: &str, ops: Vec<T>, max: usize) -> Vec<String> {
+    const TAIL: &str = "]}";
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for op in ops {
+        let op = serde_json::to_string(&op).expect("plain data serializes");
+        if !text.is_empty() && text.len() + 1 + op.len() + TAIL.len() > max {
+            text.push_str(TAIL);
+            out.push(std::mem::take(&mut text));
+        }
+        if text.is_empty() {
+            text.push_str(head);
+        } else {
+            text.push(',');
+        }
+        text.push_str(&op);
+    }
+    if !text.is_empty() {
+        text.push_str(TAIL);
+        out.push(text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(i: usize, bytes: usize) -> DownOp {
+        DownOp::Send { to: vec![format!("eu-0.c{i}")], frame: "\"".repeat(bytes) }
+    }
+
+    #[test]
+    fn a_turn_is_the_message_serde_makes_when_it_fits() {
+        let ops: Vec<DownOp> = (0..5).map(|i| send(i, 10)).collect();
+        let texts = Down::pack(ops.clone(), MESSAGE_MAX);
+        assert_eq!(texts, vec![Down { ops: ops.clone() }.to_text()]);
+        let up = vec![UpOp::Closed { conn: "a\"b".into() }];
+        let text = Up { relay: "eu-0".into(), epoch: 3, ops: up.clone() }.to_text();
+        assert_eq!(Up::pack("eu-0", 3, up, MESSAGE_MAX), vec![text]);
+        assert!(Down::pack(Vec::new(), MESSAGE_MAX).is_empty());
+    }
+
+    #[test]
+    fn a_big_turn_is_cut_between_operations_in_order() {
+        // Quotes are quoted again on the link: each op is twice its frame.
+        let ops: Vec<DownOp> = (0..40).map(|i| send(i, 1000 + i * 37)).collect();
+        let max = 8 * 1024;
+        let texts = Down::pack(ops.clone(), max);
+        assert!(texts.len() >= 10, "{} messages", texts.len());
+        for t in &texts {
+            assert!(t.len() <= max, "{} bytes", t.len());
+        }
+        let back: Vec<DownOp> = texts.iter().flat_map(|t| Down::parse(t).unwrap().ops).collect();
+        assert_eq!(back, ops);
+    }
+
+    #[test]
+    fn an_operation_bigger_than_a_message_goes_alone() {
+        let ops = vec![send(0, 10), send(1, 5000), send(2, 10)];
+        let texts = Down::pack(ops.clone(), 1000);
+        assert_eq!(texts.len(), 3);
+        assert!(texts[1].len() > 1000);
+        let back: Vec<DownOp> = texts.iter().flat_map(|t| Down::parse(t).unwrap().ops).collect();
+        assert_eq!(back, ops);
     }
 }

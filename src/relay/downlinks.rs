@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::protocol::link::{Down, DownOp};
+use crate::protocol::link::{Down, DownOp, MESSAGE_MAX};
 use crate::room::CloseCode;
 
 /// What the home owes each link this turn, in order.
@@ -74,11 +74,14 @@ impl Downlinks {
     }
 
     /// The turn's messages: each link that is owed something, with its
-    /// [`Down`] message's text.
+    /// [`Down`] message's text; a link owed more than a message holds
+    /// ([`MESSAGE_MAX`]) gets several, in order.
     pub fn take(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.ops)
             .into_iter()
-            .map(|(link, ops)| (link, Down { ops }.to_text()))
+            .flat_map(|(link, ops)| {
+                Down::pack(ops, MESSAGE_MAX).into_iter().map(move |text| (link.clone(), text))
+            })
             .collect()
     }
 

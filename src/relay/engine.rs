@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use super::{Input, Output};
-use crate::protocol::link::{Down, DownOp, Up, UpOp};
+use crate::protocol::link::{Down, DownOp, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
 use crate::room::rate::Bucket;
@@ -183,9 +183,9 @@ impl Relay {
             return; // a socket the relay already closed
         };
         c.last_seen = now;
-        if text.len() > self.config.max_frame {
+        if text.len() > self.config.max_frame.min(FRAME_MAX) {
             // What the home would do (1009), done here: a frame over the
-            // limit does not cross the link.
+            // limit does not cross the link (nor one the link could not carry).
             self.clients.remove(conn);
             let reason = "frame too large".into();
             self.outputs.push_back(Output::Close { conn: conn.to_owned(), code: 1009, reason });
@@ -238,7 +238,7 @@ impl Relay {
             return;
         };
         c.last_seen = now;
-        if len > self.config.max_frame {
+        if len > self.config.max_frame.min(FRAME_MAX) {
             self.clients.remove(conn);
             let reason = "frame too large".into();
             self.outputs.push_back(Output::Close { conn: conn.to_owned(), code: 1009, reason });
@@ -363,9 +363,10 @@ impl Relay {
         if self.up.is_empty() {
             return;
         }
-        let up =
-            Up { relay: self.name.clone(), epoch: self.epoch, ops: std::mem::take(&mut self.up) };
-        self.stats.up += 1;
-        self.outputs.push_back(Output::Up(up.to_text()));
+        let ops = std::mem::take(&mut self.up);
+        for text in Up::pack(&self.name, self.epoch, ops, MESSAGE_MAX) {
+            self.stats.up += 1;
+            self.outputs.push_back(Output::Up(text));
+        }
     }
 }

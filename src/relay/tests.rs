@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::sim::Topo;
-use crate::room::{Block, RoomConfig};
+use super::{Input, Output, Relay};
+use crate::room::{Block, RoomConfig, Time};
 
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
 const REGIONS: [&str; 4] = ["OC", "EU", "NA", "AS"];
@@ -738,29 +739,11 @@ fn a_member_flooding_signals_at_her_relay_gets_the_rooms_rate_and_then_4029() {
 
 #[test]
 fn a_binary_flood_is_refused_at_the_relay_and_never_crosses_the_link() {
-    use super::{Input, Output, Relay};
-    use crate::room::{Hello, Time};
     let config = RoomConfig::default();
     let mut relay = Relay::new("oc-0", 1, config.clone());
     let now = Time::from_ms(1_000);
     let conn = "oc-0.c1";
-    relay.handle(
-        now,
-        Input::Open(Hello {
-            conn: conn.into(),
-            session: "s-mallory1".into(),
-            user: "mallory".into(),
-            region: "OC".into(),
-            since: None,
-            epoch: None,
-            rand: 1,
-            secret: 2,
-            expires: None,
-            info: None,
-            canary: false,
-            link: None,
-        }),
-    );
+    relay.handle(now, Input::Open(hello(conn, "mallory")));
     relay.handle(now, Input::Wake);
     while relay.poll_output().is_some() {}
     for _ in 0..200 {
@@ -784,4 +767,145 @@ fn a_binary_flood_is_refused_at_the_relay_and_never_crosses_the_link() {
     let outs: Vec<Output> = std::iter::from_fn(|| relay.poll_output()).collect();
     assert!(outs.iter().any(|o| matches!(o, Output::Close { code: 1009, .. })), "{outs:?}");
     assert!(outs.iter().any(|o| matches!(o, Output::Up(t) if t.contains(r#""op":"closed""#))));
+}
+
+/// A client of a relay (as the relay's adapter would open it).
+fn hello(conn: &str, user: &str) -> crate::room::Hello {
+    crate::room::Hello {
+        conn: conn.into(),
+        session: format!("s-{user}-{conn}"),
+        user: user.into(),
+        region: "OC".into(),
+        since: None,
+        epoch: None,
+        rand: 1,
+        secret: 2,
+        expires: None,
+        info: None,
+        canary: false,
+        link: None,
+    }
+}
+
+/// A publish of `n` quotes: `2n` bytes as a frame, `4n` once quoted again on the link.
+fn quotes(id: usize, n: usize) -> String {
+    format!(r#"{{"type":"publish","id":"m{id}","topic":"t","data":"{}"}}"#, "\\\"".repeat(n))
+}
+
+/// Two hundred members at one relay each send a frame near the limit in the same turn, frames
+/// of quotes that the link quotes again: the turn is 24 MB of link text, and a WebSocket
+/// message over the runtime's limit would close the link and every member of the relay with
+/// it. The relay sends it as several messages within [`MESSAGE_MAX`], every frame in order.
+#[test]
+fn a_turn_bigger_than_a_link_message_goes_as_several_in_order() {
+    use crate::protocol::link::{Up, UpOp, MESSAGE_MAX};
+    let mut relay = Relay::new("oc-0", 1, RoomConfig::default());
+    let now = Time::from_ms(1_000);
+    let conns: Vec<String> = (0..200).map(|i| format!("oc-0.c{i}")).collect();
+    for (i, c) in conns.iter().enumerate() {
+        relay.handle(now, Input::Open(hello(c, &format!("u{i}"))));
+    }
+    relay.handle(now, Input::Wake);
+    while relay.poll_output().is_some() {}
+    let frames: Vec<String> = (0..200).map(|i| quotes(i, 30_000)).collect();
+    assert!(frames[0].len() < RoomConfig::default().max_frame);
+    for (c, f) in conns.iter().zip(&frames) {
+        relay.handle(now, Input::Text { conn: c, text: f });
+    }
+    relay.handle(now, Input::Wake);
+    let mut ups = Vec::new();
+    while let Some(out) = relay.poll_output() {
+        match out {
+            Output::Up(text) => ups.push(text),
+            Output::Close { conn, .. } => panic!("{conn} closed"),
+            _ => {}
+        }
+    }
+    let total: usize = ups.iter().map(String::len).sum();
+    assert!(total > 2 * MESSAGE_MAX, "the turn is {total} bytes of link text");
+    assert!(ups.len() >= 3, "{} messages", ups.len());
+    let mut sent = Vec::new();
+    for up in &ups {
+        assert!(up.len() <= MESSAGE_MAX, "a message of {} bytes", up.len());
+        let up = Up::parse(up).expect("a link message");
+        assert_eq!((up.relay.as_str(), up.epoch), ("oc-0", 1));
+        sent.extend(up.ops);
+    }
+    let want: Vec<UpOp> = conns
+        .iter()
+        .zip(&frames)
+        .map(|(c, f)| UpOp::Text { conn: c.clone(), text: f.clone() })
+        .collect();
+    assert_eq!(sent, want, "every frame once, in the order received");
+    assert_eq!(relay.stats().up, 1 + ups.len() as u64);
+}
+
+/// A deployment that lets frames be as big as the runtime takes: a relay still closes (1009) a
+/// frame its link could not carry, and forwards one that fits.
+#[test]
+fn a_frame_the_link_could_not_carry_is_closed_at_the_relay() {
+    use crate::protocol::link::FRAME_MAX;
+    let config = RoomConfig { max_frame: 32 << 20, ..RoomConfig::default() };
+    let mut relay = Relay::new("oc-0", 1, config);
+    let now = Time::from_ms(1_000);
+    relay.handle(now, Input::Open(hello("oc-0.a", "ann")));
+    relay.handle(now, Input::Open(hello("oc-0.b", "bob")));
+    relay.handle(now, Input::Wake);
+    while relay.poll_output().is_some() {}
+    let fits = format!(
+        r#"{{"type":"publish","id":"m1","topic":"t","data":"{}"}}"#,
+        "x".repeat(FRAME_MAX - 100)
+    );
+    let over =
+        format!(r#"{{"type":"publish","id":"m2","topic":"t","data":"{}"}}"#, "x".repeat(FRAME_MAX));
+    relay.handle(now, Input::Text { conn: "oc-0.a", text: &fits });
+    relay.handle(now, Input::Text { conn: "oc-0.b", text: &over });
+    relay.handle(now, Input::Wake);
+    let (mut closed, mut ups) = (Vec::new(), Vec::new());
+    while let Some(out) = relay.poll_output() {
+        match out {
+            Output::Close { conn, code, .. } => closed.push((conn, code)),
+            Output::Up(text) => ups.push(text),
+            _ => {}
+        }
+    }
+    assert_eq!(closed, vec![("oc-0.b".to_owned(), 1009)]);
+    assert_eq!(ups.len(), 1);
+    let sent = crate::protocol::link::Up::parse(&ups[0]).expect("a link message").ops;
+    use crate::protocol::link::UpOp;
+    let want = vec![
+        UpOp::Text { conn: "oc-0.a".into(), text: fits },
+        UpOp::Closed { conn: "oc-0.b".into() },
+    ];
+    assert_eq!(sent, want, "the frame that fits crosses, the one over only as its close");
+}
+
+/// The home's side: what a turn owes one link goes as several messages within
+/// [`MESSAGE_MAX`](crate::protocol::link::MESSAGE_MAX), in order, and other links' are apart.
+#[test]
+fn the_home_cuts_a_links_big_turn_into_messages_in_order() {
+    use crate::protocol::link::{Down, DownOp, MESSAGE_MAX};
+    use crate::relay::Downlinks;
+    let mut down = Downlinks::default();
+    let frame = format!(r#"{{"type":"batch","frames":["{}"]}}"#, "\\\"".repeat(100_000));
+    for i in 0..100 {
+        let conn = format!("eu-0.c{i}");
+        down.send([(conn.as_str(), Some("eu-0#1")), ("oc-0.c1", Some("oc-0#1"))], &frame);
+    }
+    let messages = down.take();
+    let eu: Vec<&String> = messages.iter().filter(|(l, _)| l == "eu-0#1").map(|(_, t)| t).collect();
+    let oc = messages.iter().filter(|(l, _)| l == "oc-0#1").count();
+    assert!(eu.len() >= 5 && oc >= 5, "{} and {oc} messages", eu.len());
+    let mut to = Vec::new();
+    for text in eu {
+        assert!(text.len() <= MESSAGE_MAX, "{} bytes", text.len());
+        for op in Down::parse(text).expect("a link message").ops {
+            match op {
+                DownOp::Send { to: conns, frame: f } if f == frame => to.extend(conns),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let want: Vec<String> = (0..100).map(|i| format!("eu-0.c{i}")).collect();
+    assert_eq!(to, want);
 }

@@ -1,15 +1,16 @@
 //! Attacks on the relays' link (issue 19): nobody outside may speak it. A member forges the
 //! header that carries the Worker's contract to ask for a link of their own; sends link-shaped
 //! frames from their socket naming a victim's connection; calls a relay's admin routes
-//! without the key; and, holding sockets through four regions' relays, floods the room to get
-//! four users' budgets. Each runs on the runtime where every connect goes through a relay.
+//! without the key; holding sockets through four regions' relays, floods the room to get
+//! four users' budgets; and makes the link carry operations of megabytes. Each runs on the
+//! runtime where every connect goes through a relay.
 
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use futures_util::future::join_all;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::users::{flood_socket, USER_BURST, USER_RATE};
 use crate::check;
@@ -26,6 +27,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("attacks::links::link_frames_from_a_client_are_refused", &RELAYED, forged_frames),
         es::on("attacks::links::a_relays_admin_routes_need_the_key", &RELAYED, relay_admin),
         es::on("attacks::links::four_regions_get_one_users_budget", &RELAYED, four_budgets),
+        es::on("attacks::links::big_frames_do_not_cut_the_link", &RELAYED, big_frames),
     ]
 }
 
@@ -182,5 +184,66 @@ async fn four_budgets(ctx: Ctx) -> R {
         "eight sockets over four relays got {acked} acked in {elapsed:.2}s; one user's budget is {budget:.0}"
     );
     check!(acked >= USER_BURST as usize, "at least the burst got through: {acked}");
+    Ok(())
+}
+
+/// A string value that is 60 KB on the wire and twice that once quoted again: every character
+/// is a `"`, which JSON escapes, and which escapes again when a frame travels inside another.
+fn quotes(n: usize) -> Value {
+    Value::String("\"".repeat(n))
+}
+
+/// Mallory, through the same relay as her victim, makes the link carry big operations: she
+/// fills the room state with values of quotes (15 × 60 KB, which the link quotes again to
+/// 1.8 MB in one operation) and asks for it, then sends a 60 KB publish of quotes on each of
+/// her ten sockets at once. She gets her whole state and her acks, her victim gets every
+/// message, and every socket is still at the relay. (The runtime closes a WebSocket whose peer
+/// sends a message over its limit, 32 MiB here and in production; that no turn of a link
+/// reaches it, however many members act in it, is the simulator's
+/// `a_turn_bigger_than_a_link_message_goes_as_several_in_order`.)
+async fn big_frames(ctx: Ctx) -> R {
+    let room = support::room("att-link-big");
+    let eu = PLACES[1].0;
+    let mut victim = dial(ctx.port, &room, "victim", eu).await?;
+    let token = es::token(&room, "mallory");
+    let mut mallory = Vec::new();
+    for _ in 0..10 {
+        let session = support::session("mallory");
+        mallory.push(
+            Dial::new(ctx.port, &room, &session)
+                .token(&token)
+                .via(eu.0, eu.1, eu.2)
+                .connect()
+                .await?,
+        );
+    }
+    let keys = 15;
+    for k in 0..keys {
+        mallory[0].set_acked(&format!("k{k}"), &format!("key{k}"), quotes(30_000), None).await?;
+    }
+    let state = mallory[0].get_state().await?;
+    let got = state["state"].as_object().map_or(0, |m| m.len());
+    check!(got == keys, "mallory's state has her {keys} keys: {got}");
+    let size = state.to_string().len();
+    check!(size > 800_000, "the state frame is large: {size} B");
+    victim.publish_acked("after-state", "chat", json!(1)).await?;
+    for round in 0..2 {
+        let sends = mallory.iter_mut().enumerate().map(|(i, c)| {
+            let id = format!("big{round}-{i}");
+            async move { c.publish_acked(&id, "chat", quotes(30_000)).await }
+        });
+        for r in join_all(sends).await {
+            r?;
+        }
+    }
+    victim.publish_acked("after-publishes", "chat", json!(2)).await?;
+    for round in 0..2 {
+        for i in 0..10 {
+            victim.message(&format!("big{round}-{i}")).await?;
+        }
+    }
+    let s = relay_stats(ctx.port, &room, "EU-0").await?;
+    note(format!("relay after the big frames: {s}"));
+    check!(s["clients"] == 11, "every socket is still at the relay: {s}");
     Ok(())
 }
