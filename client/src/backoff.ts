@@ -63,9 +63,32 @@ export interface PlanContext {
   authRefusals: number;
   /** 4409 closes since the last welcome, this one included. */
   sessionTaken: number;
+  /**
+   * The room's reconnect window (`spreadMs`): after a close that drops a
+   * room's members together (1001, 1012) of a connection that had its
+   * welcome, the first reconnect waits uniformly in [0, max(its own window,
+   * this)), so a big room's members come back at the room's pace.
+   */
+  spreadMs: number;
 }
 
-const DEFAULT_CONTEXT: PlanContext = { canRefreshToken: false, authRefusals: 1, sessionTaken: 1 };
+const DEFAULT_CONTEXT: PlanContext = { canRefreshToken: false, authRefusals: 1, sessionTaken: 1, spreadMs: 0 };
+
+/** The widest window a room can ask a reconnect to be spread over, ms. */
+export const SPREAD_MAX_MS = 60000;
+
+/**
+ * The window a room of `members` asks its members to spread a reconnect
+ * over when it drops them together, at `rate` connects per second (the
+ * welcome's `limits.reconnect_rate`): members / rate seconds, at most
+ * `SPREAD_MAX_MS`. The arrivals at the room are then at most `rate` per
+ * second, however many members it has (the seeds' peak = population /
+ * window); 0 for a room too small to need it.
+ */
+export function spreadMs(members: number, rate: number): number {
+  if (!(members > 0) || !(rate > 0)) return 0;
+  return Math.min(SPREAD_MAX_MS, (members * 1000) / rate);
+}
 
 /**
  * Why the client stopped for good: `closed` (1000), `superseded` (4001),
@@ -138,6 +161,10 @@ export function plan(
   const promptFixed = (streak: number, refreshToken: boolean, newSession: boolean): Plan =>
     attempt < streak ? again(random() * o.promptMs, refreshToken, newSession) : backoff(refreshToken, newSession);
   const long = (): Plan => again(o.abuseMinMs + random() * o.abuseWindowMs);
+  // The room dropped everyone at once: the first reconnect of a healthy connection is spread
+  // over the room's window (later attempts back off as usual, already wider).
+  const together = (welcomed: boolean, own: () => Plan, window: number): Plan =>
+    welcomed && attempt === 0 && c.spreadMs > window ? again(random() * c.spreadMs) : own();
 
   switch (cause.kind) {
     case "gap":
@@ -153,7 +180,10 @@ export function plan(
         case CLOSE.SUPERSEDED:
           return { reconnect: false, why: "superseded" };
         case CLOSE.GOING_AWAY:
-          return cause.welcomed ? prompt() : backoff();
+          return together(cause.welcomed, () => (cause.welcomed ? prompt() : backoff()), o.promptMs);
+        case CLOSE.SERVICE_RESTART:
+          // A relay restarted under its clients: all of them come back at once.
+          return together(cause.welcomed, backoff, Math.min(o.capMs, o.baseMs));
         case CLOSE.BACKLOG:
           // Fell behind: resume from what was applied, at once unless it repeats.
           return prompt();

@@ -82,6 +82,12 @@ export interface Limits {
   reply_bytes_per_sec: number;
   /** Bytes a connection may leave unconfirmed by `mark` echoes. */
   send_window: number;
+  /**
+   * Connects per second the room asks of its members when it drops them
+   * together (1001, 1012): the first reconnect is spread over members / this
+   * seconds, at most `SPREAD_MAX_MS` (see `spreadMs` in backoff.ts).
+   */
+  reconnect_rate: number;
 }
 
 /** The server's defaults: what the client assumes before its first welcome. */
@@ -98,6 +104,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   max_depth: 32,
   reply_bytes_per_sec: 262144,
   send_window: 1048576,
+  reconnect_rate: 100,
 });
 
 export interface MessageFrame {
@@ -224,6 +231,12 @@ export const CLOSE = {
   POLICY: 1008,
   /** A frame over 64 KiB. */
   TOO_LARGE: 1009,
+  /**
+   * Service restart: the relay that held the connection for the room cannot
+   * any more (its link broke, or a newer instance took its place); every
+   * client of it gets this at once. Back off (spread by the room's window).
+   */
+  SERVICE_RESTART: 1012,
   /** Superseded by a newer connection of the same session (another tab). Stop. */
   SUPERSEDED: 4001,
   /** No frame and no answered ping for the presence TTL. Back off. */

@@ -6,7 +6,7 @@
 //! errors to the promises of durable sends. Building one touches nothing of
 //! the page: that waits for `start()`.
 
-import { DEFAULT_BACKOFF, plan, type BackoffOptions, type Cause, type StopWhy } from "./backoff.js";
+import { DEFAULT_BACKOFF, plan, spreadMs, type BackoffOptions, type Cause, type StopWhy } from "./backoff.js";
 import { DEFAULT_RATE, paceFor, type RateOptions } from "./bucket.js";
 import { Emitter } from "./emitter.js";
 import { OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle, type WakeWhy } from "./env.js";
@@ -616,6 +616,7 @@ export class Room {
       canRefreshToken: this.getToken !== undefined,
       authRefusals: this.authRefusals,
       sessionTaken: this.sessionTaken,
+      spreadMs: spreadMs(this.presence.summary.members, this.limitsNow.reconnect_rate),
     });
     if (!next.reconnect) {
       this.finish(next.why, new HomeroomError(next.why, stopMessage(next.why, cause)));

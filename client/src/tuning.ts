@@ -3,7 +3,7 @@
 //! sessions, tokens, the idle snapshots), for tuning a client and for tests.
 //! Not needed to use a room: that is `homeroom`.
 
-export { DEFAULT_BACKOFF, fullJitter, plan } from "./backoff.js";
+export { DEFAULT_BACKOFF, SPREAD_MAX_MS, fullJitter, plan, spreadMs } from "./backoff.js";
 export type { BackoffOptions, Cause, Plan, PlanContext, StopWhy } from "./backoff.js";
 export { DEFAULT_HEARTBEAT } from "./heartbeat.js";
 export type { HeartbeatOptions } from "./heartbeat.js";

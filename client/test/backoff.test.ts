@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { DEFAULT_BACKOFF, fullJitter, plan } from "../src/backoff.js";
+import { DEFAULT_BACKOFF, SPREAD_MAX_MS, fullJitter, plan, spreadMs } from "../src/backoff.js";
 import { Room } from "../src/room.js";
-import { FakeClock, seeded, welcome, world, type FakeSocket } from "./fakes.js";
+import { FakeClock, seeded, welcome, world, type FakeSocket, type WelcomeOpts } from "./fakes.js";
 
 describe("full jitter", () => {
   it("stays within [0, min(20 s, 2 s × 2^attempt)) and covers the window", () => {
@@ -187,7 +187,7 @@ function peakRatio(times: number[], from: number, to: number, bucketMs: number):
  * `n` real Room clients on one fake clock, each with its own random seed,
  * all connected; the server side answers connects per `serverUp(now)`.
  */
-function crowd(n: number, serverUp: (now: number) => boolean) {
+function crowd(n: number, serverUp: (now: number) => boolean, opts: WelcomeOpts = {}) {
   const clock = new FakeClock();
   const attempts: number[] = [];
   const welcomed: number[] = [];
@@ -202,7 +202,7 @@ function crowd(n: number, serverUp: (now: number) => boolean) {
         // The server answers 20 ms later: a welcome when up, a refusal when down.
         clock.setTimeout(() => {
           if (serverUp(clock.now())) {
-            welcome(s);
+            welcome(s, opts);
             welcomed.push(clock.now());
           } else s.refuse();
         }, 20);
@@ -214,6 +214,66 @@ function crowd(n: number, serverUp: (now: number) => boolean) {
   }
   return { clock, attempts, welcomed, rooms, current };
 }
+
+describe("a big room's reconnect window", () => {
+  const r = (): number => 0.999;
+  const close = (code: number, welcomed = true) => ({ kind: "close" as const, code, welcomed });
+
+  it("is members / reconnect_rate seconds, at most a minute", () => {
+    assert.equal(spreadMs(5_000, 100), 50_000);
+    assert.equal(spreadMs(40_000, 100), SPREAD_MAX_MS);
+    assert.equal(spreadMs(50, 100), 500);
+    assert.equal(spreadMs(0, 100), 0);
+    assert.equal(spreadMs(5_000, 0), 0, "no rate announced: no window");
+  });
+
+  it("widens the first reconnect after 1001 and 1012 of a welcomed connection", () => {
+    for (const code of [1001, 1012]) {
+      const p = plan(close(code), 0, r, DEFAULT_BACKOFF, { spreadMs: 12_000 });
+      assert.ok(p.reconnect && p.delay > 11_900 && p.delay < 12_000, `${code}: ${JSON.stringify(p)}`);
+    }
+  });
+
+  it("leaves everything else as it was", () => {
+    const spread = { spreadMs: 12_000 };
+    // A window smaller than the cause's own changes nothing.
+    const small = plan(close(1001), 0, r, DEFAULT_BACKOFF, { spreadMs: 500 });
+    assert.ok(small.reconnect && small.delay > 990 && small.delay < 1_000);
+    // A later attempt backs off as it would.
+    const later = plan(close(1012), 3, r, DEFAULT_BACKOFF, spread);
+    assert.ok(later.reconnect && later.delay > 15_000 && later.delay < 16_000);
+    // Before a welcome, or a close that is one client's (1006: its network), no window.
+    const early = plan(close(1001, false), 0, r, DEFAULT_BACKOFF, spread);
+    assert.ok(early.reconnect && early.delay < 2_000);
+    const own = plan(close(1006), 0, r, DEFAULT_BACKOFF, spread);
+    assert.ok(own.reconnect && own.delay < 2_000);
+    // 1012 without a window backs off over the first backoff window.
+    const restart = plan(close(1012), 0, r);
+    assert.ok(restart.reconnect && restart.delay > 1_990 && restart.delay < 2_000);
+  });
+
+  it("spreads 1,000 members of a 5,000-member room over 50 s after a 1001: busiest second ≤ 3× average", async (t) => {
+    const N = 1_000;
+    const c = crowd(N, () => true, { roomMembers: 5_000, limits: { reconnect_rate: 100 } });
+    for (const room of c.rooms) room.start();
+    await c.clock.advance(0);
+    c.clock.runUntil(c.clock.now() + 100);
+    assert.equal(c.welcomed.length, N);
+    const t0 = c.clock.now();
+    c.attempts.length = 0;
+    for (const s of c.current) s.serverClose(1001, "draining");
+    c.clock.runUntil(t0 + 55_000);
+    assert.equal(c.attempts.length, N, "everyone reconnected");
+    const last = Math.max(...c.attempts.map((a) => a - t0));
+    assert.ok(last < 50_000 && last > 45_000, `the last one came ${last} ms after the drain`);
+    const { peak, avg, ratio } = peakRatio(c.attempts, t0, t0 + 50_000, 1_000);
+    t.diagnostic(`after 1001 of a 5,000-member room: busiest second holds ${peak}, average ${avg} (${ratio.toFixed(2)}×)`);
+    assert.ok(ratio <= 3, `busiest second holds ${peak}, average ${avg}`);
+    // The room's pace: 5,000 members at 100/s; this sample of a fifth comes at 20/s.
+    assert.ok(peak <= 60, `busiest second holds ${peak}, against the room's pace of 20 for this sample`);
+    for (const room of c.rooms) room.close();
+  });
+});
 
 describe("1,000 clients after a 1006", () => {
   const N = 1_000;

@@ -283,6 +283,8 @@ export interface WelcomeOpts {
   limits?: Record<string, number>;
   /** The user the room says this session is (default: the session). */
   user?: string;
+  /** The room's member count in the welcome's summary (default 1). */
+  roomMembers?: number;
 }
 
 /** Opens `s` and sends it a welcome for the session in its URL. */
@@ -303,7 +305,9 @@ export function welcome(s: FakeSocket, o: WelcomeOpts = {}): void {
     missed: o.missed ?? 0,
     presence: {
       members: o.members ?? { [session]: { user: o.user ?? session, region: o.region ?? "OC", state: {}, since: 1 } },
-      summary: { members: 1, users: 1, connections: 1, regions: { OC: { members: 1, users: 1 } } },
+      summary: ((n) => ({ members: n, users: n, connections: n, regions: { OC: { members: n, users: n } } }))(
+        o.roomMembers ?? 1,
+      ),
       ...(o.large ? { large: true } : {}),
     },
     ...(o.limits ? { limits: o.limits } : {}),

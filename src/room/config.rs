@@ -132,6 +132,9 @@ room_settings! {
     user_connect_burst: u64 = 20,
         doc "burst of connects per user (a user's ten tabs after a deploy fit)",
         var "USER_CONNECT_BURST", limit user_connect_burst;
+    reconnect_rate: u64 = 100,
+        doc "connects per second the room asks of its members when it drops them together (1001, 1012): the client spreads its first reconnect over members / this seconds, at most 60",
+        var "RECONNECT_RATE", limit reconnect_rate;
     reply_bytes_per_sec: u64 = 256 * 1024,
         doc "bytes one user is sent per second because of what they did: `state`/`resync`/replay, welcomes, the rules' sends, member lists and rules routes read over HTTP (burst 2 MiB, at least the largest state frame)",
         var "REPLY_BYTES_PER_SEC", limit reply_bytes_per_sec;

@@ -277,7 +277,12 @@ async fn operator(ctx: Ctx) -> R {
     }
     let p = presence(ctx.port, &room).await?;
     check!(p["summary"]["members"] == members.len(), "the kicked member left: {p}");
-    // Drain: every relayed member gets 1001.
+    // Drain: every relayed member gets 1001, and their welcomes told them the pace to come
+    // back at (the client spreads a reconnect over members / `reconnect_rate` seconds).
+    for (_, c) in &members {
+        let rate = &c.welcome["limits"]["reconnect_rate"];
+        check!(rate == 100, "[{}] the welcome's reconnect_rate: {rate}", c.session);
+    }
     let resp = es::admin(ctx.port, "POST", &room, "drain", Some(&bearer_admin()), None, "").await?;
     let v = es::json_200("drain", &resp)?;
     check!(v["closed"] == members.len(), "drain closed {v}");
