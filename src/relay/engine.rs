@@ -7,7 +7,8 @@ use super::{Input, Output};
 use crate::protocol::link::{Down, DownOp, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
-use crate::room::rate::Bucket;
+use crate::room::outbox::pack;
+use crate::room::rate::{Bucket, Meter};
 use crate::room::{Hello, RoomConfig, Time};
 
 /// The close code a relay gives its clients when it cannot speak for them
@@ -36,6 +37,22 @@ pub struct RelayStats {
     pub timed_out: u64,
     /// Binary frames refused past the sender's rate (no answer sent).
     pub binary_dropped: u64,
+    /// Local signals replaced inside the coalescing window by a newer one of the same sender
+    /// and topic (a stale cursor is worth nothing).
+    pub signals_coalesced: u64,
+    /// Local signals not delivered to the relay's members because the relay was over its
+    /// outbound budget (`OUTBOUND_BUDGET` frames per second, as the home's).
+    pub signals_shed: u64,
+}
+
+/// A local signal waiting for the end of the relay's coalescing window.
+#[derive(Debug)]
+struct Waiting {
+    /// The sender's session and the topic: a newer signal with the same key replaces it.
+    key: String,
+    /// The sender's connection: it does not get its own signal.
+    from: String,
+    frame: Rc<str>,
 }
 
 /// One client of the relay.
@@ -60,8 +77,15 @@ pub struct Relay {
     /// The turn's operations for the home, sent at its end.
     up: Vec<UpOp>,
     outputs: VecDeque<Output>,
-    /// The end of the turn is asked for.
-    wake_set: bool,
+    /// The short timer, as last asked for.
+    wake: Option<u64>,
+    /// Local signals coalescing until `window_until`, in the order their keys first came.
+    signals: Vec<Waiting>,
+    /// The coalescing window: a local signal delivered at once opens it; signals inside it
+    /// wait for its end, the latest per sender and topic, and go together.
+    window_until: Option<u64>,
+    /// Frames the relay sent its clients per second (a batch counts once).
+    outbound: Meter,
     /// The liveness sweep's alarm, as last asked for.
     alarm: Option<u64>,
     now: u64,
@@ -81,7 +105,10 @@ impl Relay {
             clients: BTreeMap::new(),
             up: Vec::new(),
             outputs: VecDeque::new(),
-            wake_set: false,
+            wake: None,
+            signals: Vec::new(),
+            window_until: None,
+            outbound: Meter::default(),
             alarm: None,
             now: 0,
             spent: false,
@@ -152,11 +179,13 @@ impl Relay {
                 self.sweep();
             }
             Input::Wake => {
-                self.wake_set = false;
+                self.wake = None;
                 self.flush_up();
+                self.flush_signals();
             }
         }
         self.arm_alarm();
+        self.arm_wake();
     }
 
     fn open(&mut self, hello: Hello) {
@@ -210,16 +239,8 @@ impl Relay {
                         ServerFrame::Signal { session: &session, topic: &topic, data: &data }
                             .to_text()
                             .into();
-                    let to: Vec<String> = self
-                        .clients
-                        .iter()
-                        .filter(|(id, o)| o.admitted && id.as_str() != conn)
-                        .map(|(id, _)| id.clone())
-                        .collect();
                     self.stats.local_signals += 1;
-                    if !to.is_empty() {
-                        self.outputs.push_back(Output::Multicast { conns: to, frame });
-                    }
+                    self.local_signal(conn, format!("{session}\u{0}{topic}"), frame);
                 } else {
                     self.stats.local_signals_refused += 1;
                 }
@@ -305,6 +326,7 @@ impl Relay {
     }
 
     fn emit(&mut self, mut conns: Vec<String>, frame: Rc<str>) {
+        self.outbound.add(self.now, conns.len() as u64);
         match conns.len() {
             0 => {}
             1 => self.outputs.push_back(Output::Send { conn: conns.remove(0), frame }),
@@ -312,8 +334,80 @@ impl Relay {
         }
     }
 
+    /// A signal from `from` for the relay's other members, as the home treats one for its
+    /// own sockets: shed while the relay sends more than its outbound budget; at once when
+    /// no coalescing window is open (which it opens); else waiting for the window's end, the
+    /// latest per sender and topic. However many members move their cursors, each member
+    /// gets at most one frame of signals per window from the relay.
+    fn local_signal(&mut self, from: &str, key: String, frame: Rc<str>) {
+        let now = self.now;
+        if self.outbound.rate(now) > self.config.outbound_budget {
+            self.stats.signals_shed += 1;
+            return;
+        }
+        if self.window_until.is_some_and(|until| until > now) {
+            match self.signals.iter_mut().find(|w| w.key == key) {
+                Some(w) => {
+                    self.stats.signals_coalesced += 1;
+                    w.frame = frame;
+                    w.from = from.to_owned();
+                }
+                None => self.signals.push(Waiting { key, from: from.to_owned(), frame }),
+            }
+            return;
+        }
+        let to = self.admitted_but(&[from]);
+        self.emit(to, frame);
+        self.window_until = Some(now + self.config.batch_window_ms);
+    }
+
+    /// The window ended: what waited in it goes, packed, each member getting every waiting
+    /// signal but its own; a window that released signals stays open for another round.
+    fn flush_signals(&mut self) {
+        let now = self.now;
+        if self.window_until.is_none_or(|until| until > now) {
+            return;
+        }
+        self.window_until = None;
+        let waiting = std::mem::take(&mut self.signals);
+        if waiting.is_empty() {
+            return;
+        }
+        let senders: BTreeSet<&str> = waiting.iter().map(|w| w.from.as_str()).collect();
+        let max = self.config.batch_max_bytes;
+        let all: Vec<Rc<str>> = waiting.iter().map(|w| w.frame.clone()).collect();
+        let others = self.admitted_but(&senders.iter().copied().collect::<Vec<_>>());
+        let mut sends = vec![(others, pack(all, max))];
+        for sender in &senders {
+            if !self.clients.get(*sender).is_some_and(|c| c.admitted) {
+                continue;
+            }
+            let theirs: Vec<Rc<str>> =
+                waiting.iter().filter(|w| w.from != *sender).map(|w| w.frame.clone()).collect();
+            if !theirs.is_empty() {
+                sends.push((vec![(*sender).to_owned()], pack(theirs, max)));
+            }
+        }
+        for (to, frames) in sends {
+            for frame in frames {
+                self.emit(to.clone(), frame);
+            }
+        }
+        self.window_until = Some(now + self.config.batch_window_ms);
+    }
+
+    /// The relay's admitted clients but `except`.
+    fn admitted_but(&self, except: &[&str]) -> Vec<String> {
+        self.clients
+            .iter()
+            .filter(|(id, c)| c.admitted && !except.contains(&id.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Closes every client with [`RESTART`]: they reconnect and resume.
     fn restart_all(&mut self, reason: &str) {
+        self.signals.clear();
         for (conn, _) in std::mem::take(&mut self.clients) {
             self.outputs.push_back(Output::Close { conn, code: RESTART, reason: reason.into() });
         }
@@ -353,9 +447,19 @@ impl Relay {
 
     fn send_up(&mut self, op: UpOp) {
         self.up.push(op);
-        if !self.wake_set {
-            self.wake_set = true;
-            self.outputs.push_back(Output::SetWake(Time::from_ms(self.now)));
+    }
+
+    /// Asks for the short timer when the turn has something for the home (at once) or a
+    /// coalescing window ends (then), unless it is asked for already.
+    fn arm_wake(&mut self) {
+        let turn = (!self.up.is_empty()).then_some(self.now);
+        let window = self.window_until.filter(|_| !self.signals.is_empty());
+        let due = [turn, window].into_iter().flatten().min();
+        if let Some(at) = due {
+            if self.wake.is_none_or(|w| w > at) {
+                self.wake = Some(at);
+                self.outputs.push_back(Output::SetWake(Time::from_ms(at)));
+            }
         }
     }
 

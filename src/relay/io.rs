@@ -33,7 +33,8 @@ pub enum Input<'a> {
     LinkClosed { epoch: u64 },
     /// The storage alarm the relay asked for fired (its liveness sweep).
     Alarm,
-    /// The short timer the relay asked for fired: the end of the turn.
+    /// The short timer the relay asked for fired: the end of the turn, or of a coalescing
+    /// window of local signals. A spurious one does no harm.
     Wake,
 }
 
@@ -50,7 +51,8 @@ pub enum Output {
     Close { conn: String, code: u16, reason: String },
     /// Call back with [`Input::Alarm`] at this time.
     SetAlarm(Time),
-    /// Call back with [`Input::Wake`] at this time (the end of the turn).
+    /// Call back with [`Input::Wake`] at this time (the end of the turn, or of a coalescing
+    /// window); an earlier request may stand in for a later one.
     SetWake(Time),
 }
 

@@ -45,6 +45,8 @@ pub struct Client {
     pub user: String,
     pub region: String,
     pub inbox: Vec<Value>,
+    /// Texts it was sent (a `batch` counts once): what its socket cost.
+    pub texts: u64,
     pub open: bool,
     /// The close code it got (1006 when its relay died under it).
     pub closed: Option<u16>,
@@ -410,6 +412,7 @@ impl Topo {
         let stored = self.home.disk.seq;
         let c = self.clients.get_mut(conn).expect("known client");
         assert!(c.open, "frame sent to closed client {conn}: {frame}");
+        c.texts += 1;
         for v in frames {
             match v["type"].as_str() {
                 Some(kind @ ("ack" | "message")) => {

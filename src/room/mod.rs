@@ -13,7 +13,7 @@ mod flow;
 mod history;
 mod ids;
 mod io;
-mod outbox;
+pub(crate) mod outbox;
 mod presence;
 pub(crate) mod rate;
 pub mod rules;

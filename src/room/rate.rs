@@ -1,7 +1,7 @@
 //! Token buckets: a connection's frames, a user's frames over all their
 //! connections, a user's reply bytes; plus the abuse count that turns a
-//! persistent flood into a 4029 close. Integer milli-units keep them exact
-//! and deterministic.
+//! persistent flood into a 4029 close; and the meter of events per second.
+//! Integer milli-units keep them exact and deterministic.
 
 use super::RoomConfig;
 
@@ -122,6 +122,36 @@ impl RateLimiter {
         let elapsed = now.saturating_sub(self.last_ms);
         self.last_ms = self.last_ms.max(now);
         self.abuse = self.abuse.saturating_sub(elapsed * config.abuse_drain_per_sec);
+    }
+}
+
+/// Events per second (frames sent, resumes), counted in whole-second buckets.
+#[derive(Debug, Default)]
+pub struct Meter {
+    second: u64,
+    this: u64,
+    last: u64,
+}
+
+impl Meter {
+    pub fn add(&mut self, now: u64, n: u64) {
+        self.roll(now);
+        self.this += n;
+    }
+
+    /// The rate over the last full second or the current one, whichever is higher.
+    pub fn rate(&mut self, now: u64) -> u64 {
+        self.roll(now);
+        self.this.max(self.last)
+    }
+
+    fn roll(&mut self, now: u64) {
+        let second = now / 1000;
+        if second != self.second {
+            self.last = if second == self.second + 1 { self.this } else { 0 };
+            self.this = 0;
+            self.second = second;
+        }
     }
 }
 

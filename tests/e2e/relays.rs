@@ -39,6 +39,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("relays::a_member_moving_regions_is_never_a_leave", &RELAYED, moving),
         es::on("relays::a_relay_reset_mid_burst_loses_nothing", &RESET, reset_mid_burst),
         es::on("relays::a_hung_relays_members_leave_within_the_lease", &RELAYED, hung_relay),
+        es::on("relays::a_relay_coalesces_its_members_cursors", &RELAYED, cursors),
     ]
 }
 
@@ -485,4 +486,53 @@ async fn presence_frame(
             crate::client::Event::Closed(code) => return Err(format!("closed ({code:?})")),
         }
     }
+}
+
+/// Ann moves her cursor as fast as her rate allows, 40 signals sent back to back, with Bob at
+/// her relay and Cat at another: the relay delivers the first to Bob at once and coalesces the
+/// rest inside its 50 ms window to her latest (as the home does for its own sockets), so Bob
+/// gets fewer signals than she sent, in order, ending with her last; Cat gets her last through
+/// the home; Ann gets none of her own.
+async fn cursors(ctx: Ctx) -> R {
+    let room = support::room("relay-cursors");
+    let (eu, na) = (PLACES[1].0, PLACES[2].0);
+    let mut ann = dial(ctx.port, &room, "ann", eu).await?;
+    let mut bob = dial(ctx.port, &room, "bob", eu).await?;
+    let mut cat = dial(ctx.port, &room, "cat", na).await?;
+    // Everyone has seen everyone join: what follows is the burst only.
+    ann.publish_acked("ready", "chat", json!(0)).await?;
+    for c in [&mut bob, &mut cat] {
+        c.message("ready").await?;
+    }
+    let sent = 40;
+    for i in 0..sent {
+        ann.feed(json!({"type":"signal","topic":"cursor","data":{"i": i}})).await?;
+    }
+    ann.flush().await?;
+    let last = sent - 1;
+    let mut seen = Vec::new();
+    for (who, c) in [("bob", &mut bob), ("cat", &mut cat)] {
+        let mut is = Vec::new();
+        while is.last() != Some(&last) {
+            let f =
+                c.until(&format!("{who}: ann's latest cursor"), |f| f["type"] == "signal").await?;
+            is.push(f["data"]["i"].as_u64().ok_or_else(|| format!("a signal without i: {f}"))?);
+        }
+        check!(is.windows(2).all(|w| w[0] < w[1]), "{who}: ann's signals out of order: {is:?}");
+        seen.push(is);
+    }
+    let stats = relay_stats(ctx.port, &room, "EU-0").await?;
+    crate::presence::note(format!(
+        "cursor burst of {sent}: bob got {}, cat {}; EU-0 {stats}",
+        seen[0].len(),
+        seen[1].len()
+    ));
+    check!(
+        (seen[0].len() as u64) < sent,
+        "bob got all {sent} of ann's signals: nothing coalesced ({stats})"
+    );
+    check!(stats["signals_coalesced"].as_u64() > Some(0), "the relay coalesced nothing: {stats}");
+    ann.publish_acked("done", "chat", json!(1)).await?;
+    check!(!ann.history.iter().any(|f| f["type"] == "signal"), "ann got a signal of her own back");
+    Ok(())
 }

@@ -21,36 +21,6 @@ use crate::room::CloseCode;
 /// echo (well under the runtime's 10 s before it may hibernate an object).
 const KEEPALIVE_MS: u64 = 5_000;
 
-/// Frames sent per second, counted in whole-second buckets.
-#[derive(Debug, Default)]
-pub struct Meter {
-    second: u64,
-    this: u64,
-    last: u64,
-}
-
-impl Meter {
-    pub fn add(&mut self, now: u64, n: u64) {
-        self.roll(now);
-        self.this += n;
-    }
-
-    /// The rate over the last full second or the current one, whichever is higher.
-    pub fn rate(&mut self, now: u64) -> u64 {
-        self.roll(now);
-        self.this.max(self.last)
-    }
-
-    fn roll(&mut self, now: u64) {
-        let second = now / 1000;
-        if second != self.second {
-            self.last = if second == self.second + 1 { self.this } else { 0 };
-            self.this = 0;
-            self.second = second;
-        }
-    }
-}
-
 impl Room {
     /// Over the outbound budget (frames really sent, a batch counting
     /// once): signals are shed and presence diffs wait for the summary.

@@ -29,7 +29,7 @@ use super::history::History;
 use super::io::{Hello, Input, Output, Snapshot};
 use super::outbox::Outbox;
 use super::presence::{Presence, SummaryThrottle};
-use super::rate::RateLimiter;
+use super::rate::{Meter, RateLimiter};
 use super::rules::{Open, Rules};
 use super::state::RoomState;
 use super::timer::Alarm;
@@ -109,12 +109,12 @@ pub struct Room {
     now: u64,
     /// Frames asked for per second (before batching), against the
     /// batching threshold.
-    asked: delivery::Meter,
+    asked: Meter,
     /// Frames sent per second (a batch counts once), against the outbound
     /// budget.
-    outbound: delivery::Meter,
+    outbound: Meter,
     /// Resumes per second, to tell a reconnect storm.
-    resumes: delivery::Meter,
+    resumes: Meter,
     /// Connections with durable frames waiting for the end of the turn.
     turn: Vec<String>,
     /// When coalescing windows and replay holds end, by connection.
@@ -213,9 +213,9 @@ impl Room {
             alarm: Alarm::new(10_000),
             stats: stats::Counters::since(now),
             now,
-            asked: delivery::Meter::default(),
-            outbound: delivery::Meter::default(),
-            resumes: delivery::Meter::default(),
+            asked: Meter::default(),
+            outbound: Meter::default(),
+            resumes: Meter::default(),
             turn: Vec::new(),
             deadlines: BTreeSet::new(),
             // Asking again for the in-memory timer costs the adapter nothing

@@ -249,23 +249,12 @@ pub(super) fn finding_6_a_backlog_close_during_an_open_comes_after_the_welcome()
 /// Fixed: backlog closes wait for the end of the operation, and a close of a connection already gone does nothing.
 #[test]
 pub(super) fn finding_7_a_cascading_backlog_close_inside_the_sweep_closes_once() {
-    // The backlog holds 13 waiting messages (147 bytes each) and 30 bytes
-    // more: not the 54 of a leave.
-    let config = RoomConfig { presence_ttl_ms: 1_000, ..flow_config(13 * 147 + 30) };
-    let mut s = Sim::new(config);
-    let p = s.connect_as("sess-publisher", "pub", "EU", None);
-    let a = s.connect_as("sess-aaaa", "ann", "EU", None);
-    let b = s.connect_as("sess-bbbb", "bob", "EU", None);
-    for c in [&a, &b] {
-        s.sockets.get_mut(c).unwrap().silent = true;
-    }
-    let mut i = 0;
-    while waiting_bytes(&mut s) < 2 * 13 * 147 {
-        s.publish(&p, &format!("m{i}"), &format!(r#""{}""#, "x".repeat(20)));
-        s.take(&p);
-        i += 1;
-    }
-    assert_eq!((s.sockets[&a].closed, s.sockets[&b].closed), (None, None));
+    // The backlog holds 13 waiting messages and 30 bytes more: not the 54 of a leave. Both
+    // readers must hold exactly 13 at once, which depends on where their windows filled (their
+    // welcomes differ); so the message size is the first, from 147 bytes up, at which they do.
+    let (mut s, p, a, b) = (20..80)
+        .find_map(thirteen_waiting_each)
+        .expect("some message size fills both windows alike");
     // a and b fall silent; the publisher pings. The sweep closes a, whose
     // leave takes b over its bound, then closes b.
     for _ in 0..4 {
@@ -275,6 +264,32 @@ pub(super) fn finding_7_a_cascading_backlog_close_inside_the_sweep_closes_once()
     }
     assert_eq!(s.sockets[&a].closed, Some(4008));
     assert!(s.sockets[&b].closed.is_some());
+}
+
+/// A room whose two silent readers `a` and `b` each hold 13 waiting messages of `pad` + 127
+/// bytes (147 for 20), against a backlog bound of 13 of them and 30 bytes; `None` when one
+/// reader holds 14 when the other reaches 13 (their windows filled a message apart).
+fn thirteen_waiting_each(pad: usize) -> Option<(Sim, String, String, String)> {
+    let size = 127 + pad as u64;
+    let config = RoomConfig { presence_ttl_ms: 1_000, ..flow_config(13 * size + 30) };
+    let mut s = Sim::new(config);
+    let p = s.connect_as("sess-publisher", "pub", "EU", None);
+    let a = s.connect_as("sess-aaaa", "ann", "EU", None);
+    let b = s.connect_as("sess-bbbb", "bob", "EU", None);
+    for c in [&a, &b] {
+        s.sockets.get_mut(c).unwrap().silent = true;
+    }
+    let mut i = 0;
+    while waiting_bytes(&mut s) < 2 * 13 * size {
+        if s.sockets[&a].closed.is_some() || s.sockets[&b].closed.is_some() {
+            return None;
+        }
+        s.publish(&p, &format!("m{i}"), &format!(r#""{}""#, "x".repeat(pad)));
+        s.take(&p);
+        i += 1;
+    }
+    let open = s.sockets[&a].closed.is_none() && s.sockets[&b].closed.is_none();
+    (open && waiting_bytes(&mut s) == 2 * 13 * size).then_some((s, p, a, b))
 }
 
 /// Finding 8 (engine fuzz, case seeds 0x4da5c0aef8d20aec under base seed
