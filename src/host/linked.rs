@@ -20,11 +20,10 @@ const REPLACED_LINK: (u16, &str) = (1012, "relay_replaced");
 /// The close code and reason of a link whose lease ran out.
 const EXPIRED_LINK: (u16, &str) = (1011, "relay_lease_expired");
 
-/// How long a link may go without a sign of life (a message, or a ping of the relay's that the
-/// runtime answered) before the home takes its relay for dead and its sessions leave. A relay
-/// pings its link at least every 5 s; the home looks every half lease, so the sessions of a
-/// relay that hangs with its link open leave within 15 s of its last sign of life.
-pub const LINK_LEASE_MS: u64 = 10_000;
+/// The link's lease ([`crate::protocol::link::LEASE_MS`]): the home looks every half lease,
+/// so the sessions of a relay that hangs with its link open leave within 15 s of its last sign
+/// of life.
+pub const LINK_LEASE_MS: u64 = crate::protocol::link::LEASE_MS;
 
 impl Inner {
     /// `Some` answer when a direct connect should go through a relay: the kind has relays and

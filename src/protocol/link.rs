@@ -30,6 +30,12 @@ use serde::{Deserialize, Serialize};
 /// its keys) and what a relay forwards ([`FRAME_MAX`]), even quoted once more as link text.
 pub const MESSAGE_MAX: usize = 8 << 20;
 
+/// How long a link may go without a sign of life (a message, or a ping of the relay's that the
+/// runtime answered) before either end takes the other for dead: the home closes the link and
+/// the relay's sessions leave; a relay closes its clients (1012). A relay pings its link at
+/// least every 5 s.
+pub const LEASE_MS: u64 = 10_000;
+
 /// The largest client frame a relay forwards, in bytes: one that would not fit in a link
 /// message once quoted (at most twice its size) is closed with 1009 at the relay, whatever
 /// `MAX_FRAME_BYTES` allows a socket of the home's own.

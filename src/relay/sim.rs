@@ -3,7 +3,8 @@
 //! Clients connect to a relay by its name; what the relays say to the home and
 //! the home to them crosses the wire as text, as the adapters would send it.
 //! Links and relays can drop and reset; a relay can be split in two
-//! instances (the stale-instance case). Every frame a client gets is checked
+//! instances (the stale-instance case), or hang with its link open, which the
+//! home's lease ends ([`LEASE_MS`]) as its adapter does. Every frame a client gets is checked
 //! against the home's disk ("stored before seen").
 //!
 //! ```
@@ -25,7 +26,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Admit, Downlinks, Input, Output, Relay, Relays};
-use crate::protocol::link::{Up, UpOp};
+use crate::protocol::link::{Up, UpOp, LEASE_MS};
 use crate::room::sim::{Link, Sim};
 use crate::room::{Hello, RoomConfig, Time};
 
@@ -92,6 +93,11 @@ pub struct Topo {
     pub up_messages: u64,
     /// Messages the home refused from a stale relay instance.
     pub stale_refused: u64,
+    /// Instances that hung with their link open (`name#epoch`), since when: they forward
+    /// nothing and ping nothing, and the home's lease closes their link.
+    pub hung: BTreeMap<String, Time>,
+    /// Messages of hung instances that went nowhere.
+    pub hung_dropped: u64,
 }
 
 impl Topo {
@@ -114,6 +120,8 @@ impl Topo {
             home_link_messages: 0,
             up_messages: 0,
             stale_refused: 0,
+            hung: BTreeMap::new(),
+            hung_dropped: 0,
         }
     }
 
@@ -197,6 +205,14 @@ impl Topo {
         self.relay_input(&instance, Input::Text { conn, text });
     }
 
+    /// A client sends a binary frame of `len` bytes.
+    pub fn send_binary(&mut self, conn: &str, len: usize) {
+        let c = &self.clients[conn];
+        assert!(c.open, "test bug: sending on a closed socket");
+        let instance = c.instance.clone();
+        self.relay_input(&instance, Input::Binary { conn, len });
+    }
+
     /// A client publishes `data` (JSON text) as `id` on the topic `chat`.
     pub fn publish(&mut self, conn: &str, id: &str, data: &str) {
         self.send(
@@ -233,6 +249,31 @@ impl Topo {
         }
         self.lose_wire(&key);
         self.home_link_closed(&key);
+    }
+
+    /// Relay `name`'s current instance hangs with its link open (as a test build's `mute`
+    /// does): it still takes its clients' frames and the home's, but nothing it would send the
+    /// home leaves, and it stops pinging, so the home's lease closes the link [`LEASE_MS`]
+    /// after its last sign of life; the relay then closes its clients (1012).
+    pub fn hang_relay(&mut self, name: &str) {
+        let key = self.instance(name);
+        if self.nodes.contains_key(&key) {
+            self.hung.entry(key).or_insert(self.now);
+        }
+    }
+
+    /// The lease of a hung instance ran out: the home closes its link, and the relay hears it.
+    fn lease_expired(&mut self, instance: &str) {
+        self.hung.remove(instance);
+        let (name, epoch) = instance.rsplit_once('#').expect("name#epoch");
+        let current = self.epochs.get(name).is_some_and(|e| e.to_string() == epoch);
+        if !current || !self.nodes.contains_key(instance) {
+            return; // it went another way first
+        }
+        // The link socket is the home's from the dial, heard from or not.
+        self.home_link_closed(instance);
+        let name = name.to_owned();
+        self.relink(&name);
     }
 
     /// The link of relay `name`'s current instance breaks, both ends
@@ -374,6 +415,7 @@ impl Topo {
         }
         for out in outs {
             match out {
+                Output::Up(_) if self.hung.contains_key(instance) => self.hung_dropped += 1,
                 Output::Up(text) => {
                     self.up_messages += 1;
                     self.put(To::Home { from: instance.to_owned() }, text);
@@ -497,7 +539,8 @@ impl Topo {
         let wire = self.wire.keys().next().map(|k| k.0);
         let home = [self.home.wake, self.home.alarm].into_iter().flatten().min();
         let relays = self.nodes.values().flat_map(|n| [n.wake, n.alarm]).flatten().min();
-        [wire, home, relays].into_iter().flatten().min()
+        let leases = self.hung.values().map(|at| at.plus_ms(LEASE_MS)).min();
+        [wire, home, relays, leases].into_iter().flatten().min()
     }
 
     /// Runs everything due up to `until`, in time order.
@@ -522,6 +565,10 @@ impl Topo {
                 To::Relay(instance) => self.relay_input(&instance, Input::Down(&text)),
             }
             return;
+        }
+        let expired = self.hung.iter().find(|(_, t)| t.plus_ms(LEASE_MS) <= at);
+        if let Some(instance) = expired.map(|(k, _)| k.clone()) {
+            return self.lease_expired(&instance);
         }
         if [self.home.wake, self.home.alarm].into_iter().flatten().any(|t| t <= at) {
             self.home.now = self.now;

@@ -481,7 +481,9 @@ fn topo_case(seed: u64) -> u64 {
         }
         topo_step(&mut t, &mut walkers, op, &mut rand);
     }
-    // The end: everyone reconnects until their writes are acked.
+    // The end: a hung relay's lease runs out, and everyone reconnects until their writes are
+    // acked.
+    t.advance(crate::protocol::link::LEASE_MS);
     for _ in 0..6 {
         t.settle();
         for w in &mut walkers {
@@ -555,7 +557,9 @@ fn topo_step(t: &mut Topo, walkers: &mut Vec<Walker>, op: u64, rand: &mut impl F
             let i = rand(walkers.len() as u64) as usize;
             walk_read(t, &mut walkers[i]);
         }
-        70..=79 => t.advance(rand(120)),
+        70..=78 => t.advance(rand(120)),
+        // Now and then long enough for a hung relay's lease to run out.
+        79 => t.advance(rand(12_000)),
         80..=85 if !walkers.is_empty() => {
             // A closed client reconnects (maybe at another relay) and
             // sends again what was not acked, as our client does.
@@ -567,7 +571,15 @@ fn topo_step(t: &mut Topo, walkers: &mut Vec<Walker>, op: u64, rand: &mut impl F
             let w = &walkers[rand(walkers.len() as u64) as usize];
             t.drop_client(&w.conn.clone());
         }
-        89..=91 => t.reset_relay(RELAYS[rand(4) as usize]),
+        89 if !walkers.is_empty() => {
+            // A binary frame (any size up to past the limit): refused at the relay.
+            let w = &walkers[rand(walkers.len() as u64) as usize];
+            if t.clients[&w.conn].open {
+                t.send_binary(&w.conn.clone(), rand(70_000) as usize);
+            }
+        }
+        90 => t.hang_relay(RELAYS[rand(4) as usize]),
+        91 => t.reset_relay(RELAYS[rand(4) as usize]),
         92..=94 => t.drop_link(RELAYS[rand(4) as usize]),
         95 => {
             t.split_relay(RELAYS[rand(4) as usize]);
@@ -996,4 +1008,55 @@ fn a_relay_over_its_outbound_budget_sheds_local_signals_not_messages() {
         let msgs = of_type(&got, "message");
         assert!(msgs.iter().any(|m| m["id"] == "after"), "{c} missed the message: {got:?}");
     }
+}
+
+/// A relay hangs with its link open mid-burst (it takes frames and forwards nothing): the
+/// home's lease closes the link 10 s after its last sign of life, the relay closes its clients
+/// (1012), and they resume at its next instance and send again what was not acked. Nothing
+/// acked is lost, nothing is stored twice, and while it hung its members were still members
+/// (no ghost after: the home's members are the open sessions).
+#[test]
+fn a_hung_relays_lease_runs_out_and_its_members_resume_with_nothing_lost() {
+    use crate::protocol::link::LEASE_MS;
+    let (mut t, ann, bob, cat) = ann_bob_and_cat(15);
+    for i in 0..10 {
+        t.publish(&ann, &format!("a{i}"), r#"{"n":1}"#);
+        t.advance(5);
+    }
+    t.hang_relay("oc-0");
+    let hung = t.now;
+    for i in 10..20 {
+        t.publish(&ann, &format!("a{i}"), r#"{"n":1}"#);
+        t.advance(5);
+    }
+    t.run_until(hung.plus_ms(LEASE_MS - 1));
+    assert!(t.clients[&ann].open && t.clients[&bob].open, "open until the lease runs out");
+    assert_eq!(t.home.room.members(), 3, "still members while the lease holds");
+    t.run_until(hung.plus_ms(LEASE_MS));
+    assert_eq!(t.clients[&ann].closed, Some(1012), "closed when the lease ran out");
+    assert_eq!(t.clients[&bob].closed, Some(1012));
+    assert!(t.hung_dropped > 0, "the hung relay forwarded nothing");
+    assert_eq!(t.home.room.members(), 1, "only cat, at the other relay, is left");
+    let acked: Vec<String> = of_type(&t.take(&ann), "ack")
+        .iter()
+        .map(|a| a["id"].as_str().expect("an id").to_owned())
+        .collect();
+    let ann2 = t.resume(&ann, "oc-0");
+    t.resume(&bob, "oc-0");
+    t.settle();
+    for i in 0..20 {
+        let id = format!("a{i}");
+        if !acked.contains(&id) {
+            t.publish(&ann2, &id, r#"{"n":1}"#);
+        }
+    }
+    t.settle();
+    let stored: Vec<&str> = t.home.disk.log.values().map(|e| e.id.as_str()).collect();
+    let unique: BTreeSet<&str> = stored.iter().copied().collect();
+    assert_eq!(unique.len(), stored.len(), "stored twice: {stored:?}");
+    assert_eq!(unique.len(), 20, "every write stored once: {stored:?}");
+    assert!(acked.len() >= 10 && acked.len() < 20, "acked before the hang only: {acked:?}");
+    let seqs = seqs(&t.take(&cat), "message");
+    assert_eq!(seqs, (1..=20).collect::<Vec<u64>>(), "cat, at the other relay, got each once");
+    assert_eq!(t.home.room.members(), 3);
 }
