@@ -267,13 +267,17 @@ impl Topo {
         self.hung.remove(instance);
         let (name, epoch) = instance.rsplit_once('#').expect("name#epoch");
         let current = self.epochs.get(name).is_some_and(|e| e.to_string() == epoch);
-        if !current || !self.nodes.contains_key(instance) {
+        if !self.nodes.contains_key(instance) {
             return; // it went another way first
         }
         // The link socket is the home's from the dial, heard from or not.
         self.home_link_closed(instance);
-        let name = name.to_owned();
-        self.relink(&name);
+        if current {
+            let name = name.to_owned();
+            self.relink(&name);
+        } else {
+            self.instance_replaced(instance); // a newer instance owns the relay
+        }
     }
 
     /// The link of relay `name`'s current instance breaks, both ends
