@@ -26,9 +26,10 @@ pub struct Whereabouts {
 
 /// The location of `req` and its region under the deployment's table.
 pub fn locate(req: &Request, env: &Env) -> Whereabouts {
-    let colo = cf_field(req, "colo");
-    let country = cf_field(req, "country");
-    let continent = cf_field(req, "continent");
+    let cf = js_sys::Reflect::get(req.inner(), &JsValue::from_str("cf")).ok();
+    let cf = cf.filter(|cf| !cf.is_undefined() && !cf.is_null());
+    let field = |name: &str| cf.as_ref().and_then(|cf| cf_field(cf, name));
+    let (colo, country, continent) = (field("colo"), field("country"), field("continent"));
     let raw = crate::settings::read(env, crate::settings::REGIONS.name).unwrap_or_default();
     let region = TABLE.with(|slot| {
         let mut slot = slot.borrow_mut();
@@ -47,10 +48,6 @@ pub fn locate(req: &Request, env: &Env) -> Whereabouts {
 
 /// One string of the request's `cf` object, read without the typed getters
 /// (workers-rs's `Cf::colo` panics when the field is absent).
-fn cf_field(req: &Request, name: &str) -> Option<String> {
-    let cf = js_sys::Reflect::get(req.inner(), &JsValue::from_str("cf")).ok()?;
-    if cf.is_undefined() || cf.is_null() {
-        return None;
-    }
-    js_sys::Reflect::get(&cf, &JsValue::from_str(name)).ok()?.as_string()
+fn cf_field(cf: &JsValue, name: &str) -> Option<String> {
+    js_sys::Reflect::get(cf, &JsValue::from_str(name)).ok()?.as_string()
 }
