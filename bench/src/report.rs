@@ -72,6 +72,13 @@ pub struct Report {
     /// Live-message latency per 500 ms of the measured window: (s into the
     /// window, deliveries, p50 ms, p99 ms).
     pub timeline: Vec<(f64, usize, f64, f64)>,
+    /// What the room's home sent and heard in the measured window (homeroom targets: from its
+    /// `/stats`); in a storm, the members' window before the drop.
+    #[serde(default)]
+    pub home_io: Option<HomeIo>,
+    /// In a storm, what the home sent and heard from the drop until everyone was back.
+    #[serde(default)]
+    pub home_io_storm: Option<HomeIo>,
     pub problems: Vec<String>,
 }
 
@@ -222,4 +229,46 @@ fn roles(by: &BTreeMap<String, f64>) -> String {
     }
     let parts: Vec<String> = by.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
     format!("({})", parts.join(", "))
+}
+
+/// The home's counters over a window (`/stats`: `messages` and `io`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+pub struct HomeIo {
+    /// Durable messages sequenced.
+    pub messages: u64,
+    /// Texts sent to the home's own sockets (a socket's each).
+    pub socket_sends: u64,
+    /// Messages sent over relays' links.
+    pub link_out: u64,
+    /// Messages heard over relays' links.
+    pub link_in: u64,
+}
+
+impl HomeIo {
+    /// The counters in a `/stats` body.
+    pub fn of(stats: &serde_json::Value) -> Option<HomeIo> {
+        let io = &stats["io"];
+        Some(HomeIo {
+            messages: stats["messages"].as_u64()?,
+            socket_sends: io["socket_sends"].as_u64()?,
+            link_out: io["link_messages_out"].as_u64()?,
+            link_in: io["link_messages_in"].as_u64()?,
+        })
+    }
+
+    /// What happened between `self` and `later`.
+    pub fn until(self, later: HomeIo) -> HomeIo {
+        HomeIo {
+            messages: later.messages.saturating_sub(self.messages),
+            socket_sends: later.socket_sends.saturating_sub(self.socket_sends),
+            link_out: later.link_out.saturating_sub(self.link_out),
+            link_in: later.link_in.saturating_sub(self.link_in),
+        }
+    }
+
+    /// Texts the home sent (to sockets and links) per durable message.
+    pub fn out_per_message(&self) -> Option<f64> {
+        (self.messages > 0)
+            .then(|| (self.socket_sends + self.link_out) as f64 / self.messages as f64)
+    }
 }

@@ -21,14 +21,19 @@ use crate::target::Target;
 /// and 100 per user), and no per-connection log lines (the baselines write
 /// none; locally each line also crosses into wrangler's node process, which
 /// a deployment does not).
-pub const BENCH_VARS: [(&str, &str); 6] = [
+pub const BENCH_VARS: [(&str, &str); 7] = [
     ("ANONYMOUS_DEV", "true"),
+    ("ADMIN_KEY", BENCH_ADMIN_KEY),
     ("RATE_PER_SEC", "100000"),
     ("RATE_BURST", "100000"),
     ("USER_RATE_PER_SEC", "100000"),
     ("USER_RATE_BURST", "100000"),
     ("LOG_CONNECTIONS", "off"),
 ];
+
+/// The admin key every runtime is started with, for reading a room's `/stats` (the home's
+/// counters of what it sent and heard); the baselines ignore it.
+pub const BENCH_ADMIN_KEY: &str = "bench-admin-key-not-a-secret";
 
 /// Process groups and state dirs of the runtimes alive now, for [`kill_all`].
 static GROUPS: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
@@ -286,4 +291,42 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let _ = tokio::time::timeout(Duration::from_secs(5), attempt).await;
     let status = text.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, text))
+}
+
+/// `GET path` with the bench's admin key: the JSON body of a 200 answer, read to the end (the
+/// request asks the server to close).
+pub async fn admin_json(port: u16, path: &str) -> Option<serde_json::Value> {
+    let attempt = async {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {BENCH_ADMIN_KEY}\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.ok()?;
+        Some(String::from_utf8_lossy(&raw).into_owned())
+    };
+    let text = tokio::time::timeout(Duration::from_secs(5), attempt).await.ok()??;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    if head.split_whitespace().nth(1) != Some("200") {
+        return None;
+    }
+    let chunked = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked")
+        })
+    });
+    if !chunked {
+        return serde_json::from_str(body).ok();
+    }
+    let (mut rest, mut joined) = (body, String::new());
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).ok()?;
+        if n == 0 || after.len() < n {
+            break;
+        }
+        joined.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    serde_json::from_str(&joined).ok()
 }

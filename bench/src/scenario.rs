@@ -13,7 +13,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::client::{self, ClientResult, Control, Phase, PublishMode, Shared, Spec};
 use crate::machine;
-use crate::report::{Report, StormReport};
+use crate::report::{HomeIo, Report, StormReport};
 use crate::spread::Spread;
 use crate::stats::{last_slow_bucket, timeline, Pct};
 use crate::target::{Protocol, Region, Target};
@@ -183,25 +183,34 @@ pub async fn run(sc: &Scenario) -> Report {
     let mut window_roles = BTreeMap::new();
     let mut end_roles = BTreeMap::new();
     let mut back_in_time = false;
+    // The home's counters: at the window's start, at its end (a storm's drop), when the storm's
+    // clients are all back.
+    let mut io: [Option<HomeIo>; 3] = [None; 3];
     if all_in {
         tx.send_modify(|c| c.phase = Phase::Publish);
         tokio::time::sleep(sc.warmup).await;
         tx.send_modify(|c| c.record = true);
         window = snapshot(&shared, sc.server_pgid);
         window_roles = roles(sc);
+        io[0] = home_io(sc).await;
         match sc.storm {
             None => tokio::time::sleep(sc.duration).await,
             Some(storm) => {
                 tokio::time::sleep(storm.pre).await;
+                io[1] = home_io(sc).await;
                 drop_ms = Some(shared.now_ms());
                 tx.send_modify(|c| c.drops += 1);
                 let dropped = sc.clients - sc.specs().iter().filter(|s| s.spared).count();
                 back_in_time = wait_for(&shared.back, dropped, storm.settle_timeout).await;
+                io[2] = home_io(sc).await;
                 tokio::time::sleep(storm.tail).await;
             }
         }
         end = snapshot(&shared, sc.server_pgid);
         end_roles = roles(sc);
+        if sc.storm.is_none() {
+            io[1] = home_io(sc).await;
+        }
         tx.send_modify(|c| c.record = false);
         tx.send_modify(|c| c.phase = Phase::Drain);
         let connected = shared.connected.load(Ordering::Acquire);
@@ -264,9 +273,18 @@ pub async fn run(sc: &Scenario) -> Report {
         let busy = (end.3 - window.3) / secs;
         report.other_cpu = (busy - report.loadgen_cpu - report.server_cpu.unwrap_or(0.0)).max(0.0);
     }
+    let between = |a: Option<HomeIo>, b: Option<HomeIo>| Some(a?.until(b?));
+    report.home_io = between(io[0], io[1]);
+    report.home_io_storm = between(io[1], io[2]);
     problems.extend(std::mem::take(&mut report.problems));
     report.problems = problems;
     report
+}
+
+/// The home's counters now, for the targets that are homeroom.
+async fn home_io(sc: &Scenario) -> Option<HomeIo> {
+    let path = sc.target.stats_path(&sc.room)?;
+    HomeIo::of(&crate::runtime::admin_json(sc.port, &path).await?)
 }
 
 /// Room to note every publish of a run at a rate; none for flat out (too
@@ -405,6 +423,8 @@ fn aggregate(
         other_cpu: 0.0,
         storm: None,
         timeline: Vec::new(),
+        home_io: None,
+        home_io_storm: None,
         problems: Vec::new(),
     };
 

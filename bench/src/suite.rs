@@ -877,6 +877,11 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
             Box::new(|t| med(runs, "moderate", t, |r| r.welcome_ms.map(|w| w.p50))),
             1,
         ),
+        (
+            "home texts out per durable message, moderate (sockets + link messages)",
+            Box::new(|t| med(runs, "moderate", t, |r| r.home_io.and_then(|h| h.out_per_message()))),
+            2,
+        ),
     ];
     for (name, f, d) in &rows {
         w(format!(
@@ -901,6 +906,27 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         num(sd, 2),
         num(sr, 2),
         num(ratio(sr, sd), 2)
+    ));
+    // The storm's rows: its members before the drop, then the drop until all are back.
+    let storm = |t: Target, f: &dyn Fn(&Report) -> Option<f64>| {
+        med(runs, if t == L { "storm-relayed" } else { "storm" }, t, f)
+    };
+    let out = |r: &Report| r.home_io.and_then(|h| h.out_per_message());
+    let (od, or) = (storm(H, &out), storm(L, &out));
+    w(format!(
+        "| home texts out per durable message, {} members before the storm | {} | {} | {} |",
+        cfg.storm.clients,
+        num(od, 2),
+        num(or, 2),
+        num(ratio(or, od), 2)
+    ));
+    let link_in = |r: &Report| {
+        let dropped = r.storm.as_ref()?.dropped.max(1) as f64;
+        r.home_io_storm.map(|h| h.link_in as f64 / dropped)
+    };
+    w(format!(
+        "| link messages into the home per resuming member, storm (joins batched by the relays) | — | {} | — |",
+        num(storm(L, &link_in), 3)
     ));
     w(String::new());
     w(format!(

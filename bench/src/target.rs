@@ -104,6 +104,17 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The room's `/stats` path, for the targets that are homeroom.
+    pub fn stats_path(self, room: &str) -> Option<String> {
+        match self {
+            Target::Homeroom | Target::Relayed => Some(format!("/rooms/{room}/stats")),
+            Target::Rules => Some(format!("/chat/{room}/stats")),
+            Target::Plain | Target::PlainDurable | Target::Partyserver => None,
+        }
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

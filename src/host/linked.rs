@@ -131,6 +131,7 @@ impl Inner {
                 return Ok(()); // a replaced socket's last words
             }
             live.links.heard(&tag.link, now.ms());
+            live.links.messages_in += 1;
             for op in up.ops {
                 match op {
                     UpOp::Open(open) => {

@@ -43,6 +43,9 @@ pub struct Links {
     members: HashMap<String, HashSet<String>>,
     /// What the room owes each link this turn.
     pub down: Downlinks,
+    /// Link messages sent and heard since the room was loaded, for `/stats`.
+    pub messages_out: u64,
+    pub messages_in: u64,
 }
 
 impl Links {
@@ -215,6 +218,7 @@ impl Links {
             if let Some((_, ws)) = self.sockets.get(&link) {
                 // A link closing under us reports its close event next.
                 let _ = ws.send_with_str(&text);
+                self.messages_out += 1;
             }
         }
     }

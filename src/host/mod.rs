@@ -332,6 +332,11 @@ impl Inner {
                     let mut stats: serde_json::Value =
                         serde_json::from_str(&live.engine.stats_json()).unwrap_or_default();
                     stats["topology"] = live.links.topology();
+                    stats["io"] = serde_json::json!({
+                        "socket_sends": live.sockets.sends,
+                        "link_messages_out": live.links.messages_out,
+                        "link_messages_in": live.links.messages_in,
+                    });
                     stats.to_string()
                 })?;
                 (json_response(200, body), fx)

@@ -40,6 +40,9 @@ impl Effects {
 #[derive(Default)]
 pub struct Sockets {
     by_conn: HashMap<String, WebSocket>,
+    /// Texts sent to the home's own sockets since the room was loaded (one per socket), for
+    /// `/stats`: with the links' messages, what the home sends per durable message.
+    pub sends: u64,
 }
 
 /// The connection id of a socket, from its attachment. Runs for every
@@ -68,7 +71,7 @@ impl Sockets {
                 peers.push(peer);
             }
         }
-        Sockets { by_conn }
+        Sockets { by_conn, sends: 0 }
     }
 
     pub fn add(&mut self, conn: String, ws: WebSocket) {
@@ -117,6 +120,7 @@ impl Sockets {
                     if let Some(ws) = self.by_conn.get(&conn) {
                         // A socket closing under us reports its close event next.
                         let _ = ws.send_with_str(&*frame);
+                        self.sends += 1;
                     } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
                         links.down.send([(conn.as_str(), Some(link.as_str()))], &frame);
                     }
@@ -127,6 +131,7 @@ impl Sockets {
                     for conn in &conns {
                         if let Some(ws) = self.by_conn.get(conn) {
                             send_shared(ws, &text);
+                            self.sends += 1;
                         } else if let Some(link) = links.link_of(conn) {
                             relayed.push((conn, Some(link.to_owned())));
                         }
@@ -147,6 +152,7 @@ impl Sockets {
                     for (conn, ws) in &self.by_conn {
                         if !skip.contains(conn.as_str()) {
                             send_shared(ws, &text);
+                            self.sends += 1;
                         }
                     }
                     links.broadcast(&skip, &frame);

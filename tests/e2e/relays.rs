@@ -155,6 +155,17 @@ async fn four_regions(ctx: Ctx) -> R {
         check!(downs <= frames, "relay {region}-0 took {downs} messages for {frames} frames: {r}");
     }
     check!(stats["topology"]["relayed"] == members.len(), "relayed sessions: {stats}");
+    // The home's own counters: nothing to a socket of its own (it holds none), and every
+    // member frame it sent went in fewer link messages than frames.
+    let io = &stats["io"];
+    check!(io["socket_sends"] == 0, "the home sent to sockets of its own: {io}");
+    let (out, heard) = (io["link_messages_out"].as_u64(), io["link_messages_in"].as_u64());
+    check!(
+        out.is_some_and(|n| n > 0 && (n as usize) < total * members.len()),
+        "the home's link messages out, against {} frames: {io}",
+        total * members.len()
+    );
+    check!(heard.is_some_and(|n| n > 0), "the home heard its links: {io}");
     // A signal: the member of the same relay gets it, every other member too, the sender not.
     let (_, sender) = &mut members[0];
     let from = sender.session.clone();
