@@ -1060,3 +1060,53 @@ fn a_hung_relays_lease_runs_out_and_its_members_resume_with_nothing_lost() {
     assert_eq!(seqs, (1..=20).collect::<Vec<u64>>(), "cat, at the other relay, got each once");
     assert_eq!(t.home.room.members(), 3);
 }
+
+/// In a large room (summaries only), a change of who is present reaches every relay's members
+/// as the home's per-region summary on its slow cadence: one link message per relay, and every
+/// member gets the same exact counts, whichever relay holds it.
+#[test]
+fn per_region_summaries_go_once_per_relay_on_the_slow_cadence() {
+    let config = RoomConfig { large_room: 4, ..RoomConfig::default() };
+    let interval = config.summary_interval_ms;
+    let mut t = Topo::new(config, 10);
+    let mut all = Vec::new();
+    for (r, region) in RELAYS.iter().zip(REGIONS) {
+        for i in 0..3 {
+            let user = format!("{region}-user{i}");
+            all.push(t.connect(r, &format!("sess-{user}"), &user, region, None));
+        }
+    }
+    t.settle();
+    t.advance(2 * interval);
+    for c in &all {
+        t.take(c);
+    }
+    let before = t.home_link_messages;
+    // Two members of Oceania leave; the summary says so once, within one interval.
+    for c in &all[..2] {
+        t.drop_client(&c.clone());
+    }
+    t.settle();
+    t.advance(interval + 100);
+    let sent = t.home_link_messages - before;
+    let mut seen = None;
+    for c in &all[2..] {
+        let summaries = of_type(&t.take(c), "summary");
+        // The first change at once, the second at the end of the interval: the throttle's
+        // leading and trailing edges, the same for everyone.
+        assert!(matches!(summaries.len(), 1..=2), "{c}: {summaries:?}");
+        assert!(
+            seen.as_ref().is_none_or(|s| *s == summaries),
+            "{c}: {summaries:?} against {seen:?}"
+        );
+        let s = summaries.last().expect("one").clone();
+        seen = Some(summaries);
+        assert_eq!(s["members"], 10, "{c}: {s}");
+        assert_eq!(s["regions"]["OC"]["members"], 1, "{c}: {s}");
+        for region in &REGIONS[1..] {
+            assert_eq!(s["regions"][region]["members"], 3, "{c}: {s}");
+        }
+    }
+    let per_member = seen.map_or(0, |s| s.len()) as u64;
+    assert_eq!(sent, RELAYS.len() as u64 * per_member, "a message per relay per summary: {sent}");
+}
