@@ -183,6 +183,15 @@ impl Report {
             self.loadgen_cpu,
             self.other_cpu
         );
+        for (when, io) in [("window", self.home_io), ("storm", self.home_io_storm)] {
+            if let Some(io) = io {
+                let _ = writeln!(
+                    s,
+                    "  home ({when}): {} messages, {} socket sends, {} link messages out, {} in",
+                    io.messages, io.socket_sends, io.link_out, io.link_in
+                );
+            }
+        }
         if let Some(st) = &self.storm {
             let _ = writeln!(
                 s,

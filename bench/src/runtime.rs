@@ -33,7 +33,7 @@ pub const BENCH_VARS: [(&str, &str); 7] = [
 
 /// The admin key every runtime is started with, for reading a room's `/stats` (the home's
 /// counters of what it sent and heard); the baselines ignore it.
-pub const BENCH_ADMIN_KEY: &str = "bench-admin-key-not-a-secret";
+pub const BENCH_ADMIN_KEY: &str = "bench-admin-key-not-a-secret-but-32-bytes-long";
 
 /// Process groups and state dirs of the runtimes alive now, for [`kill_all`].
 static GROUPS: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
@@ -262,10 +262,16 @@ pub async fn http_status(port: u16, path: &str) -> Option<u16> {
 /// `GET path`: the status and the head and body of the answer (the body
 /// as far as `Content-Length` says; a server may keep the connection open).
 pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    get_with(port, path, "").await
+}
+
+/// `GET path` with `headers` (each line ending in CRLF) added.
+async fn get_with(port: u16, path: &str, headers: &str) -> Option<(u16, String)> {
     let mut text = String::new();
     let attempt = async {
         let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Connection: close\r\n\r\n");
         s.write_all(req.as_bytes()).await.ok()?;
         let mut buf = [0u8; 4096];
         loop {
@@ -293,40 +299,10 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, text))
 }
 
-/// `GET path` with the bench's admin key: the JSON body of a 200 answer, read to the end (the
-/// request asks the server to close).
+/// `GET path` with the bench's admin key: the JSON body of a 200 answer.
 pub async fn admin_json(port: u16, path: &str) -> Option<serde_json::Value> {
-    let attempt = async {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {BENCH_ADMIN_KEY}\r\nConnection: close\r\n\r\n"
-        );
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).await.ok()?;
-        Some(String::from_utf8_lossy(&raw).into_owned())
-    };
-    let text = tokio::time::timeout(Duration::from_secs(5), attempt).await.ok()??;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    if head.split_whitespace().nth(1) != Some("200") {
-        return None;
-    }
-    let chunked = head.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.eq_ignore_ascii_case("transfer-encoding") && v.trim().eq_ignore_ascii_case("chunked")
-        })
-    });
-    if !chunked {
-        return serde_json::from_str(body).ok();
-    }
-    let (mut rest, mut joined) = (body, String::new());
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).ok()?;
-        if n == 0 || after.len() < n {
-            break;
-        }
-        joined.push_str(&after[..n]);
-        rest = after[n..].trim_start_matches("\r\n");
-    }
-    serde_json::from_str(&joined).ok()
+    let auth = format!("Authorization: Bearer {BENCH_ADMIN_KEY}\r\n");
+    let (status, text) = get_with(port, path, &auth).await?;
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    (status == 200).then(|| serde_json::from_str(body).ok()).flatten()
 }
