@@ -105,6 +105,23 @@ impl Sockets {
         Ok(effects)
     }
 
+    /// A frame for every socket and every link's session but those in `skip`.
+    fn broadcast(&mut self, links: &mut Links, frame: &str, skip: &[String]) {
+        // Usually nobody or only the sender is skipped; connections with frames queued (a
+        // signal window, a held replay) may be many, so look up fast.
+        let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
+        // One JS string for every socket: passing `&str` would copy and decode the frame once
+        // per receiver.
+        let text = JsValue::from_str(frame);
+        for (conn, ws) in &self.by_conn {
+            if !skip.contains(conn.as_str()) {
+                send_shared(ws, &text);
+                self.sends += 1;
+            }
+        }
+        links.broadcast(&skip, frame);
+    }
+
     fn apply_outputs(
         &mut self,
         engine: &mut Engine,
@@ -141,22 +158,7 @@ impl Sockets {
                         links.down.send(to, &frame);
                     }
                 }
-                Output::Broadcast { frame, skip } => {
-                    // Usually nobody or only the sender is skipped; connections
-                    // with frames queued (a signal window, a held replay) may
-                    // be many, so look up fast.
-                    let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
-                    // One JS string for every socket: passing `&str` would
-                    // copy and decode the frame once per receiver.
-                    let text = JsValue::from_str(&frame);
-                    for (conn, ws) in &self.by_conn {
-                        if !skip.contains(conn.as_str()) {
-                            send_shared(ws, &text);
-                            self.sends += 1;
-                        }
-                    }
-                    links.broadcast(&skip, &frame);
-                }
+                Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip),
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.by_conn.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));

@@ -638,21 +638,7 @@ fn walk_resume(t: &mut Topo, w: &mut Walker, relay: usize) {
 fn a_relay_told_it_is_stale_closes_its_clients_and_takes_no_more() {
     use super::{Input, Output, Relay};
     use crate::protocol::link::{Down, DownOp};
-    use crate::room::{Hello, Time};
-    let hello = |conn: &str| Hello {
-        conn: conn.into(),
-        session: format!("s-{conn}"),
-        user: "ann".into(),
-        region: "OC".into(),
-        since: None,
-        epoch: None,
-        rand: 1,
-        secret: 2,
-        expires: None,
-        info: None,
-        canary: false,
-        link: None,
-    };
+    let hello = |conn: &str| hello(conn, "ann");
     let now = Time::from_ms(5_000);
     let mut relay = Relay::new("oc-0", 3, RoomConfig::default());
     relay.handle(now, Input::Open(hello("oc-0.c1")));
