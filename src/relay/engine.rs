@@ -1,6 +1,6 @@
 //! [`Relay`]: one region's sockets of a room, spoken for to the home over one link.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::{Input, Output};
@@ -48,8 +48,6 @@ pub struct RelayStats {
 /// A local signal waiting for the end of the relay's coalescing window.
 #[derive(Debug)]
 struct Waiting {
-    /// The sender's session and the topic: a newer signal with the same key replaces it.
-    key: String,
     /// The sender's connection: it does not get its own signal.
     from: String,
     frame: Rc<str>,
@@ -79,8 +77,10 @@ pub struct Relay {
     outputs: VecDeque<Output>,
     /// The short timer, as last asked for.
     wake: Option<u64>,
-    /// Local signals coalescing until `window_until`, in the order their keys first came.
+    /// Local signals coalescing until `window_until`, in the order their keys first came,
+    /// and where each key is in it (a room of movers must not scan the list per signal).
     signals: Vec<Waiting>,
+    waiting_at: HashMap<String, usize>,
     /// The coalescing window: a local signal delivered at once opens it; signals inside it
     /// wait for its end, the latest per sender and topic, and go together.
     window_until: Option<u64>,
@@ -107,6 +107,7 @@ impl Relay {
             outputs: VecDeque::new(),
             wake: None,
             signals: Vec::new(),
+            waiting_at: HashMap::new(),
             window_until: None,
             outbound: Meter::default(),
             alarm: None,
@@ -346,13 +347,18 @@ impl Relay {
             return;
         }
         if self.window_until.is_some_and(|until| until > now) {
-            match self.signals.iter_mut().find(|w| w.key == key) {
-                Some(w) => {
+            match self.waiting_at.get(&key) {
+                Some(&i) => {
                     self.stats.signals_coalesced += 1;
+                    let w = &mut self.signals[i];
                     w.frame = frame;
                     w.from = from.to_owned();
                 }
-                None => self.signals.push(Waiting { key, from: from.to_owned(), frame }),
+                None => {
+                    // The sender's session and the topic: a newer signal with it replaces this.
+                    self.waiting_at.insert(key, self.signals.len());
+                    self.signals.push(Waiting { from: from.to_owned(), frame });
+                }
             }
             return;
         }
@@ -369,6 +375,7 @@ impl Relay {
             return;
         }
         self.window_until = None;
+        self.waiting_at.clear();
         let waiting = std::mem::take(&mut self.signals);
         if waiting.is_empty() {
             return;
@@ -408,6 +415,7 @@ impl Relay {
     /// Closes every client with [`RESTART`]: they reconnect and resume.
     fn restart_all(&mut self, reason: &str) {
         self.signals.clear();
+        self.waiting_at.clear();
         for (conn, _) in std::mem::take(&mut self.clients) {
             self.outputs.push_back(Output::Close { conn, code: RESTART, reason: reason.into() });
         }
