@@ -215,6 +215,17 @@ function crowd(n: number, serverUp: (now: number) => boolean, opts: WelcomeOpts 
   return { clock, attempts, welcomed, rooms, current };
 }
 
+/** Starts every client of `c`, waits until all have their welcome, and clears the counts: now. */
+async function allIn(c: ReturnType<typeof crowd>): Promise<number> {
+  for (const room of c.rooms) room.start();
+  await c.clock.advance(0);
+  c.clock.runUntil(c.clock.now() + 100);
+  assert.equal(c.welcomed.length, c.rooms.length);
+  c.attempts.length = 0;
+  c.welcomed.length = 0;
+  return c.clock.now();
+}
+
 describe("a big room's reconnect window", () => {
   const r = (): number => 0.999;
   const close = (code: number, welcomed = true) => ({ kind: "close" as const, code, welcomed });
@@ -255,12 +266,7 @@ describe("a big room's reconnect window", () => {
   it("spreads 1,000 members of a 5,000-member room over 50 s after a 1001: busiest second ≤ 3× average", async (t) => {
     const N = 1_000;
     const c = crowd(N, () => true, { roomMembers: 5_000, limits: { reconnect_rate: 100 } });
-    for (const room of c.rooms) room.start();
-    await c.clock.advance(0);
-    c.clock.runUntil(c.clock.now() + 100);
-    assert.equal(c.welcomed.length, N);
-    const t0 = c.clock.now();
-    c.attempts.length = 0;
+    const t0 = await allIn(c);
     for (const s of c.current) s.serverClose(1001, "draining");
     c.clock.runUntil(t0 + 55_000);
     assert.equal(c.attempts.length, N, "everyone reconnected");
@@ -280,13 +286,7 @@ describe("1,000 clients after a 1006", () => {
 
   it("spread their reconnects over the first window: busiest 100 ms ≤ 3× average", async (t) => {
     const c = crowd(N, () => true);
-    for (const r of c.rooms) r.start();
-    await c.clock.advance(0);
-    c.clock.runUntil(c.clock.now() + 100);
-    assert.equal(c.welcomed.length, N);
-    const t0 = c.clock.now();
-    c.attempts.length = 0;
-    c.welcomed.length = 0;
+    const t0 = await allIn(c);
     for (const s of c.current) s.serverClose(1006);
     c.clock.runUntil(t0 + 5_000);
 
@@ -339,11 +339,7 @@ describe("1,000 clients after a 1006", () => {
 
   it("spread 1001 reconnects over a 1 s window: busiest 100 ms ≤ 3× average", async (t) => {
     const c = crowd(N, () => true);
-    for (const r of c.rooms) r.start();
-    await c.clock.advance(0);
-    c.clock.runUntil(c.clock.now() + 100);
-    const t0 = c.clock.now();
-    c.attempts.length = 0;
+    const t0 = await allIn(c);
     for (const s of c.current) s.serverClose(1001, "draining");
     c.clock.runUntil(t0 + 3_000);
     assert.equal(c.attempts.length, N);
