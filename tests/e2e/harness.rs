@@ -1,7 +1,7 @@
 //! The harness: one shared tokio runtime, one shared `wrangler dev` per test binary (started only if a selected trial needs it), trial builders with an overall timeout, signal-safe cleanup and the runtime log on failure.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -17,6 +17,19 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(100);
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
 static SHARED: OnceLock<Ctx> = OnceLock::new();
+
+/// Every failed trial's name and message, printed again as the run's very last lines: CI keeps
+/// only the end of a long output, and libtest prints the messages before the runtime's log.
+static FAILURES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+fn record(name: &str, r: R) -> Result<(), Failed> {
+    r.map_err(|msg| {
+        if let Ok(mut f) = FAILURES.lock() {
+            f.push((name.to_string(), msg.clone()));
+        }
+        Failed::from(msg)
+    })
+}
 
 /// The tokio runtime every trial's future runs on (`block_on` from the trial's thread).
 pub fn rt() -> &'static tokio::runtime::Runtime {
@@ -36,14 +49,14 @@ pub struct Spec {
     pub needs_shared: bool,
 }
 
-fn run_future(fut: impl Future<Output = R> + Send + 'static) -> Result<(), Failed> {
-    rt().block_on(async move {
+fn run_future(name: &str, fut: impl Future<Output = R> + Send + 'static) -> Result<(), Failed> {
+    let r = rt().block_on(async move {
         match tokio::time::timeout(TEST_TIMEOUT, fut).await {
             Ok(r) => r,
             Err(_) => Err(format!("test timed out after {TEST_TIMEOUT:?}")),
         }
-    })
-    .map_err(Failed::from)
+    });
+    record(name, r)
 }
 
 /// A trial against the shared runtime.
@@ -52,13 +65,14 @@ where
     F: FnOnce(Ctx) -> Fut + Send + 'static,
     Fut: Future<Output = R> + Send + 'static,
 {
+    let owned = name.to_string();
     Spec {
         trial: Trial::test(name, move || {
             let ctx = SHARED
                 .get()
                 .cloned()
                 .ok_or_else(|| Failed::from("the shared runtime is not running"))?;
-            run_future(f(ctx))
+            run_future(&owned, f(ctx))
         }),
         needs_shared: true,
     }
@@ -70,7 +84,8 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = R> + Send + 'static,
 {
-    Spec { trial: Trial::test(name, move || run_future(f())), needs_shared: false }
+    let owned = name.to_string();
+    Spec { trial: Trial::test(name, move || run_future(&owned, f())), needs_shared: false }
 }
 
 /// A trial on a runtime started on first use (`start`): its [`TEST_TIMEOUT`] counts from when
@@ -83,8 +98,9 @@ where
     F: FnOnce(Ctx) -> Fut + Send + 'static,
     Fut: Future<Output = R> + Send + 'static,
 {
+    let owned = name.to_string();
     let trial = Trial::test(name, move || {
-        rt().block_on(async move {
+        let r = rt().block_on(async move {
             let ctx = match tokio::time::timeout(START_TIMEOUT, start()).await {
                 Ok(ctx) => ctx?,
                 Err(_) => return Err(format!("the runtime did not start in {START_TIMEOUT:?}")),
@@ -93,8 +109,8 @@ where
                 Ok(r) => r,
                 Err(_) => Err(format!("test timed out after {TEST_TIMEOUT:?}")),
             }
-        })
-        .map_err(Failed::from)
+        });
+        record(&owned, r)
     });
     Spec { trial, needs_shared: false }
 }
@@ -167,5 +183,10 @@ pub fn main(specs: Vec<Spec>) -> ! {
     }
     runtime::kill_all_groups();
     drop(persist);
+    if let Ok(failures) = FAILURES.lock() {
+        for (name, msg) in failures.iter() {
+            eprintln!("\n--- failed: {name} ---\n{msg}");
+        }
+    }
     conclusion.exit()
 }

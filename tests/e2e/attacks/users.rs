@@ -360,6 +360,21 @@ async fn flood(ctx: Ctx) -> R {
     let mut observer = dial(&ctx, &room, "olga").connect().await?;
     let first_seq = observer.welcome_seq() + 1;
 
+    // The victim's own ack latency before the flood, on this machine under this run's load:
+    // the bound during the flood is relative to it (a fixed 2 s failed on a busy CI machine).
+    let mut quiet = Vec::new();
+    for i in 0..10 {
+        let t = Instant::now();
+        let id = format!("q{i}");
+        victim.publish(&id, "chat", json!({"n": i})).await?;
+        let reply = victim.reply(&id).await?;
+        quiet.push(t.elapsed());
+        check!(reply["type"] == "ack", "the victim's publish {id} before the flood: {reply}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    quiet.sort();
+    let quiet_p50 = quiet[quiet.len() / 2];
+
     // 10 sockets × 60 publishes over 2 s: each socket under its own budget (50 + 20/s × 2 s =
     // 90), the sum 600, more than three times what one user may send (100 + 40/s × 2 s = 180).
     let (rounds, per_round, every) = (10, 6, Duration::from_millis(200));
@@ -402,7 +417,7 @@ async fn flood(ctx: Ctx) -> R {
     latencies.sort();
     note(format!(
         "user flood: {acked} acked, {limited} rate_limited of 600 in {elapsed:.2}s (budget {budget:.0}); \
-         victim ack latency p50 {:?} max {:?}",
+         victim ack latency p50 {:?} max {:?} (before the flood p50 {quiet_p50:?})",
         latencies[latencies.len() / 2],
         latencies[latencies.len() - 1]
     ));
@@ -421,15 +436,21 @@ async fn flood(ctx: Ctx) -> R {
         acked >= USER_BURST as usize,
         "mallory should get at least the burst ({USER_BURST}) through, got {acked}"
     );
-    let max = latencies[latencies.len() - 1];
+    // The median, not the maximum: one scheduling pause of a busy machine moves the maximum,
+    // while a flood that held the victim's frames behind mallory's would move most of them.
+    let p50 = latencies[latencies.len() / 2];
+    let bound = (quiet_p50 * 5).max(quiet_p50 + Duration::from_millis(250));
     check!(
-        max < Duration::from_secs(2),
-        "the victim's ack latency during the flood should stay under 2 s, max {max:?}"
+        p50 <= bound,
+        "the victim's median ack latency during the flood is {p50:?}, before it {quiet_p50:?}: \
+         more than {bound:?}"
     );
+    let max = latencies[latencies.len() - 1];
+    check!(max < Duration::from_secs(5), "the victim waited {max:?} for one ack during the flood");
 
     // The observer has every accepted message exactly once, in seq order without gaps, and the
     // victim's in the order sent.
-    let want = acked + 20;
+    let want = acked + 20 + quiet.len();
     while observer.messages().len() < want {
         observer.next().await.map_err(|e| {
             format!("observer: {} of {want} messages: {e}", observer.messages().len())
@@ -438,7 +459,10 @@ async fn flood(ctx: Ctx) -> R {
     let msgs = observer.messages();
     check!(msgs.len() == want, "observer: {} messages, expected {want}", msgs.len());
     support::check_contiguous("observer", &msgs, first_seq)?;
-    let victim_msgs: Vec<&Value> = msgs.iter().filter(|m| m["user"] == "victor").collect();
+    let victim_msgs: Vec<&Value> = msgs
+        .iter()
+        .filter(|m| m["user"] == "victor" && support::id(m).starts_with('v'))
+        .collect();
     let ids: Vec<&str> = victim_msgs.iter().map(|m| support::id(m)).collect();
     let sent: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
     check!(ids == sent, "the victim's messages on the observer: {ids:?}");
