@@ -459,10 +459,8 @@ async fn flood(ctx: Ctx) -> R {
     let msgs = observer.messages();
     check!(msgs.len() == want, "observer: {} messages, expected {want}", msgs.len());
     support::check_contiguous("observer", &msgs, first_seq)?;
-    let victim_msgs: Vec<&Value> = msgs
-        .iter()
-        .filter(|m| m["user"] == "victor" && support::id(m).starts_with('v'))
-        .collect();
+    let victim_msgs: Vec<&Value> =
+        msgs.iter().filter(|m| m["user"] == "victor" && support::id(m).starts_with('v')).collect();
     let ids: Vec<&str> = victim_msgs.iter().map(|m| support::id(m)).collect();
     let sent: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
     check!(ids == sent, "the victim's messages on the observer: {ids:?}");
