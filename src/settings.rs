@@ -108,6 +108,13 @@ pub const RELAY_SHARDS: Variable = Variable {
     meaning: "relays per region of a relayed room (1-64); a session always lands on the same one",
 };
 
+/// `LINK_DELAY_MS`: a test-only distance between a relay and its home.
+pub const LINK_DELAY_MS: Variable = Variable {
+    name: "LINK_DELAY_MS",
+    default: Shown::Number(0),
+    meaning: "benchmarks only: each link message waits this long each way, as if the relay were an ocean from its home (`bench/run`'s WAN rows); read only where no `AUTH_SECRET` is set, so a deployment with tokens never waits",
+};
+
 /// `AUTH_SECRET`: the secret tokens are signed with (a secret, not a variable).
 pub const AUTH_SECRET: &str = "AUTH_SECRET";
 /// `AUTH_SECRET_PREVIOUS`: the secret being retired during a rotation.
@@ -134,6 +141,7 @@ pub const EDGE_VARIABLES: &[Variable] = &[
     ANONYMOUS_DEV_ALLOW_REMOTE,
     RELAY_ABOVE,
     RELAY_SHARDS,
+    LINK_DELAY_MS,
 ];
 
 /// Every deployment variable: the room's, then the edge's.

@@ -146,6 +146,8 @@ pub struct ClientResult {
     pub resent: u64,
     pub signals_sent: u64,
     pub signals_received: u64,
+    /// Signal latencies while recording (µs): a signal's send to its receipt here.
+    pub signal_us: Vec<u32>,
     pub drops: u32,
     /// Welcomes after a drop with `resumed: true` / `false`.
     pub resumed: u32,
@@ -486,7 +488,13 @@ impl Client<'_> {
                     }
                 }
             }
-            Event::Signal => self.result.signals_received += 1,
+            Event::Signal { x } => {
+                self.result.signals_received += 1;
+                if let (true, Some(x)) = (record, x) {
+                    let us = self.shared.now_us().saturating_sub(x);
+                    self.result.signal_us.push(u32::try_from(us).unwrap_or(u32::MAX));
+                }
+            }
             Event::Resync { seq } => {
                 self.result.resyncs += 1;
                 self.order.resync(seq);

@@ -187,6 +187,7 @@ fn suite_config(args: &Args) -> Result<(suite::SuiteConfig, PathBuf), String> {
     cfg.rounds = args.get("rounds", cfg.rounds)?;
     cfg.storm_rounds = args.get("storm-rounds", cfg.storm_rounds)?;
     cfg.live_storm_rounds = args.get("live-storm-rounds", cfg.live_storm_rounds)?;
+    cfg.wan_rounds = args.get("wan-rounds", cfg.wan_rounds)?;
     if args.get("quick", false)? {
         cfg = cfg.quick();
     }

@@ -58,6 +58,9 @@ pub struct Report {
     pub failed_connects: u64,
     pub signals_sent: u64,
     pub signals_received: u64,
+    /// A signal's send to each receipt, while recording.
+    #[serde(default)]
+    pub signal_ms: Option<Pct>,
     /// Receivers that had every publish at the end.
     pub complete: usize,
     /// CPU cores busy in the measured window: the runtime (node + workerd)
@@ -175,6 +178,13 @@ impl Report {
             self.signals_sent,
             self.signals_received
         );
+        if let Some(p) = self.signal_ms {
+            let _ = writeln!(
+                s,
+                "  signal latency p50 {:.1} ms p99 {:.1} ms ({} receipts)",
+                p.p50, p.p99, p.count
+            );
+        }
         let _ = writeln!(
             s,
             "  cpu: runtime {} cores {}, load generator {:.2} cores, other {:.2} cores",

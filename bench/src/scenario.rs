@@ -33,6 +33,8 @@ pub struct Scenario {
     pub signalers: usize,
     /// Signals per second, over all signalers (homeroom only).
     pub signal_rate: f64,
+    /// Every client in this region (None: spread over [`Region::SPREAD`]).
+    pub region: Option<Region>,
     pub warmup: Duration,
     /// The measured window (without a storm).
     pub duration: Duration,
@@ -83,6 +85,7 @@ impl Scenario {
             stagger: true,
             signalers: 0,
             signal_rate: 0.0,
+            region: None,
             warmup: Duration::from_millis(500),
             duration: Duration::from_secs(3),
             storm: None,
@@ -116,7 +119,7 @@ impl Scenario {
             .map(|i| Spec {
                 index: i,
                 session: format!("b{:08x}-{i:05}", self.seed as u32),
-                region: Region::SPREAD[i % Region::SPREAD.len()],
+                region: self.region.unwrap_or(Region::SPREAD[i % Region::SPREAD.len()]),
                 publisher: (i < self.publishers).then(|| (i as u32, phase_of(i))),
                 signal_every: signal_every.filter(|_| i >= first_signaler),
                 spared: i < self.publishers && self.storm.is_some_and(|s| s.keep_publishers),
@@ -416,6 +419,11 @@ fn aggregate(
         failed_connects: sum(&|r| r.failed_connects as u64),
         signals_sent: sum(&|r| r.signals_sent),
         signals_received: sum(&|r| r.signals_received),
+        signal_ms: {
+            let mut all: Vec<u32> =
+                results.iter().flat_map(|r| r.signal_us.iter().copied()).collect();
+            (!all.is_empty()).then(|| Pct::of_us(&mut all))
+        },
         complete,
         server_cpu: None,
         server_cpu_by: BTreeMap::new(),

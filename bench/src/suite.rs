@@ -18,7 +18,7 @@ use crate::report::Report;
 use crate::runtime::{Runtime, BENCH_VARS};
 use crate::scenario::{self, Publish, Scenario, Storm};
 use crate::stats::median;
-use crate::target::Target;
+use crate::target::{Region, Target};
 
 #[derive(Debug, Clone)]
 pub struct SuiteConfig {
@@ -39,6 +39,15 @@ pub struct SuiteConfig {
     pub moderate: Shape,
     pub storm: Shape,
     pub storm_timing: Storm,
+    /// Rounds of the distance rows: the direct room and the relayed one with an ocean
+    /// ([`SuiteConfig::wan_ms`] each way) between the members and the home.
+    pub wan_rounds: usize,
+    pub wan: Shape,
+    /// One way, between the members' region and the home (ms).
+    pub wan_ms: u64,
+    /// Cursor signalers in the distance rows, and their signals per second each.
+    pub wan_signalers: usize,
+    pub wan_signal_rate: f64,
 }
 
 /// The parts of a [`Scenario`] the suite sets.
@@ -99,6 +108,19 @@ impl Default for SuiteConfig {
                 bucket_ms: 250,
                 keep_publishers: false,
             },
+            wan_rounds: 3,
+            wan: Shape {
+                clients: 40,
+                publishers: 2,
+                publish: Publish::Rate(5.0),
+                stagger: true,
+                warmup: Duration::from_secs(2),
+                duration: Duration::from_secs(10),
+                connect_concurrency: 16,
+            },
+            wan_ms: 80,
+            wan_signalers: 4,
+            wan_signal_rate: 20.0,
         }
     }
 }
@@ -115,6 +137,8 @@ impl SuiteConfig {
         self.moderate.duration = Duration::from_secs(3);
         self.storm.clients = 200;
         self.storm_timing.pre = Duration::from_secs(2);
+        self.wan_rounds = 1;
+        self.wan.duration = Duration::from_secs(3);
         self
     }
 }
@@ -181,6 +205,8 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
         rt.stop().await;
     }
 
+    runs.extend(distance_runs(root, cfg, &mut seed, started).await?);
+
     let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
     std::fs::write(raw_dir.join("runs.json"), json).map_err(|e| e.to_string())?;
     let when = When { minutes: Some(started.elapsed().as_secs_f64() / 60.0), stamp };
@@ -242,12 +268,59 @@ fn write_results(
     Ok(())
 }
 
+/// The distance rows: all members in one region an ocean from the home, moving cursors and
+/// publishing. Direct, every frame crosses it both ways (the bench's own delaying proxy in
+/// front of the runtime); through relays, only the link does (`LINK_DELAY_MS`), and a signal
+/// between two members of the region stays in it.
+async fn distance_runs(
+    root: &Path,
+    cfg: &SuiteConfig,
+    seed: &mut u64,
+    started: Instant,
+) -> Result<Vec<Run>, String> {
+    let mut runs = Vec::new();
+    let one_way = cfg.wan_ms.to_string();
+    for round in 1..=cfg.wan_rounds {
+        for target in [Target::Homeroom, Target::Relayed] {
+            let link: &[(&str, &str)] =
+                if target == Target::Relayed { &[("LINK_DELAY_MS", &one_way)] } else { &[] };
+            let rt = start_with(root, target, cfg, link).await?;
+            let mut port = port_of(&rt, cfg).await?;
+            if target == Target::Homeroom {
+                let wan = Duration::from_millis(cfg.wan_ms);
+                port = crate::distance::start(port, wan).await.map_err(|e| e.to_string())?;
+            }
+            *seed += 1;
+            let mut sc = scenario_for("wan", target, &rt, port, &cfg.wan, *seed, None);
+            sc.region = Some(Region::SPREAD[0]);
+            sc.signalers = cfg.wan_signalers;
+            sc.signal_rate = cfg.wan_signal_rate * cfg.wan_signalers as f64;
+            let report = scenario::run(&sc).await;
+            eprintln!("[wan {round} {:.0}s] {}", started.elapsed().as_secs_f64(), report.summary());
+            runs.push(Run { round, report });
+            rt.stop().await;
+        }
+    }
+    Ok(runs)
+}
+
 async fn start(root: &Path, target: Target, cfg: &SuiteConfig) -> Result<Runtime, String> {
+    start_with(root, target, cfg, &[]).await
+}
+
+/// [`start`] with `extra` variables last.
+async fn start_with(
+    root: &Path,
+    target: Target,
+    cfg: &SuiteConfig,
+    extra: &[(&str, &str)],
+) -> Result<Runtime, String> {
     let mut vars: Vec<(&str, &str)> = BENCH_VARS.to_vec();
     if matches!(target, Target::Homeroom | Target::Relayed | Target::Rules) {
         vars.extend(cfg.homeroom_vars.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     }
     vars.extend(target.vars());
+    vars.extend(extra);
 
     Runtime::start(root, target, &vars, Duration::from_secs(240)).await
 }
@@ -702,6 +775,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     );
     w(&mut md, String::new());
     relays(&mut md, cfg, runs);
+    distance(&mut md, cfg, runs);
     noise(&mut md, runs);
 
     // Storm.
@@ -933,6 +1007,69 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         "Correctness through relays: {}.",
         correctness_of(runs, L, &["moderate", "fanout-w", "storm-relayed"])
     ));
+    w(String::new());
+}
+
+/// The distance rows' section: the same members an ocean from the home, direct and through
+/// relays.
+fn distance(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
+    use Target::{Homeroom as H, Relayed as L};
+    let mut w = |line: String| {
+        md.push_str(&line);
+        md.push('\n');
+    };
+    w("## Distance: members an ocean from the home".into());
+    w(String::new());
+    w(format!(
+        "{} clients in one region, {} ms one way from the room's home: direct, every frame crosses that distance both ways (a delaying TCP proxy in front of the runtime, `bench/src/distance.rs`); through relays, the members are near their region's relay and only its link crosses (`LINK_DELAY_MS={}`). {} of them move cursors at {}/s each while {} publishers send {}; {} rounds, medians. Goals (issue 19): a signal between two members of one region at most 0.1× the direct room's p50; a durable message at most 1.1×.",
+        cfg.wan.clients,
+        cfg.wan_ms,
+        cfg.wan_ms,
+        cfg.wan_signalers,
+        cfg.wan_signal_rate,
+        cfg.wan.publishers,
+        match cfg.wan.publish {
+            Publish::Rate(r) => format!("{r} messages/s in all"),
+            Publish::FlatOut { window } => format!("flat out (window {window})"),
+        },
+        cfg.wan_rounds
+    ));
+    w(String::new());
+    w("| measure | direct | through relays | relays / direct | goal |".into());
+    w("|---|---:|---:|---:|---:|".into());
+    type Measure<'a> = Box<dyn Fn(Target) -> Option<f64> + 'a>;
+    let rows: Vec<(&str, Measure, Option<f64>)> = vec![
+        (
+            "signal between two members of the region, p50 (ms)",
+            Box::new(|t| med(runs, "wan", t, |r| r.signal_ms.map(|p| p.p50))),
+            Some(0.1),
+        ),
+        (
+            "signal between two members of the region, p99 (ms)",
+            Box::new(|t| med(runs, "wan", t, |r| r.signal_ms.map(|p| p.p99))),
+            None,
+        ),
+        (
+            "durable message publish→deliver p50 (ms)",
+            Box::new(|t| med(runs, "wan", t, |r| Some(r.latency_ms.p50))),
+            Some(1.1),
+        ),
+        (
+            "durable message publish→deliver p99 (ms)",
+            Box::new(|t| med(runs, "wan", t, |r| Some(r.latency_ms.p99))),
+            None,
+        ),
+    ];
+    for (name, f, goal) in &rows {
+        let r = ratio(f(L), f(H));
+        let verdict = match goal {
+            Some(g) => format!("≤ {g:.2}× {}", mark(r.map(|r| r <= *g))),
+            None => "—".into(),
+        };
+        w(format!("| {name} | {} | {} | {} | {verdict} |", num(f(H), 1), num(f(L), 1), num(r, 2)));
+    }
+    w(String::new());
+    w(format!("Correctness at a distance: {}.", correctness(runs, &["wan"])));
     w(String::new());
 }
 

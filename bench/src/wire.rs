@@ -93,7 +93,10 @@ pub enum Event {
         n: Option<u64>,
         seq: u64,
     },
-    Signal,
+    /// A signal; `x` is its sender's send time (µs on the run's clock) when it is a bench one.
+    Signal {
+        x: Option<u64>,
+    },
     Resync {
         seq: u64,
     },
@@ -142,6 +145,12 @@ struct Frame<'a> {
 struct TextPayload<'a> {
     #[serde(borrow)]
     text: Cow<'a, str>,
+}
+
+/// A bench signal's data: its send time.
+#[derive(Deserialize)]
+struct SignalData {
+    x: u64,
 }
 
 /// The payload in a homeroom message's `text`: `bench t=.. p=.. n=.. xxx`.
@@ -198,7 +207,12 @@ pub fn parse(protocol: Protocol, text: &str, out: &mut Vec<Event>) {
         Some("ack") => {
             Event::Ack { n: frame.id.as_deref().and_then(id_counter), seq: frame.seq.unwrap_or(0) }
         }
-        Some("signal") => Event::Signal,
+        Some("signal") => Event::Signal {
+            x: frame
+                .data
+                .and_then(|d| serde_json::from_str::<SignalData>(d.get()).ok())
+                .map(|d| d.x),
+        },
         Some("resync") => Event::Resync { seq: frame.seq.unwrap_or(0) },
         Some("error") => Event::Error { code: frame.code.map(Cow::into_owned).unwrap_or_default() },
         Some("mark") => Event::Mark { mark: frame.mark.map(Cow::into_owned).unwrap_or_default() },
@@ -253,14 +267,14 @@ mod tests {
     fn batches_flatten_in_order() {
         let text = r#"{"type":"batch","frames":[
             {"type":"ack","id":"p0-7","seq":5},
-            {"type":"signal","session":"s","topic":"c","data":{}},
+            {"type":"signal","session":"s","topic":"c","data":{"x":7}},
             {"type":"summary","members":1},
             {"type":"message","seq":6,"id":"x","topic":"$state","data":{"key":"k"}}]}"#;
         assert_eq!(
             events(Protocol::Homeroom, text),
             [
                 Event::Ack { n: Some(7), seq: 5 },
-                Event::Signal,
+                Event::Signal { x: Some(7) },
                 Event::Other,
                 Event::Message { seq: Some(6), payload: None },
             ]

@@ -11,11 +11,12 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use worker::{
-    js_sys, wasm_bindgen_futures, Env, Method, Request, Response, Result, ScheduledTime, State,
-    WebSocket, WebSocketIncomingMessage, WebSocketPair, WebsocketEvent,
+    js_sys, wasm_bindgen_futures, Delay, Env, Method, Request, Response, Result, ScheduledTime,
+    State, WebSocket, WebSocketIncomingMessage, WebSocketPair, WebsocketEvent,
 };
 
 use super::{error_response, heartbeat, json_response, now, random_u64, sockets};
@@ -52,6 +53,8 @@ struct RelayInner {
     live: RefCell<Option<Live>>,
     /// The end-of-turn timer that is pending, if any (ms).
     wake_at: Cell<Option<Time>>,
+    /// `LINK_DELAY_MS` (benchmarks: a home an ocean away), 0 where tokens are on.
+    link_delay: u64,
 }
 
 /// Where the relay's home is.
@@ -89,8 +92,22 @@ impl super::Companion for Relay {
             state.set_websocket_auto_response(&pair);
         }
         let (config, _) = RoomConfig::from_vars(|name| settings::read(&env, name));
-        let inner =
-            RelayInner { state, env, config, live: RefCell::new(None), wake_at: Cell::new(None) };
+        // A deployment with tokens never waits, whatever the variable says.
+        let link_delay = match settings::read(&env, settings::AUTH_SECRET) {
+            Some(_) => 0,
+            None => settings::read(&env, settings::LINK_DELAY_MS.name)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+                .min(10_000),
+        };
+        let inner = RelayInner {
+            state,
+            env,
+            config,
+            live: RefCell::new(None),
+            wake_at: Cell::new(None),
+            link_delay,
+        };
         Relay { inner: Rc::new(inner) }
     }
 }
@@ -278,12 +295,12 @@ impl RelayInner {
             };
             let now = now();
             f(&mut live.engine, now);
-            let (mut alarm, mut wake) = live.apply();
+            let (mut alarm, mut wake) = live.apply(self.link_delay);
             let idle = live.engine.clients() == 0;
             if idle {
                 // What went up with the last close goes first: the end of the turn, now.
                 live.engine.handle(now, Input::Wake);
-                (alarm, wake) = live.apply();
+                (alarm, wake) = live.apply(self.link_delay);
             }
             let end = match (live.engine.spent(), idle) {
                 (true, _) => Some("relay_replaced"),
@@ -370,7 +387,7 @@ impl RelayInner {
                 };
                 if let Link::Dialing(ups) = waiting {
                     for up in ups {
-                        let _ = ws.send_with_str(&up);
+                        send_up(&ws, up, self.link_delay);
                     }
                 }
                 self.listen(ws, epoch).await;
@@ -404,13 +421,27 @@ impl RelayInner {
                         if let Some(live) = self.live.borrow_mut().as_mut() {
                             live.heard = now().ms();
                         }
-                        if text != PONG {
-                            self.run(|e, now| e.handle(now, Input::Down(&text)));
+                        if text == PONG {
+                            continue;
                         }
+                        if self.link_delay == 0 {
+                            self.run(|e, now| e.handle(now, Input::Down(&text)));
+                            continue;
+                        }
+                        // Timers of one length fire in the order they were set: the
+                        // messages keep their order, and the close below comes after them.
+                        let (this, delay) = (self.clone(), self.link_delay);
+                        wasm_bindgen_futures::spawn_local(async move {
+                            Delay::from(Duration::from_millis(delay)).await;
+                            this.run(|e, now| e.handle(now, Input::Down(&text)));
+                        });
                     }
                     Ok(WebsocketEvent::Close(_)) | Err(_) => break,
                 }
             }
+        }
+        if self.link_delay > 0 {
+            Delay::from(Duration::from_millis(self.link_delay)).await;
         }
         self.link_lost(epoch);
     }
@@ -482,16 +513,15 @@ impl Routed {
 }
 
 impl Live {
-    /// Applies the engine's outputs in order; returns the timers it asked for.
-    fn apply(&mut self) -> (Option<Time>, Option<Time>) {
+    /// Applies the engine's outputs in order (what goes up after `delay` ms, benchmarks
+    /// only); returns the timers it asked for.
+    fn apply(&mut self, delay: u64) -> (Option<Time>, Option<Time>) {
         let (mut alarm, mut wake) = (None, None::<Time>);
         while let Some(out) = self.engine.poll_output() {
             match out {
                 Output::Up(_) if self.muted => {}
                 Output::Up(text) => match &mut self.link {
-                    Link::Open(ws) => {
-                        let _ = ws.send_with_str(&text);
-                    }
+                    Link::Open(ws) => send_up(ws, text, delay),
                     Link::Dialing(waiting) => waiting.push(text),
                 },
                 Output::Send { conn, frame } => {
@@ -518,4 +548,17 @@ impl Live {
         }
         (alarm, wake)
     }
+}
+
+/// Sends one link message up, at once or (`LINK_DELAY_MS`, benchmarks only) after `delay` ms.
+fn send_up(ws: &WebSocket, text: String, delay: u64) {
+    if delay == 0 {
+        let _ = ws.send_with_str(&text);
+        return;
+    }
+    let ws = ws.clone();
+    wasm_bindgen_futures::spawn_local(async move {
+        Delay::from(Duration::from_millis(delay)).await;
+        let _ = ws.send_with_str(&text);
+    });
 }
