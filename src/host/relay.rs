@@ -430,10 +430,19 @@ impl RelayInner {
                         }
                         // Timers of one length fire in the order they were set: the
                         // messages keep their order, and the close below comes after them.
+                        // One that fires after its instance ended (an idle relay stops) is
+                        // not fed to the next instance.
                         let (this, delay) = (self.clone(), self.link_delay);
                         wasm_bindgen_futures::spawn_local(async move {
                             Delay::from(Duration::from_millis(delay)).await;
-                            this.run(|e, now| e.handle(now, Input::Down(&text)));
+                            let same = this
+                                .live
+                                .borrow()
+                                .as_ref()
+                                .is_some_and(|l| l.engine.epoch() == epoch);
+                            if same {
+                                this.run(|e, now| e.handle(now, Input::Down(&text)));
+                            }
                         });
                     }
                     Ok(WebsocketEvent::Close(_)) | Err(_) => break,
