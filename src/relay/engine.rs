@@ -362,7 +362,7 @@ impl Relay {
             }
             return;
         }
-        let to = self.admitted_but(&[from]);
+        let to = self.admitted_but(|id| id == from);
         self.emit(to, frame);
         self.window_until = Some(now + self.config.batch_window_ms);
     }
@@ -383,7 +383,9 @@ impl Relay {
         let senders: BTreeSet<&str> = waiting.iter().map(|w| w.from.as_str()).collect();
         let max = self.config.batch_max_bytes;
         let all: Vec<Rc<str>> = waiting.iter().map(|w| w.frame.clone()).collect();
-        let others = self.admitted_but(&senders.iter().copied().collect::<Vec<_>>());
+        // A set lookup per member: with every member moving a cursor, a list of the senders
+        // scanned per member would be members × senders each window.
+        let others = self.admitted_but(|id| senders.contains(id));
         let mut sends = vec![(others, pack(all, max))];
         for sender in &senders {
             if !self.clients.get(*sender).is_some_and(|c| c.admitted) {
@@ -403,11 +405,11 @@ impl Relay {
         self.window_until = Some(now + self.config.batch_window_ms);
     }
 
-    /// The relay's admitted clients but `except`.
-    fn admitted_but(&self, except: &[&str]) -> Vec<String> {
+    /// The relay's admitted clients but those `except` names.
+    fn admitted_but(&self, except: impl Fn(&str) -> bool) -> Vec<String> {
         self.clients
             .iter()
-            .filter(|(id, c)| c.admitted && !except.contains(&id.as_str()))
+            .filter(|(id, c)| c.admitted && !except(id.as_str()))
             .map(|(id, _)| id.clone())
             .collect()
     }
