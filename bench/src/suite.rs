@@ -1014,6 +1014,9 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
 /// relays.
 fn distance(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
     use Target::{Homeroom as H, Relayed as L};
+    if !runs.iter().any(|r| r.report.scenario == "wan") {
+        return; // a suite without its distance rounds (`--wan-rounds 0`, or saved before them)
+    }
     let mut w = |line: String| {
         md.push_str(&line);
         md.push('\n');
