@@ -355,9 +355,19 @@ async fn moving(ctx: Ctx) -> R {
 async fn reset_mid_burst(ctx: Ctx) -> R {
     let room = support::room("relay-reset");
     let mut writers = Vec::new();
+    // Each writer says when it is welcomed: the reset comes mid-burst, not mid-connect (a
+    // connect in flight when the Wasm instance resets hangs until the runtime cancels it
+    // with a 500, which is not what this trial is about).
+    let (welcomed, mut all_in) = tokio::sync::mpsc::channel::<()>(PLACES.len());
     for (i, (place, region)) in PLACES.iter().enumerate() {
         let sub = format!("w{i}-{region}");
-        writers.push(tokio::spawn(burst(ctx.port, room.clone(), sub, *place)));
+        let started = welcomed.clone();
+        writers.push(tokio::spawn(burst(ctx.port, room.clone(), sub, *place, started)));
+    }
+    drop(welcomed);
+    for k in 0..PLACES.len() {
+        let got = tokio::time::timeout(es::T, all_in.recv()).await;
+        check!(matches!(got, Ok(Some(()))), "only {k} of {} writers were welcomed", PLACES.len());
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let port = ctx.port;
@@ -376,6 +386,7 @@ async fn reset_mid_burst(ctx: Ctx) -> R {
             check!(acked.insert(id.clone(), s).is_none(), "{id} acked by two writers");
         }
     }
+    crate::presence::note(format!("relay reset: {} acked, {resumes} resumes", acked.len()));
     check!(resumes >= 1, "nobody had to resume: the reset did not reach the relays");
     // The stored log (the operator's read): every acked write once at its seq, nothing else.
     let what = "log?since=0&limit=1000";
@@ -396,6 +407,7 @@ async fn burst(
     room: String,
     sub: String,
     place: (&'static str, &'static str, &'static str),
+    welcomed: tokio::sync::mpsc::Sender<()>,
 ) -> R<(BTreeMap<String, u64>, usize)> {
     const BURST: usize = 40;
     let session = support::session(&sub);
@@ -408,6 +420,7 @@ async fn burst(
         d.connect()
     };
     let mut c = dial(None).await?;
+    let _ = welcomed.send(()).await;
     let (mut epoch, mut applied) = (c.epoch(), c.welcome_seq());
     let mut acked = BTreeMap::new();
     let mut resumes = 0;
