@@ -187,6 +187,21 @@ pub fn main(specs: Vec<Spec>) -> ! {
         for (name, msg) in failures.iter() {
             eprintln!("\n--- failed: {name} ---\n{msg}");
         }
+        // CI keeps only the tail, and a message may carry a log tail of its own: every
+        // failure's own words once more, last, without the logs.
+        if !failures.is_empty() {
+            eprintln!("\n--- {} failed, in short ---", failures.len());
+        }
+        for (name, msg) in failures.iter() {
+            eprintln!("{name}: {}", head(msg));
+        }
     }
     conclusion.exit()
+}
+
+/// A failure's message without the runtime log it may carry (each adds one after a `\n--- `
+/// line), cut to 1,500 characters.
+fn head(msg: &str) -> String {
+    let own = msg.split("\n--- ").next().unwrap_or(msg);
+    own.chars().take(1500).collect()
 }
