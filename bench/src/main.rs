@@ -94,6 +94,18 @@ async fn load(args: &Args) -> Result<i32, String> {
         args.get_str("port").map(|p| p.parse()).transpose().map_err(|_| "--port")?;
     let mut sc = Scenario::new("load", target, port.unwrap_or(0), &room);
     sc.seed = seed;
+    // "name:pgid:port,...": runtimes started by `bench/split`, measured one by one.
+    for item in args.get_str("objects").unwrap_or_default().split(',').filter(|i| !i.is_empty()) {
+        let parts: Vec<&str> = item.split(':').collect();
+        let parsed = match parts[..] {
+            [name, pgid, port] => {
+                pgid.parse().ok().zip(port.parse().ok()).map(|(g, p)| (name, g, p))
+            }
+            _ => None,
+        };
+        let (name, pgid, port) = parsed.ok_or("--objects is name:pgid:port,...")?;
+        sc.objects.push((name.to_owned(), pgid, port));
+    }
     sc.clients = args.get("clients", 10)?;
     sc.publishers = args.get("publishers", 2)?;
     sc.publish = match args.get_str("flat-out") {

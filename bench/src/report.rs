@@ -115,6 +115,19 @@ pub struct StormReport {
 }
 
 impl Report {
+    /// Each part's CPU over the window per frame the room delivered in it (µs): `bench/split`'s
+    /// per-object figure, and the whole runtime's in a run that started its own.
+    pub fn cpu_per_frame_us(&self) -> BTreeMap<String, f64> {
+        if self.delivered == 0 {
+            return BTreeMap::new();
+        }
+        let frames = self.delivered as f64;
+        self.server_cpu_by
+            .iter()
+            .map(|(part, cores)| (part.clone(), cores * self.window_s * 1e6 / frames))
+            .collect()
+    }
+
     /// A few lines for people.
     pub fn summary(&self) -> String {
         let mut s = String::new();
@@ -139,10 +152,11 @@ impl Report {
                 .map(|w| format!(" (welcome p50 {:.1} ms p95 {:.1} ms)", w.p50, w.p95))
                 .unwrap_or_default()
         );
-        if let Some(c) = self.connect_cpu_ms {
+        if self.connect_cpu_ms.is_some() || !self.connect_cpu_ms_by.is_empty() {
             let _ = writeln!(
                 s,
-                "  runtime CPU per connect {c:.2} ms {}",
+                "  runtime CPU per connect {} ms {}",
+                self.connect_cpu_ms.map_or("?".into(), |c| format!("{c:.2}")),
                 roles(&self.connect_cpu_ms_by)
             );
         }
@@ -155,6 +169,10 @@ impl Report {
             self.latency_ms.p99,
             self.latency_ms.max
         );
+        let per_frame = self.cpu_per_frame_us();
+        if !per_frame.is_empty() {
+            let _ = writeln!(s, "  runtime CPU per delivered frame (µs) {}", roles(&per_frame));
+        }
         if let (Some(f), Some(l)) = (self.first_receiver_ms, self.last_receiver_ms) {
             let _ = writeln!(
                 s,

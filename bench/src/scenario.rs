@@ -46,6 +46,10 @@ pub struct Scenario {
     pub seed: u64,
     /// The runtime's process group, to measure its CPU.
     pub server_pgid: Option<u32>,
+    /// Runtimes this run did not start, each a part of the Worker in a `wrangler dev` of its
+    /// own (`bench/split`: the home, the relays, the edge): (name, process group, public
+    /// port). The CPU of each one's Worker workerd is reported under its name.
+    pub objects: Vec<(String, u32, u16)>,
     pub drain_timeout: Duration,
 }
 
@@ -93,6 +97,7 @@ impl Scenario {
             pad: 64,
             seed: 1,
             server_pgid: None,
+            objects: Vec::new(),
             drain_timeout: Duration::from_secs(15),
         }
     }
@@ -305,7 +310,13 @@ fn spread_for(sc: &Scenario) -> Spread {
 
 /// The runtime's CPU seconds so far by process role.
 fn roles(sc: &Scenario) -> BTreeMap<String, f64> {
-    sc.server_pgid.map(|g| machine::group_cpu_by_role(g, sc.port)).unwrap_or_default()
+    let mut all =
+        sc.server_pgid.map(|g| machine::group_cpu_by_role(g, sc.port)).unwrap_or_default();
+    for (name, pgid, port) in &sc.objects {
+        let workerd = machine::group_cpu_by_role(*pgid, *port).get("workerd").copied();
+        all.insert(name.clone(), workerd.unwrap_or(0.0));
+    }
+    all
 }
 
 /// (after − before) / divisor, per role.
@@ -542,6 +553,26 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn each_part_of_a_split_runtime_is_measured_under_its_name() {
+        let mut sc = Scenario::new("t", Target::Homeroom, 0, "r");
+        // No such process group: measured, as nothing.
+        sc.objects = vec![("home".into(), u32::MAX - 1, 1), ("relays".into(), u32::MAX - 2, 2)];
+        let parts = roles(&sc);
+        assert_eq!(parts.keys().collect::<Vec<_>>(), ["home", "relays"]);
+        assert!(parts.values().all(|cpu| *cpu == 0.0));
+
+        let mut report = aggregate(&sc, &[], 10.0, None, false);
+        assert!(report.cpu_per_frame_us().is_empty(), "no frame delivered, no figure");
+        report.delivered = 50_000;
+        report.window_s = 10.0;
+        report.server_cpu_by = [("home".to_owned(), 0.24), ("relays".to_owned(), 0.28)].into();
+        let per_frame = report.cpu_per_frame_us();
+        assert!((per_frame["home"] - 48.0).abs() < 1e-9, "{per_frame:?}");
+        assert!((per_frame["relays"] - 56.0).abs() < 1e-9, "{per_frame:?}");
+        assert!(report.summary().contains("per delivered frame (µs) (home 48.00, relays 56.00)"));
     }
 
     #[test]
