@@ -13,6 +13,7 @@
 //! Each asserts the attacker's take against the budget's burst + rate × time, not only the
 //! victim's latency (which the unfixed room passed for items 3 and 6).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -125,6 +126,16 @@ async fn spent_echoes(ctx: Ctx) -> R {
     .map_err(|_| "no mark reached Mallory".to_string())?
     .ok_or("Mallory's socket ended before a mark")?;
     let echo = json!({"type": "mark", "mark": mark}).to_string();
+    // The victim's write->ack before the flood: what "not held behind it" is measured against
+    // (a busy CI machine is slower for everyone, flood or not).
+    let mut quiet = victim_writes(
+        &mut victim,
+        "q",
+        Duration::from_millis(100),
+        Instant::now() + Duration::from_secs(1),
+    )
+    .await?;
+    let (quiet_p50, _) = p50_max(&mut quiet);
     // The first echo confirms what she read: free. Every later one confirms nothing.
     ws.send(Message::text(echo.clone())).await.map_err(|e| e.to_string())?;
     let (mut tx, mut rx) = ws.split();
@@ -176,14 +187,22 @@ async fn spent_echoes(ctx: Ctx) -> R {
     let (p50, max) = p50_max(&mut acks);
     note(format!(
         "spent echoes: {sent} sent, {limited} rate_limited answers, closed {close:?} after {:?}; \
-         victim write->ack p50 {p50} ms, max {max} ms over {} writes",
+         victim write->ack p50 {p50} ms, max {max} ms over {} writes (before the flood p50 \
+         {quiet_p50} ms)",
         flood_start.elapsed(),
         acks.len()
     ));
     check!(close == Some(4029), "a flood of spent echoes must be closed 4029, got {close:?}");
     check!(limited > 0, "spent echoes must be answered rate_limited before the close");
-    check!(max < 2_000, "the victim's writes waited up to {max} ms behind the flood");
-    check!(p50 < 500, "the victim's median write took {p50} ms during the flood");
+    // A flood that held the victim's frames behind Mallory's would move most of them, and the
+    // median with them; one pause of a busy machine moves only the maximum.
+    let bound = (quiet_p50 * 5).max(quiet_p50 + 250);
+    check!(
+        p50 <= bound,
+        "the victim's median write took {p50} ms during the flood, {quiet_p50} ms before it \
+         (bound {bound} ms)"
+    );
+    check!(max < 5_000, "the victim's writes waited up to {max} ms behind the flood");
     Ok(())
 }
 
@@ -373,12 +392,21 @@ async fn list_reads(ctx: Ctx) -> R {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let start = Instant::now();
+    // Five seconds of reading, and on until the budget has refused one (a slow machine reads
+    // fewer lists in five seconds than the budget holds); never past 30 s.
     let until = start + Duration::from_secs(5);
+    let cap = start + Duration::from_secs(30);
+    let refused_once = AtomicBool::new(false);
     let loops = (0..4).map(|_| {
         let path = format!("/rooms/{room}/presence?token={}", es::token(&room, "mallory"));
+        let refused_once = &refused_once;
         async move {
             let (mut bytes, mut served, mut refused, mut retry_after) = (0usize, 0u32, 0u32, 0u32);
-            while Instant::now() < until {
+            let reading = || {
+                let now = Instant::now();
+                now < cap && (now < until || !refused_once.load(Ordering::Relaxed))
+            };
+            while reading() {
                 let Ok(r) = es::get(ctx.port, &path, &[]).await else { continue };
                 match r.status {
                     200 => {
@@ -387,6 +415,7 @@ async fn list_reads(ctx: Ctx) -> R {
                     }
                     429 => {
                         refused += 1;
+                        refused_once.store(true, Ordering::Relaxed);
                         retry_after += u32::from(r.header("retry-after").is_some());
                     }
                     _ => {}
