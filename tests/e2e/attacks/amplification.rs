@@ -224,7 +224,7 @@ async fn resyncs(ctx: Ctx) -> R {
         "the third connect's resync should be held, then sent: {rounds:?}"
     );
     check!(
-        arrivals[2].as_secs_f64() >= earliest * 0.95,
+        arrivals[2] >= Duration::from_secs_f64(earliest * 0.95),
         "the third resync came {:?} after the start, before the bucket could pay for it ({earliest:.2} s): \
          {rounds:?}",
         arrivals[2]
