@@ -28,6 +28,7 @@ pub mod order;
 pub mod report;
 pub mod runtime;
 pub mod scenario;
+pub mod split;
 pub mod spread;
 pub mod stats;
 pub mod suite;

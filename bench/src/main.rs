@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! homeroom-bench load  --target homeroom|plain|partyserver [--port P] ...   one run
-//! homeroom-bench suite [--rounds 5] [--storm-rounds 3] [--live-storm-rounds 2]
+//! homeroom-bench suite [--rounds 5] [--storm-rounds 3] [--live-storm-rounds 2] [--wan-rounds 3]
+//!                      [--split-rounds 2]
 //!                      [--out bench/RESULTS.md] [--quick] [--via-proxy] [--vars N:v,..]
 //! homeroom-bench render --runs target/homeroom-bench/<time> [the suite's flags]
 //!                                       RESULTS.md again from a suite's saved runs
@@ -200,6 +201,7 @@ fn suite_config(args: &Args) -> Result<(suite::SuiteConfig, PathBuf), String> {
     cfg.storm_rounds = args.get("storm-rounds", cfg.storm_rounds)?;
     cfg.live_storm_rounds = args.get("live-storm-rounds", cfg.live_storm_rounds)?;
     cfg.wan_rounds = args.get("wan-rounds", cfg.wan_rounds)?;
+    cfg.split_rounds = args.get("split-rounds", cfg.split_rounds)?;
     if args.get("quick", false)? {
         cfg = cfg.quick();
     }

@@ -48,6 +48,15 @@ pub fn kill_all() {
     }
 }
 
+/// One part of a Worker split over several `wrangler dev`s (`bench/split`, the suite's per-object
+/// rounds): its config, and the dev registry through which the parts find each other.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub name: String,
+    pub config: PathBuf,
+    pub registry: PathBuf,
+}
+
 pub struct Runtime {
     pub target: Target,
     pub port: u16,
@@ -85,9 +94,20 @@ impl Runtime {
     ) -> Result<Runtime, String> {
         // A port may be taken between our check and wrangler's bind (see
         // `homeroom_testkit::free_port`): start again on fresh ports, a few times.
+        Runtime::start_part(root, target, None, vars, ready_within).await
+    }
+
+    /// [`Runtime::start`] for one `part` of a split Worker (its config instead of the target's).
+    pub async fn start_part(
+        root: &Path,
+        target: Target,
+        part: Option<&Part>,
+        vars: &[(&str, &str)],
+        ready_within: Duration,
+    ) -> Result<Runtime, String> {
         let mut attempt = 1;
         loop {
-            match Runtime::spawn(root, target, vars, ready_within).await {
+            match Runtime::spawn(root, target, part, vars, ready_within).await {
                 Err(e) if attempt < 3 && address_in_use(&e) => attempt += 1,
                 done => return done,
             }
@@ -98,13 +118,15 @@ impl Runtime {
     async fn spawn(
         root: &Path,
         target: Target,
+        part: Option<&Part>,
         vars: &[(&str, &str)],
         ready_within: Duration,
     ) -> Result<Runtime, String> {
         static N: AtomicU32 = AtomicU32::new(0);
         let dir = state_base().join(format!(
-            "homeroom-bench-{}-{}-{}",
+            "homeroom-bench-{}{}-{}-{}",
             target.name(),
+            part.map(|p| format!("-{}", p.name)).unwrap_or_default(),
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         ));
@@ -113,7 +135,11 @@ impl Runtime {
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
         let level = std::env::var("HOMEROOM_BENCH_LOG_LEVEL").unwrap_or_else(|_| "warn".into());
         let DevArgs { port, mut args, .. } = wrangler_dev(&dir.join("state"), &level);
-        args.extend(["--config".into(), target.wrangler_config().into()]);
+        let config = match part {
+            Some(p) => p.config.display().to_string(),
+            None => target.wrangler_config().to_owned(),
+        };
+        args.extend(["--config".into(), config]);
         for (name, value) in vars {
             args.push("--var".into());
             args.push(format!("{name}:{value}"));
@@ -133,6 +159,7 @@ impl Runtime {
             .env("NO_COLOR", "1")
             .env("FORCE_COLOR", "0")
             .env("WRANGLER_SEND_METRICS", "false")
+            .envs(part.map(|p| ("WRANGLER_REGISTRY_PATH", p.registry.clone())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)

@@ -48,6 +48,10 @@ pub struct SuiteConfig {
     /// Cursor signalers in the distance rows, and their signals per second each.
     pub wan_signalers: usize,
     pub wan_signal_rate: f64,
+    /// Rounds of the per-object rows: each part of the Worker in a runtime of its own
+    /// ([`crate::split`]).
+    pub split_rounds: usize,
+    pub split: Shape,
 }
 
 /// The parts of a [`Scenario`] the suite sets.
@@ -121,6 +125,18 @@ impl Default for SuiteConfig {
             wan_ms: 80,
             wan_signalers: 4,
             wan_signal_rate: 20.0,
+            split_rounds: 2,
+            // bench/README.md's "Per object" runs: a room big enough that the CPU clock's 10 ms
+            // tick is a few percent of each part's window.
+            split: Shape {
+                clients: 1000,
+                publishers: 2,
+                publish: Publish::Rate(5.0),
+                stagger: true,
+                warmup: Duration::from_millis(500),
+                duration: Duration::from_secs(10),
+                connect_concurrency: 32,
+            },
         }
     }
 }
@@ -139,6 +155,9 @@ impl SuiteConfig {
         self.storm_timing.pre = Duration::from_secs(2);
         self.wan_rounds = 1;
         self.wan.duration = Duration::from_secs(3);
+        self.split_rounds = 1;
+        self.split.clients = 100;
+        self.split.duration = Duration::from_secs(3);
         self
     }
 }
@@ -206,6 +225,7 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
     }
 
     runs.extend(distance_runs(root, cfg, &mut seed, started).await?);
+    runs.extend(crate::split::runs(root, cfg, &mut seed, started, &raw_dir).await?);
 
     let json = serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())?;
     std::fs::write(raw_dir.join("runs.json"), json).map_err(|e| e.to_string())?;
@@ -315,14 +335,23 @@ async fn start_with(
     cfg: &SuiteConfig,
     extra: &[(&str, &str)],
 ) -> Result<Runtime, String> {
+    let vars = vars_for(target, cfg, extra);
+    Runtime::start(root, target, &vars, Duration::from_secs(240)).await
+}
+
+/// A runtime's variables: the bench's, the suite's for homeroom, the target's, then `extra`.
+pub(crate) fn vars_for<'a>(
+    target: Target,
+    cfg: &'a SuiteConfig,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
     let mut vars: Vec<(&str, &str)> = BENCH_VARS.to_vec();
     if matches!(target, Target::Homeroom | Target::Relayed | Target::Rules) {
         vars.extend(cfg.homeroom_vars.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     }
     vars.extend(target.vars());
     vars.extend(extra);
-
-    Runtime::start(root, target, &vars, Duration::from_secs(240)).await
+    vars
 }
 
 /// The port the clients use: the Worker's own (direct) or the public one.
@@ -335,7 +364,7 @@ async fn port_of(rt: &Runtime, cfg: &SuiteConfig) -> Result<u16, String> {
         .ok_or_else(|| format!("cannot find the Worker's own port ({})", rt.target))
 }
 
-fn scenario_for(
+pub(crate) fn scenario_for(
     name: &str,
     target: Target,
     rt: &Runtime,
@@ -382,7 +411,7 @@ fn date_utc(secs: u64) -> String {
 }
 
 /// The median of `f` over the runs of one scenario and target.
-fn med(
+pub(crate) fn med(
     runs: &[Run],
     scenario: &str,
     target: Target,
@@ -776,6 +805,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     w(&mut md, String::new());
     relays(&mut md, cfg, runs);
     distance(&mut md, cfg, runs);
+    crate::split::markdown(&mut md, cfg, runs);
     noise(&mut md, runs);
 
     // Storm.
@@ -1096,7 +1126,7 @@ fn median_or_never(mut values: Vec<Option<f64>>) -> Option<f64> {
 
 /// The problems of the runs whose scenario starts with one of `scenarios`.
 /// [`correctness`] of one target's runs.
-fn correctness_of(runs: &[Run], target: Target, scenarios: &[&str]) -> String {
+pub(crate) fn correctness_of(runs: &[Run], target: Target, scenarios: &[&str]) -> String {
     let mine: Vec<Run> =
         runs.iter().filter(|r| r.report.target == target.name()).cloned().collect();
     correctness(&mine, scenarios)

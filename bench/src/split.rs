@@ -1,0 +1,252 @@
+//! The per-object rows of the suite (issue 19; bench/README.md, "Per object"): each part of
+//! the Worker in a `wrangler dev` (one workerd, one thread) of its own, so that each part's
+//! CPU per connect and per delivered frame is its own: the home, the relays, the edge; and the
+//! plain room's object and Worker split the same way. The parts reach each other through
+//! wrangler's dev registry (Durable Object bindings with a `script_name`), one registry per
+//! runtime set. `bench/split` does the same by hand.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::runtime::{Part, Runtime};
+use crate::scenario;
+use crate::suite::{med, scenario_for, vars_for, Run, SuiteConfig};
+use crate::target::Target;
+
+/// The parts of `target`'s Worker, the edge (where clients connect) last.
+fn parts(target: Target) -> &'static [&'static str] {
+    match target {
+        Target::Plain => &["home", "edge"],
+        _ => &["home", "relays", "edge"],
+    }
+}
+
+/// One Durable Object binding, of this part's own class or of `script`'s.
+fn binding(name: &str, class: &str, script: Option<&str>) -> String {
+    let script = script.map(|s| format!("script_name = \"{s}\"\n")).unwrap_or_default();
+    format!("[[durable_objects.bindings]]\nname = \"{name}\"\nclass_name = \"{class}\"\n{script}")
+}
+
+/// The config of `part` of `target`'s Worker: its script's name, its code, its bindings.
+fn config(root: &Path, target: Target, part: &str) -> String {
+    let (prefix, main) = match target {
+        Target::Plain => ("plain", root.join("bench/baselines/plain/src/index.js")),
+        _ => ("homeroom", root.join("worker/build/index.js")),
+    };
+    let script = |p: &str| format!("{prefix}-{p}");
+    let mut text = format!(
+        "name = \"{}\"\nmain = \"{}\"\ncompatibility_date = \"2026-04-01\"\n",
+        script(part),
+        main.display()
+    );
+    let home = script("home");
+    let relays = script("relays");
+    let (bindings, classes): (Vec<String>, &[&str]) = match (target, part) {
+        (Target::Plain, "home") => (vec![binding("ROOMS", "Room", None)], &["Room"]),
+        (Target::Plain, _) => (vec![binding("ROOMS", "Room", Some(&home))], &[]),
+        (_, "home") => (
+            vec![binding("ROOMS", "Room", None), binding("ROOM_RELAYS", "RoomRelay", None)],
+            &["Room", "RoomRelay"],
+        ),
+        (_, "relays") => (
+            vec![binding("ROOMS", "Room", Some(&home)), binding("ROOM_RELAYS", "RoomRelay", None)],
+            &["RoomRelay"],
+        ),
+        _ => (
+            vec![
+                binding("ROOMS", "Room", Some(&home)),
+                binding("ROOM_RELAYS", "RoomRelay", Some(&relays)),
+            ],
+            &[],
+        ),
+    };
+    for b in bindings {
+        text.push_str(&b);
+    }
+    if !classes.is_empty() {
+        let list: Vec<String> = classes.iter().map(|c| format!("\"{c}\"")).collect();
+        text.push_str(&format!(
+            "[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [{}]\n",
+            list.join(", ")
+        ));
+    }
+    text
+}
+
+/// Starts every part of `target`'s Worker (the edge last) with the suite's variables.
+async fn start(
+    root: &Path,
+    target: Target,
+    cfg: &SuiteConfig,
+    dir: &Path,
+) -> Result<Vec<(String, Runtime)>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let registry = dir.join("registry");
+    let vars = vars_for(target, cfg, &[]);
+    let mut started = Vec::new();
+    for name in parts(target) {
+        let path: PathBuf = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, config(root, target, name)).map_err(|e| e.to_string())?;
+        let part = Part { name: (*name).to_owned(), config: path, registry: registry.clone() };
+        let rt = Runtime::start_part(root, target, Some(&part), &vars, Duration::from_secs(240));
+        started.push(((*name).to_owned(), rt.await?));
+    }
+    // The registry tells each part where the others are.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    Ok(started)
+}
+
+/// The per-object rounds: homeroom direct, homeroom through relays, the plain room, each split.
+pub async fn runs(
+    root: &Path,
+    cfg: &SuiteConfig,
+    seed: &mut u64,
+    started: Instant,
+    dir: &Path,
+) -> Result<Vec<Run>, String> {
+    let mut runs = Vec::new();
+    for round in 1..=cfg.split_rounds {
+        for target in [Target::Homeroom, Target::Relayed, Target::Plain] {
+            let set = dir.join(format!("split-{round}-{}", target.name()));
+            let parts = start(root, target, cfg, &set).await?;
+            let (_, edge) = parts.last().ok_or("no parts")?;
+            *seed += 1;
+            let mut sc = scenario_for("split", target, edge, edge.port, &cfg.split, *seed, None);
+            sc.server_pgid = None; // measured part by part instead
+            sc.objects = parts.iter().map(|(n, rt)| (n.clone(), rt.pgid, rt.port)).collect();
+            let report = scenario::run(&sc).await;
+            eprintln!(
+                "[split {round} {:.0}s] {}",
+                started.elapsed().as_secs_f64(),
+                report.summary()
+            );
+            runs.push(Run { round, report });
+            for (_, rt) in parts {
+                rt.stop().await;
+            }
+            let _ = std::fs::remove_dir_all(&set);
+        }
+    }
+    Ok(runs)
+}
+
+/// The section of RESULTS.md: each part's CPU, homeroom's against the plain room's object.
+pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
+    use Target::{Homeroom as H, Plain as P, Relayed as L};
+    if !runs.iter().any(|r| r.report.scenario == "split") {
+        return; // a suite without per-object rounds
+    }
+    let mut w = |line: String| {
+        md.push_str(&line);
+        md.push('\n');
+    };
+    w("## Per object: each part of the Worker in a runtime of its own".into());
+    w(String::new());
+    w(format!(
+        "Each part in a `wrangler dev` of its own (the home, the relays, the edge; the plain room's object and its Worker), through wrangler's dev registry: {} clients over four regions, {} publishers, {}; {} rounds, medians. The CPU is each part's workerd over the window per frame the room delivered, and from the start until every client was in per connect. Goals (issue 19): per delivered frame, the home and a relay at most the plain object's; per connect, at most 1.5×. See bench/README.md, \"Per object\".",
+        cfg.split.clients,
+        cfg.split.publishers,
+        match cfg.split.publish {
+            scenario::Publish::Rate(r) => format!("{r} messages/s in all"),
+            scenario::Publish::FlatOut { window } => format!("flat out (window {window})"),
+        },
+        cfg.split_rounds
+    ));
+    w(String::new());
+    w("| per part | homeroom direct | homeroom relayed | plain | homeroom / plain | goal |".into());
+    w("|---|---:|---:|---:|---:|---:|".into());
+    let frame = |t: Target, part: &'static str| {
+        med(runs, "split", t, move |r| r.cpu_per_frame_us().get(part).copied())
+    };
+    let connect = |t: Target, part: &'static str| {
+        med(runs, "split", t, move |r| r.connect_cpu_ms_by.get(part).copied())
+    };
+    let cell = |v: Option<f64>, digits: usize| v.map_or(String::new(), |v| format!("{v:.digits$}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => String::new(),
+    };
+    let plain_frame = frame(P, "home");
+    let plain_connect = connect(P, "home");
+    let rows = [
+        (
+            "home: CPU per delivered frame (µs)",
+            frame(H, "home"),
+            frame(L, "home"),
+            plain_frame,
+            1,
+            "≤ 1×",
+        ),
+        (
+            "a relay's CPU per delivered frame (µs)",
+            None,
+            frame(L, "relays"),
+            plain_frame,
+            1,
+            "≤ 1×",
+        ),
+        (
+            "home: CPU per connect (ms)",
+            connect(H, "home"),
+            connect(L, "home"),
+            plain_connect,
+            2,
+            "≤ 1.5×",
+        ),
+        ("a relay's CPU per connect (ms)", None, connect(L, "relays"), plain_connect, 2, "≤ 1.5×"),
+        (
+            "edge: CPU per connect (ms)",
+            connect(H, "edge"),
+            connect(L, "edge"),
+            connect(P, "edge"),
+            2,
+            "",
+        ),
+    ];
+    for (name, direct, relayed, plain, digits, goal) in rows {
+        // The ratio of the row's object: the direct home's, or the relay's when there is none.
+        let ours = direct.or(relayed);
+        w(format!(
+            "| {name} | {} | {} | {} | {} | {goal} |",
+            cell(direct, digits),
+            cell(relayed, digits),
+            cell(plain, digits),
+            ratio(ours, plain)
+        ));
+    }
+    w(String::new());
+    let correct = |t: Target| crate::suite::correctness_of(runs, t, &["split"]);
+    w(format!(
+        "Correctness of these runs: homeroom direct, {}; through relays, {}; plain, {}.",
+        correct(H),
+        correct(L),
+        correct(P)
+    ));
+    w(String::new());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_part_binds_the_others_classes_by_script() {
+        let root = Path::new("/r");
+        let edge = config(root, Target::Relayed, "edge");
+        assert!(edge.contains("name = \"homeroom-edge\""));
+        assert!(edge.contains("main = \"/r/worker/build/index.js\""));
+        assert!(edge.contains("class_name = \"Room\"\nscript_name = \"homeroom-home\""));
+        assert!(edge.contains("class_name = \"RoomRelay\"\nscript_name = \"homeroom-relays\""));
+        assert!(!edge.contains("migrations"), "the edge defines no class: {edge}");
+        let relays = config(root, Target::Relayed, "relays");
+        assert!(relays.contains("new_sqlite_classes = [\"RoomRelay\"]"), "{relays}");
+        assert!(relays.contains("script_name = \"homeroom-home\""));
+        let home = config(root, Target::Homeroom, "home");
+        assert!(!home.contains("script_name"), "the home is all its own: {home}");
+        let plain_edge = config(root, Target::Plain, "edge");
+        assert!(plain_edge.contains("bench/baselines/plain/src/index.js"));
+        assert!(plain_edge.contains("script_name = \"plain-home\""));
+        assert_eq!(parts(Target::Plain), ["home", "edge"]);
+        assert_eq!(parts(Target::Relayed).last(), Some(&"edge"), "clients connect to the last");
+    }
+}
