@@ -92,8 +92,6 @@ impl Runtime {
         vars: &[(&str, &str)],
         ready_within: Duration,
     ) -> Result<Runtime, String> {
-        // A port may be taken between our check and wrangler's bind (see
-        // `homeroom_testkit::free_port`): start again on fresh ports, a few times.
         Runtime::start_part(root, target, None, vars, ready_within).await
     }
 
@@ -105,6 +103,8 @@ impl Runtime {
         vars: &[(&str, &str)],
         ready_within: Duration,
     ) -> Result<Runtime, String> {
+        // A port may be taken between our check and wrangler's bind (see
+        // `homeroom_testkit::free_port`): start again on fresh ports, a few times.
         let mut attempt = 1;
         loop {
             match Runtime::spawn(root, target, part, vars, ready_within).await {
