@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::runtime::{Part, Runtime};
 use crate::scenario;
-use crate::suite::{med, scenario_for, vars_for, Run, SuiteConfig};
+use crate::suite::{med, publishing, scenario_for, vars_for, Run, SuiteConfig};
 use crate::target::Target;
 
 /// The parts of `target`'s Worker, the edge (where clients connect) last.
@@ -146,10 +146,7 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         "Each part in a `wrangler dev` of its own (the home, the relays, the edge; the plain room's object and its Worker), through wrangler's dev registry: {} clients over four regions, {} publishers, {}; {} rounds, medians. The CPU is each part's workerd over the window per frame the room delivered, and from the start until every client was in per connect. Goals (issue 19): per delivered frame, the home and a relay at most the plain object's; per connect, at most 1.5×. See bench/README.md, \"Per object\".",
         cfg.split.clients,
         cfg.split.publishers,
-        match cfg.split.publish {
-            scenario::Publish::Rate(r) => format!("{r} messages/s in all"),
-            scenario::Publish::FlatOut { window } => format!("flat out (window {window})"),
-        },
+        publishing(cfg.split.publish),
         cfg.split_rounds
     ));
     w(String::new());

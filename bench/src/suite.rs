@@ -1040,6 +1040,14 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
     w(String::new());
 }
 
+/// How a shape's publishers publish, in words.
+pub(crate) fn publishing(publish: Publish) -> String {
+    match publish {
+        Publish::Rate(r) => format!("{r} messages/s in all"),
+        Publish::FlatOut { window } => format!("flat out (window {window})"),
+    }
+}
+
 /// The distance rows' section: the same members an ocean from the home, direct and through
 /// relays.
 fn distance(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
@@ -1061,10 +1069,7 @@ fn distance(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         cfg.wan_signalers,
         cfg.wan_signal_rate,
         cfg.wan.publishers,
-        match cfg.wan.publish {
-            Publish::Rate(r) => format!("{r} messages/s in all"),
-            Publish::FlatOut { window } => format!("flat out (window {window})"),
-        },
+        publishing(cfg.wan.publish),
         cfg.wan_rounds
     ));
     w(String::new());
