@@ -128,6 +128,10 @@ pub enum Inbound {
     /// nothing more and stops pinging its link (test builds only).
     #[cfg(feature = "fault-injection")]
     Mute,
+    /// The home drops its memory as an eviction would (its sockets and links stay open); the
+    /// next event rebuilds it from storage (test builds only).
+    #[cfg(feature = "fault-injection")]
+    Forget,
 }
 
 /// A request for a room, as the object reads it.

@@ -99,7 +99,7 @@ impl Inner {
                 Admit::Newer { replaced, .. } => replaced,
             };
             if let Some(old) = old {
-                drop_link(&mut live.links, &mut live.engine, &sql, &old, now, REPLACED_LINK)?;
+                drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK);
             }
             live.links.open(&tag, server.clone());
             live.links.store_registry(&sql)?;
@@ -124,7 +124,6 @@ impl Inner {
                 return Ok(Effects::default());
             }
         };
-        let sql = self.state.storage().sql();
         let prefix = format!("{}.", up.relay);
         let (done, fx) = self.run(None, |live, now| -> Result<()> {
             if !live.links.is_current(tag) {
@@ -148,8 +147,21 @@ impl Inner {
                         live.engine.handle(now, Input::Text { conn: &conn, text: &text });
                     }
                     UpOp::Closed { conn } if live.links.owns(&tag.link, &conn) => {
-                        live.links.remove(&sql, &conn)?;
+                        live.links.remove(&conn);
                         live.engine.handle(now, Input::Closed { conn: &conn });
+                    }
+                    UpOp::Text { conn, .. } if conn.starts_with(&prefix) => {
+                        // Its relay has not given it back yet: it resumes instead.
+                        live.links.unknown(&tag.link, &conn);
+                    }
+                    UpOp::Peers { peers } => {
+                        let peers = live.links.recalled(&tag.link, &prefix, peers);
+                        log(
+                            "relay_recalled",
+                            serde_json::json!({"link": tag.link, "sessions": peers.len()}),
+                        );
+                        let link = tag.link.as_str();
+                        live.engine.handle(now, Input::Recalled { link, peers });
                     }
                     UpOp::Text { .. } | UpOp::Closed { .. } => {}
                 }
@@ -181,31 +193,20 @@ impl Inner {
     /// A link's socket closed or failed: if it is the link's current socket, its sessions
     /// are gone with it (they resume through the relay's next link).
     pub(super) fn link_gone(&self, tag: &LinkTag, why: (u16, &str)) -> Result<Effects> {
-        let sql = self.state.storage().sql();
-        let (done, fx) = self.run(None, |live, now| {
-            if !live.links.is_current(tag) {
-                return Ok(());
+        let ((), fx) = self.run(None, |live, now| {
+            if live.links.is_current(tag) {
+                drop_link(&mut live.links, &mut live.engine, &tag.link, now, why);
             }
-            drop_link(&mut live.links, &mut live.engine, &sql, &tag.link, now, why)
         })?;
-        done?;
         Ok(fx)
     }
 }
 
 /// Forgets `link` (closing its socket with `code` and `reason` if it is still open) and tells
 /// the engine its sessions are gone.
-fn drop_link(
-    links: &mut Links,
-    engine: &mut Engine,
-    sql: &worker::SqlStorage,
-    link: &str,
-    now: Time,
-    (code, reason): (u16, &str),
-) -> Result<()> {
-    if let Some(ws) = links.close(sql, link)? {
-        let _ = ws.close(Some(code), Some(reason));
+fn drop_link(links: &mut Links, engine: &mut Engine, link: &str, now: Time, why: (u16, &str)) {
+    if let Some(ws) = links.close(link) {
+        let _ = ws.close(Some(why.0), Some(why.1));
     }
     engine.handle(now, Input::LinkClosed { link });
-    Ok(())
 }

@@ -1,14 +1,14 @@
 //! The home's side of its relays' links on the runtime: each link's WebSocket (accepted, so it
 //! hibernates with the home), which sessions it carries, what the room owes each link this
-//! turn ([`Downlinks`]), and the rows that let a home rebuilt after an eviction or a reset
-//! know its relays' sessions again.
+//! turn ([`Downlinks`]), and how a home rebuilt after an eviction or a reset learns its
+//! relays' sessions again (it asks the relays, which hold them: it stores none).
 
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use worker::{SqlStorage, SqlStorageValue as V, WebSocket};
 
-use crate::relay::{Downlinks, Relays};
+use crate::relay::{Downlinks, Recalls, Relays};
 use crate::room::Peer;
 
 /// What a link socket's attachment holds (a client socket's holds its peer): the link, and
@@ -41,6 +41,8 @@ pub struct Links {
     conns: HashMap<String, String>,
     /// The sessions of each link.
     members: HashMap<String, HashSet<String>>,
+    /// The links asked for their sessions that have not answered yet.
+    recalls: Recalls,
     /// What the room owes each link this turn.
     pub down: Downlinks,
     /// Link messages sent and heard since the room was loaded, for `/stats`.
@@ -49,22 +51,14 @@ pub struct Links {
 }
 
 impl Links {
-    /// Rebuilds the links from storage and the runtime's link sockets: the sessions of a link
-    /// that is still connected come back (their peers go to the engine), the rest are deleted.
-    pub fn restore(
-        sql: &SqlStorage,
-        all: &[WebSocket],
-        peers: &mut Vec<Peer>,
-    ) -> worker::Result<Links> {
+    /// Rebuilds the links from storage and the runtime's link sockets. Their sessions are not
+    /// stored: each link still connected is asked for them ([`Downlinks::recall`]), and its
+    /// relay gives them back ([`Links::recalled`]).
+    pub fn restore(sql: &SqlStorage, all: &[WebSocket]) -> worker::Result<Links> {
         #[derive(Deserialize)]
         struct RelayRow {
             name: String,
             epoch: i64,
-        }
-        #[derive(Deserialize)]
-        struct PeerRow {
-            link: String,
-            peer: String,
         }
         let relays: Vec<RelayRow> = sql.exec("SELECT name, epoch FROM relays", None)?.to_array()?;
         let mut links = Links {
@@ -73,27 +67,10 @@ impl Links {
         };
         for ws in all {
             if let Some(tag) = link_of(ws) {
+                links.down.recall(&tag.link);
+                links.recalls.start(&tag.link);
                 links.sockets.insert(tag.link.clone(), (tag, ws.clone()));
             }
-        }
-        let rows: Vec<PeerRow> =
-            sql.exec("SELECT link, peer FROM relay_peers", None)?.to_array()?;
-        for row in rows {
-            match serde_json::from_str::<Peer>(&row.peer) {
-                Ok(peer) if links.sockets.contains_key(&row.link) => {
-                    links.add(&peer.conn, &row.link);
-                    peers.push(peer);
-                }
-                _ => {}
-            }
-        }
-        // Rows of links that did not stay connected are sessions nobody holds any more.
-        let keep: Vec<V> = links.sockets.keys().map(|l| V::String(l.clone())).collect();
-        if keep.is_empty() {
-            sql.exec("DELETE FROM relay_peers", None)?;
-        } else {
-            let marks = vec!["?"; keep.len()].join(",");
-            sql.exec(&format!("DELETE FROM relay_peers WHERE link NOT IN ({marks})"), keep)?;
         }
         Ok(links)
     }
@@ -109,14 +86,14 @@ impl Links {
     }
 
     /// Forgets a link that closed (or was replaced) and its sessions; returns its socket.
-    pub fn close(&mut self, sql: &SqlStorage, link: &str) -> worker::Result<Option<WebSocket>> {
+    pub fn close(&mut self, link: &str) -> Option<WebSocket> {
         for conn in self.members.remove(link).unwrap_or_default() {
             self.conns.remove(&conn);
         }
         self.down.forget(link);
-        sql.exec("DELETE FROM relay_peers WHERE link = ?", vec![V::String(link.into())])?;
+        self.recalls.forget(link);
         self.heard.remove(link);
-        Ok(self.sockets.remove(link).map(|(_, ws)| ws))
+        self.sockets.remove(link).map(|(_, ws)| ws)
     }
 
     /// `link` sent a message at `now`: a sign of life.
@@ -177,36 +154,55 @@ impl Links {
     }
 
     /// A relay's session is gone (closed by the room, or by its relay).
-    pub fn remove(&mut self, sql: &SqlStorage, conn: &str) -> worker::Result<()> {
+    pub fn remove(&mut self, conn: &str) {
         if let Some(link) = self.conns.remove(conn) {
             if let Some(m) = self.members.get_mut(&link) {
                 m.remove(conn);
             }
-            sql.exec("DELETE FROM relay_peers WHERE conn = ?", vec![V::String(conn.into())])?;
         }
-        Ok(())
     }
 
-    /// Stores a relay session's peer (what a client socket's attachment holds for its own).
-    pub fn remember(&self, sql: &SqlStorage, peer: &Peer) -> worker::Result<bool> {
+    /// Gives a relay session's record to its relay to keep (what a client socket's
+    /// attachment holds for its own). False when `peer` is not a relay's session.
+    pub fn remember(&mut self, peer: &Peer) -> bool {
         let Some(link) = self.conns.get(&peer.conn) else {
-            return Ok(false);
+            return false;
         };
         let text = serde_json::to_string(peer).unwrap_or_default();
-        sql.exec(
-            "INSERT OR REPLACE INTO relay_peers (conn, link, peer) VALUES (?, ?, ?)",
-            vec![V::String(peer.conn.clone()), V::String(link.clone()), V::String(text)],
-        )?;
-        Ok(true)
+        self.down.peer(link, &peer.conn, text);
+        true
     }
 
-    /// The engine's broadcast for every link: once per link with a session it is for, naming
-    /// the link's sessions in `skip`.
+    /// `conn` spoke over `link`, which owes the room its sessions, before the room knew it:
+    /// it is closed (1012, to resume), and not taken back when the answer comes.
+    pub fn unknown(&mut self, link: &str, conn: &str) {
+        if self.recalls.unknown(link, conn) == Some(true) {
+            self.down.restart(link, conn, "relay_session_unknown");
+        }
+    }
+
+    /// A link's answer to its recall: the records it may give back, its sessions again.
+    pub fn recalled(&mut self, link: &str, prefix: &str, peers: Vec<String>) -> Vec<Peer> {
+        let peers = self.recalls.answer(link, prefix, peers).unwrap_or_default();
+        for p in &peers {
+            self.add(&p.conn, link);
+        }
+        peers
+    }
+
+    /// The engine's broadcast for every link: once per link with a session it is for (or whose
+    /// sessions the room has asked back), naming the link's sessions in `skip`.
     pub fn broadcast(&mut self, skip: &HashSet<&str>, frame: &str) {
-        for (link, members) in &self.members {
-            let skipped: Vec<String> =
-                members.iter().filter(|c| skip.contains(c.as_str())).cloned().collect();
-            if skipped.len() < members.len() {
+        for link in self.sockets.keys() {
+            let members = self.members.get(link);
+            let skipped: Vec<String> = members
+                .into_iter()
+                .flatten()
+                .filter(|c| skip.contains(c.as_str()))
+                .cloned()
+                .collect();
+            // A link that owes its sessions still carries frames for all of them.
+            if skipped.len() < members.map_or(0, HashSet::len) || self.recalls.owes(link) {
                 self.down.all(link, skipped, frame);
             }
         }

@@ -288,6 +288,16 @@ impl Inner {
                 self.kick(origin, &body)?
             }
             #[cfg(feature = "fault-injection")]
+            Inbound::Forget => {
+                // What an eviction does: the memory goes, the sockets and links stay.
+                let forgot = self.live.borrow_mut().take().is_some();
+                log("fault_injected", serde_json::json!({"room": origin.room, "forgot": forgot}));
+                (
+                    json_response(200, serde_json::json!({ "forgot": forgot }).to_string()),
+                    Effects::default(),
+                )
+            }
+            #[cfg(feature = "fault-injection")]
             Inbound::Mute => {
                 (error_response(404, "not_found", "a room is never muted"), Effects::default())
             }
@@ -653,7 +663,7 @@ impl Inner {
         snap.nonce = random_u64();
         let all = self.state.get_websockets();
         let sockets = Sockets::restore(&all, &mut snap.peers);
-        let links = Links::restore(&sql, &all, &mut snap.peers)?;
+        let links = Links::restore(&sql, &all)?;
         let env = &self.env;
         let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));

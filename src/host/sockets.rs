@@ -164,14 +164,14 @@ impl Sockets {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));
                     } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
                         links.down.close(&link, &conn, &code);
-                        links.remove(sql, &conn)?;
+                        links.remove(&conn);
                     }
                     let fields = serde_json::json!({"room": engine.name(), "conn": conn, "code": code.code()});
                     crate::logline::log("closed_by_room", fields);
                 }
                 Output::Remember(peer) => {
-                    if links.remember(sql, &peer)? {
-                        // A relay's session: stored, as it has no socket here.
+                    if links.remember(&peer) {
+                        // A relay's session: its relay keeps the record, as it holds the socket.
                     } else if let Some(ws) = self.by_conn.get(&peer.conn) {
                         let text = serde_json::to_string(&peer).unwrap_or_default();
                         // Only fails past 16 KiB; a peer is far smaller.

@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "0001_room.sql", include_str!("../../migrations/0001_room.sql")),
     (2, "0002_blocks.sql", include_str!("../../migrations/0002_blocks.sql")),
     (3, "0003_relays.sql", include_str!("../../migrations/0003_relays.sql")),
+    (4, "0004_relay_peers_gone.sql", include_str!("../../migrations/0004_relay_peers_gone.sql")),
 ];
 
 /// Applies every migration not yet recorded. Safe to run on every start.

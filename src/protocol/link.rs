@@ -7,7 +7,9 @@
 //! clients' opens, frames and closes, untouched: the home parses and decides
 //! every one as if the client were its own. Down (home to relay) carries the
 //! home's frames, each serialized once and addressed to the relay's
-//! connections that should have it, and its closes. Nothing per socket
+//! connections that should have it, its closes, and its record of each of the
+//! relay's sessions, which the relay keeps and gives back when a home rebuilt
+//! without them asks (`recall`: the home stores none). Nothing per socket
 //! crosses that the room did not mean for that socket: no pings, no
 //! heartbeats (the relay watches its own clients), no acks but the writer's.
 //!
@@ -64,6 +66,11 @@ pub enum UpOp {
     Text { conn: String, text: String },
     /// The client's socket closed, or the relay closed it.
     Closed { conn: String },
+    /// The answer to [`DownOp::Recall`]: the last record the home sent of each of the relay's
+    /// clients it addressed ([`DownOp::Peer`]), for a home that lost its memory to take them
+    /// back as they were (no welcome, no join). Clients the home had not addressed yet are
+    /// opened again instead, in `Open` operations after it.
+    Peers { peers: Vec<String> },
 }
 
 /// A client the relay accepted: the fields of [`crate::room::Hello`] that
@@ -109,6 +116,13 @@ pub enum DownOp {
     /// This instance of the relay is stale: a newer one (`epoch`) speaks for
     /// the relay now. The relay closes its clients (1012), who reconnect.
     Stale { epoch: u64 },
+    /// The home's record of one of the relay's sessions (its presence, its keys, what its
+    /// token said), opaque to the relay, which keeps the latest of each client: the relay,
+    /// not the home's storage, holds its sessions, and gives them back on a [`DownOp::Recall`].
+    Peer { conn: String, peer: String },
+    /// The home was rebuilt without its memory (an eviction, a reset) while this link stayed
+    /// open: the relay answers with [`UpOp::Peers`].
+    Recall,
 }
 
 /// Why a link message was not understood.

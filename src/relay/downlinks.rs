@@ -63,9 +63,27 @@ impl Downlinks {
         self.push(link, DownOp::Close { conn: conn.to_owned(), code, reason });
     }
 
+    /// Closes `conn`, a client of `link`'s relay the room does not know, with
+    /// [`RESTART`](super::RESTART): it reconnects and resumes.
+    pub fn restart(&mut self, link: &str, conn: &str, reason: &str) {
+        let (conn, reason) = (conn.to_owned(), reason.to_owned());
+        self.push(link, DownOp::Close { conn, code: super::RESTART, reason });
+    }
+
     /// Tells `link`'s instance it is stale: `epoch` speaks for its relay.
     pub fn stale(&mut self, link: &str, epoch: u64) {
         self.push(link, DownOp::Stale { epoch });
+    }
+
+    /// The record of `conn`, a session of `link`, for its relay to keep (see
+    /// [`DownOp::Peer`]).
+    pub fn peer(&mut self, link: &str, conn: &str, peer: String) {
+        self.push(link, DownOp::Peer { conn: conn.to_owned(), peer });
+    }
+
+    /// Asks `link`'s relay for its sessions' records (the home lost its memory).
+    pub fn recall(&mut self, link: &str) {
+        self.push(link, DownOp::Recall);
     }
 
     /// Forgets what was owed to a link that closed.

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::{Input, Output};
-use crate::protocol::link::{Down, DownOp, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
+use crate::protocol::link::{Down, DownOp, Open, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
 use crate::room::outbox::pack;
@@ -43,6 +43,8 @@ pub struct RelayStats {
     /// Local signals not delivered to the relay's members because the relay was over its
     /// outbound budget (`OUTBOUND_BUDGET` frames per second, as the home's).
     pub signals_shed: u64,
+    /// Times the home asked for the relay's sessions back (it had lost its memory).
+    pub recalls: u64,
 }
 
 /// A local signal waiting for the end of the relay's coalescing window.
@@ -63,6 +65,12 @@ struct Client {
     last_seen: u64,
     /// Its signals delivered locally, at the room's per-connection rate.
     signals: Bucket,
+    /// The home's last record of it ([`DownOp::Peer`]): what a home that lost its memory
+    /// takes it back from. The relay holds its sessions; the home stores none of them.
+    peer: Option<String>,
+    /// Its open, until the home addresses it: a home that lost its memory before it did is
+    /// asked again.
+    hello: Option<Open>,
 }
 
 /// A relay: a pure state machine (see the [module](super) docs).
@@ -196,15 +204,18 @@ impl Relay {
             self.outputs.push_back(Output::Close { conn: hello.conn, code: RESTART, reason });
             return;
         }
+        let open: Open = hello.into();
         let client = Client {
-            session: hello.session.clone(),
+            session: open.session.clone(),
             admitted: false,
             last_seen: now,
             signals: Bucket::full(self.config.burst, now),
+            peer: None,
+            hello: Some(open.clone()),
         };
         // An id the adapter reused replaces its old connection.
-        self.clients.insert(hello.conn.clone(), client);
-        self.send_up(UpOp::Open(hello.into()));
+        self.clients.insert(open.conn.clone(), client);
+        self.send_up(UpOp::Open(open));
     }
 
     fn text(&mut self, conn: &str, text: &str) {
@@ -293,6 +304,7 @@ impl Relay {
                         .filter(|c| match self.clients.get_mut(c) {
                             Some(client) => {
                                 client.admitted = true;
+                                client.hello = None;
                                 true
                             }
                             None => false, // it left; the home will hear
@@ -315,6 +327,12 @@ impl Relay {
                         self.outputs.push_back(Output::Close { conn, code, reason });
                     }
                 }
+                DownOp::Peer { conn, peer } => {
+                    if let Some(c) = self.clients.get_mut(&conn) {
+                        c.peer = Some(peer);
+                    }
+                }
+                DownOp::Recall => self.recall(),
                 DownOp::Stale { .. } => {
                     // A newer instance speaks for this relay: nothing this
                     // one holds reaches the room any more.
@@ -324,6 +342,21 @@ impl Relay {
                 }
             }
         }
+    }
+
+    /// The home lost its memory and asks for the relay's sessions: the records of those it
+    /// addressed, ahead of anything this turn holds for it (their frames must find them
+    /// known), then the opens of those it had not addressed yet, again (the home ignores an
+    /// open of a connection it knows).
+    fn recall(&mut self) {
+        self.stats.recalls += 1;
+        let peers: Vec<String> =
+            self.clients.values().filter(|c| c.admitted).filter_map(|c| c.peer.clone()).collect();
+        let opens = self.clients.values().filter(|c| !c.admitted).filter_map(|c| c.hello.clone());
+        let mut up = vec![UpOp::Peers { peers }];
+        up.extend(opens.map(UpOp::Open));
+        up.append(&mut self.up);
+        self.up = up;
     }
 
     fn emit(&mut self, mut conns: Vec<String>, frame: Rc<str>) {

@@ -93,6 +93,8 @@ pub struct Topo {
     pub up_messages: u64,
     /// Messages the home refused from a stale relay instance.
     pub stale_refused: u64,
+    /// Answers the home had from relays it asked for their sessions (after an eviction).
+    pub recalled: u64,
     /// Instances that hung with their link open (`name#epoch`), since when: they forward
     /// nothing and ping nothing, and the home's lease closes their link.
     pub hung: BTreeMap<String, Time>,
@@ -120,6 +122,7 @@ impl Topo {
             home_link_messages: 0,
             up_messages: 0,
             stale_refused: 0,
+            recalled: 0,
             hung: BTreeMap::new(),
             hung_dropped: 0,
         }
@@ -512,19 +515,38 @@ impl Topo {
             }
         };
         assert!(self.home.links[&link].open, "a message over the closed link {link}");
+        let prefix = format!("{}.", up.relay);
         for op in up.ops {
             match op {
+                // An open again of a connection the home knows (a recall's) is ignored.
+                UpOp::Open(open) if self.home.room.knows(&open.conn) => {}
                 UpOp::Open(open) => {
                     let hello = open.into_hello(&link).expect("the relays send JSON info");
                     self.home.open_hello(hello);
                 }
-                UpOp::Text { conn, text } => {
+                UpOp::Text { conn, text } if self.home.room.knows(&conn) => {
                     self.home
                         .room
                         .handle(self.now, crate::room::Input::Text { conn: &conn, text: &text });
                     self.home.pump();
                 }
+                UpOp::Text { conn, .. } => {
+                    // Its relay has not given it back yet: it resumes instead.
+                    if self.home.recalls.unknown(&link, &conn) == Some(true) {
+                        self.home.downlinks.restart(&link, &conn, "relay_session_unknown");
+                        if let Some(s) = self.home.sockets.get_mut(&conn) {
+                            s.open = false;
+                        }
+                    }
+                }
                 UpOp::Closed { conn } => self.home.runtime_close(&conn),
+                UpOp::Peers { peers } => {
+                    self.recalled += 1;
+                    let peers = self.home.recalls.answer(&link, &prefix, peers).unwrap_or_default();
+                    let link = link.as_str();
+                    self.home.room.handle(self.now, crate::room::Input::Recalled { link, peers });
+                    self.home.pump();
+                }
             }
         }
         self.flush_home();

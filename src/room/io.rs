@@ -56,6 +56,11 @@ pub enum Input<'a> {
     /// A link closed (see [`Hello::link`]): every session it carried is
     /// gone, each as if its socket had closed. Nothing is sent over it.
     LinkClosed { link: &'a str },
+    /// The sessions an open link carries, given back by its far end after the room was
+    /// rebuilt without them (the adapter keeps no record of a link's sessions: the far end
+    /// does). Each comes back as it was, with no welcome and no join told; one the room
+    /// has since seen newer of (its session reconnected) is closed instead.
+    Recalled { link: &'a str, peers: Vec<Peer> },
     /// The runtime answered a heartbeat ping on `conn` at `at` without
     /// waking the room; reported when the alarm fires.
     Heartbeat { conn: &'a str, at: Time },

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use std::rc::Rc;
 
-use crate::relay::Downlinks;
+use crate::relay::{Downlinks, Recalls};
 use crate::room::rules::Rules;
 use crate::room::{Hello, Input, LogEntry, LogId, Output, Peer, Room, RoomConfig, Snapshot, Time};
 
@@ -89,6 +89,8 @@ pub struct Sim {
     pub links: BTreeMap<String, Link>,
     /// What the room sent over relayed links since the relay side last took it.
     pub downlinks: Downlinks,
+    /// The relayed links asked for their sessions since the last reload, not answered yet.
+    pub recalls: Recalls,
     /// The alarm the engine asked for, as the runtime keeps it.
     pub alarm: Option<Time>,
     /// Every alarm time the engine asked for, in order.
@@ -120,6 +122,7 @@ impl Sim {
             sockets: BTreeMap::new(),
             links: BTreeMap::new(),
             downlinks: Downlinks::default(),
+            recalls: Recalls::default(),
             alarm: None,
             alarms_set: Vec::new(),
             wake: None,
@@ -343,10 +346,11 @@ impl Sim {
                     bytes: e.data.get().len() as u64,
                 })
                 .collect(),
+            // A relay's sessions are not stored: the relays give them back (below).
             peers: self
                 .sockets
                 .values()
-                .filter(|s| s.open)
+                .filter(|s| s.open && !self.relayed(s))
                 .filter_map(|s| s.peer.clone())
                 .collect(),
             blocks: self.disk.blocks.iter().map(|(u, t)| (u.clone(), *t)).collect(),
@@ -361,6 +365,16 @@ impl Sim {
             None => Box::new(crate::room::rules::Open),
         };
         self.room = Room::restore_with(self.config.clone(), rules, snap, self.now);
+        let open: Vec<String> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.open && l.relayed)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for link in open {
+            self.downlinks.recall(&link);
+            self.recalls.start(&link);
+        }
         self.pump();
     }
 
@@ -420,6 +434,13 @@ impl Sim {
                 }
                 Output::Remember(peer) => {
                     let conn = peer.conn.clone();
+                    let s = self.sockets.get(&conn).expect("known socket");
+                    if self.relayed(s) {
+                        // Its relay keeps the record, as the adapter sends it.
+                        let link = s.link.clone().expect("a relayed socket has a link");
+                        let text = serde_json::to_string(&peer).expect("a peer serializes");
+                        self.downlinks.peer(&link, &conn, text);
+                    }
                     self.sockets.get_mut(&conn).expect("known socket").peer = Some(peer);
                 }
                 Output::Block { user, until } => match until {

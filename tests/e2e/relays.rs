@@ -40,6 +40,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("relays::a_relay_reset_mid_burst_loses_nothing", &RESET, reset_mid_burst),
         es::on("relays::a_hung_relays_members_leave_within_the_lease", &RELAYED, hung_relay),
         es::on("relays::a_relay_coalesces_its_members_cursors", &RELAYED, cursors),
+        es::on("relays::a_home_that_forgets_gets_its_sessions_from_its_relays", &RELAYED, forget),
     ]
 }
 
@@ -558,5 +559,84 @@ async fn cursors(ctx: Ctx) -> R {
     check!(stats["signals_coalesced"].as_u64() > Some(0), "the relay coalesced nothing: {stats}");
     ann.publish_acked("done", "chat", json!(1)).await?;
     check!(!ann.history.iter().any(|f| f["type"] == "signal"), "ann got a signal of her own back");
+    Ok(())
+}
+
+/// `POST /rooms/{room}/forget` (test builds): the home drops its memory as an eviction would.
+async fn forget_home(port: u16, room: &str) -> R {
+    let resp = es::admin(port, "POST", room, "forget", Some(&bearer_admin()), None, "").await?;
+    let body = es::json_200("forget", &resp)?;
+    check!(body["forgot"] == true, "the home had nothing in memory to forget: {body}");
+    Ok(())
+}
+
+/// The home loses its memory while its relays' links stay open (an eviction): it stores none
+/// of their sessions, asks the relays, and has them all back, on the same sockets, with no
+/// welcome again and no leave; a member whose frame reaches the home before her relay's
+/// answer is closed with 1012, resumes, and her write is stored once.
+async fn forget(ctx: Ctx) -> R {
+    let room = support::room("relay-forget");
+    let mut members = Vec::new();
+    for (place, region) in PLACES {
+        for i in 0..PER_REGION {
+            members.push(dial(ctx.port, &room, &format!("{region}-f{i}"), place).await?);
+        }
+    }
+    let first = members[0].publish_acked("before", "chat", json!(0)).await?;
+    forget_home(ctx.port, &room).await?;
+    // Any request loads the room again: it asks its four links for their sessions.
+    let deadline = std::time::Instant::now() + es::T;
+    let stats = loop {
+        let stats = es::stats(ctx.port, &room).await?;
+        if stats["topology"]["relayed"] == members.len() || std::time::Instant::now() > deadline {
+            break stats;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    check!(
+        stats["topology"]["relayed"] == members.len(),
+        "the relays' sessions came back: {stats}"
+    );
+    let p = presence(ctx.port, &room).await?;
+    check!(p["summary"]["members"] == members.len(), "every member once: {p}");
+    // The same sockets carry on: each member writes and everyone gets every write once.
+    let mut acked = BTreeMap::new();
+    for (i, c) in members.iter_mut().enumerate() {
+        let id = format!("after-{i}");
+        acked.insert(id.clone(), c.publish_acked(&id, "chat", json!(i)).await?);
+    }
+    for c in members.iter_mut() {
+        for id in acked.keys() {
+            c.message(id).await?;
+        }
+        let got = c.messages();
+        check_contiguous(&c.session, &got, first)?;
+        check!(got.len() == acked.len() + 1, "[{}] {} messages: {got:?}", c.session, got.len());
+        let leaves = c.history.iter().filter(|f| f["type"] == "presence");
+        let leaves: Vec<&Value> =
+            leaves.flat_map(|f| f["leaves"].as_array().into_iter().flatten()).collect();
+        check!(leaves.is_empty(), "[{}] saw a leave: {leaves:?}", c.session);
+    }
+    // Forgotten again, and her write is the first thing the home hears: it does not know her
+    // yet, so she is closed to resume, and the write she sends again is stored once.
+    forget_home(ctx.port, &room).await?;
+    let writer = &mut members[3];
+    writer.publish("early", "chat", json!("early")).await?;
+    check!(writer.expect_close(es::T).await? == Some(1012), "the unknown session resumes");
+    let since = writer.messages().last().map(seq).unwrap_or(first);
+    let mut again = Dial::new(ctx.port, &room, &writer.session)
+        .token(&es::token(&room, &format!("{}-f1", PLACES[1].1)))
+        .via(PLACES[1].0 .0, PLACES[1].0 .1, PLACES[1].0 .2)
+        .since(since, &writer.epoch())
+        .connect()
+        .await?;
+    let early = again.publish_acked("early", "chat", json!("early")).await?;
+    for c in members.iter_mut().filter(|c| c.session != again.session) {
+        c.message("early").await?;
+        let n = c.messages().iter().filter(|m| id(m) == "early").count();
+        check!(n == 1 && c.messages().last().map(seq) == Some(early), "[{}] early: {n}", c.session);
+    }
+    let p = presence(ctx.port, &room).await?;
+    check!(p["summary"]["members"] == members.len(), "every member once, after: {p}");
     Ok(())
 }

@@ -68,6 +68,31 @@ impl Room {
         self.sweep_at = self.next_sweep();
     }
 
+    /// A link's sessions, given back after a rebuild: restored as they were, but a session
+    /// that reconnected since (the room knows a newer connection of it) keeps the newer one,
+    /// and the recalled connection is closed. The whole member list goes out after, as after
+    /// any shedding: a member welcomed in between was told a list without them.
+    pub(super) fn recalled(&mut self, now: u64, link: &str, peers: Vec<Peer>) {
+        let mut back = Vec::new();
+        for p in peers {
+            if p.link.as_deref() != Some(link) || self.conns.contains_key(&p.conn) {
+                continue; // not this link's to give, or known already
+            }
+            if self.presence.get(&p.session).is_some_and(|m| m.opened > p.opened.ms()) {
+                self.push(Output::Close { conn: p.conn, code: CloseCode::Superseded });
+                continue;
+            }
+            back.push(p);
+        }
+        if back.is_empty() {
+            return;
+        }
+        let nonce = self.nonce;
+        self.restore_peers(back, nonce, now);
+        self.presence_stale = true;
+        self.summary_changed(now, None);
+    }
+
     /// Makes `conn` the connection of `session`, superseding an older one
     /// (of the same user: [`Room::refuse_open`] turned any other away).
     pub(super) fn join(&mut self, now: u64, joining: Joining<'_>) {

@@ -142,6 +142,8 @@ pub struct Room {
     /// the writes they make).
     requests: u64,
     outputs: VecDeque<Output>,
+    /// This load's randomness: the flow keys of the connections it restores come from it.
+    nonce: u64,
 }
 
 impl std::fmt::Debug for Room {
@@ -232,6 +234,7 @@ impl Room {
             timers: snap.timers.into_iter().collect(),
             requests: 0,
             outputs: VecDeque::new(),
+            nonce: snap.nonce,
             config,
         };
         room.restore_peers(snap.peers, snap.nonce, now);
@@ -274,6 +277,11 @@ impl Room {
         self.conns.len()
     }
 
+    /// Whether the engine tracks connection `conn`.
+    pub fn knows(&self, conn: &str) -> bool {
+        self.conns.contains_key(conn)
+    }
+
     /// Present members (sessions).
     pub fn members(&self) -> usize {
         self.presence.len()
@@ -296,6 +304,7 @@ impl Room {
             }
             Input::Closed { conn } => self.closed(now, conn),
             Input::LinkClosed { link } => self.link_closed(now, link),
+            Input::Recalled { link, peers } => self.recalled(now, link, peers),
             Input::Heartbeat { conn, at } => {
                 if let Some(c) = self.conns.get_mut(conn) {
                     c.last_seen = c.last_seen.max(at.ms());
