@@ -6,10 +6,10 @@
 use worker::{Response, Result, WebSocketPair};
 
 use super::links::{LinkTag, Links};
-use super::{error_response, random_u64, Effects, Inner, Origin};
+use super::{error_response, random_u64, Effects, Inner, Live, Origin};
 use crate::forward::{Forwarded, USE_RELAY};
 use crate::logline::log;
-use crate::protocol::link::{Up, UpOp};
+use crate::protocol::link::{Open, Up, UpOp};
 use crate::relay::{Admit, Downlinks, Policy, Relays};
 use crate::room::{Input, Room as Engine, Time};
 
@@ -133,16 +133,7 @@ impl Inner {
             live.links.messages_in += 1;
             for op in up.ops {
                 match op {
-                    UpOp::Open(open) => {
-                        let known = live.links.link_of(&open.conn).is_some();
-                        if known || !open.conn.starts_with(&prefix) {
-                            continue;
-                        }
-                        if let Ok(hello) = open.into_hello(&tag.link) {
-                            live.links.add(&hello.conn, &tag.link);
-                            live.engine.handle(now, Input::Open(hello));
-                        }
-                    }
+                    UpOp::Open(open) => open_relayed(live, &tag.link, &prefix, open, now),
                     UpOp::Text { conn, text } if live.links.owns(&tag.link, &conn) => {
                         live.engine.handle(now, Input::Text { conn: &conn, text: &text });
                     }
@@ -154,14 +145,19 @@ impl Inner {
                         // Its relay has not given it back yet: it resumes instead.
                         live.links.unknown(&tag.link, &conn);
                     }
-                    UpOp::Peers { peers } => {
-                        let peers = live.links.recalled(&tag.link, &prefix, peers);
-                        log(
-                            "relay_recalled",
-                            serde_json::json!({"link": tag.link, "sessions": peers.len()}),
-                        );
+                    UpOp::Peers { recall, peers, opens } => {
+                        let answer = (peers, opens);
+                        let Some(back) = live.links.recalled(&tag.link, recall, &prefix, answer)
+                        else {
+                            continue; // an answer to an earlier load's recall
+                        };
+                        let fields = serde_json::json!({"link": tag.link, "sessions": back.peers.len(), "opens": back.opens.len()});
+                        log("relay_recalled", fields);
                         let link = tag.link.as_str();
-                        live.engine.handle(now, Input::Recalled { link, peers });
+                        live.engine.handle(now, Input::Recalled { link, peers: back.peers });
+                        for open in back.opens {
+                            open_relayed(live, link, &prefix, open, now);
+                        }
                     }
                     UpOp::Text { .. } | UpOp::Closed { .. } => {}
                 }
@@ -199,6 +195,19 @@ impl Inner {
             }
         })?;
         Ok(fx)
+    }
+}
+
+/// A relay's client opened: the engine decides it as a socket of the home's own, unless the
+/// home knows the connection already (a recall's answer opens again those it had not
+/// addressed) or it is not the relay's to open.
+fn open_relayed(live: &mut Live, link: &str, prefix: &str, open: Open, now: Time) {
+    if live.links.link_of(&open.conn).is_some() || !open.conn.starts_with(prefix) {
+        return;
+    }
+    if let Ok(hello) = open.into_hello(link) {
+        live.links.add(&hello.conn, link);
+        live.engine.handle(now, Input::Open(hello));
     }
 }
 

@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use worker::{SqlStorage, SqlStorageValue as V, WebSocket};
 
-use crate::relay::{Downlinks, Recalls, Relays};
+use crate::protocol::link::{Back, Open};
+use crate::relay::{Answer, Downlinks, Recalls, Relays};
 use crate::room::Peer;
 
 /// What a link socket's attachment holds (a client socket's holds its peer): the link, and
@@ -53,8 +54,13 @@ pub struct Links {
 impl Links {
     /// Rebuilds the links from storage and the runtime's link sockets. Their sessions are not
     /// stored: each link still connected is asked for them ([`Downlinks::recall`]), and its
-    /// relay gives them back ([`Links::recalled`]).
-    pub fn restore(sql: &SqlStorage, all: &[WebSocket]) -> worker::Result<Links> {
+    /// relay gives them back ([`Links::recalled`]), as recall `id` (this load's own) of a
+    /// room loaded at `since`.
+    pub fn restore(
+        sql: &SqlStorage,
+        all: &[WebSocket],
+        (id, since): (u64, u64),
+    ) -> worker::Result<Links> {
         #[derive(Deserialize)]
         struct RelayRow {
             name: String,
@@ -67,8 +73,8 @@ impl Links {
         };
         for ws in all {
             if let Some(tag) = link_of(ws) {
-                links.down.recall(&tag.link);
-                links.recalls.start(&tag.link);
+                links.down.recall(&tag.link, id, since);
+                links.recalls.start(&tag.link, id);
                 links.sockets.insert(tag.link.clone(), (tag, ws.clone()));
             }
         }
@@ -181,28 +187,37 @@ impl Links {
         }
     }
 
-    /// A link's answer to its recall: the records it may give back, its sessions again.
-    pub fn recalled(&mut self, link: &str, prefix: &str, peers: Vec<String>) -> Vec<Peer> {
-        let peers = self.recalls.answer(link, prefix, peers).unwrap_or_default();
-        for p in &peers {
+    /// A link's answer to its recall `id`: what it may give back, its sessions again (the
+    /// opens are the engine's to decide). Nothing when it is not the answer owed.
+    pub fn recalled(
+        &mut self,
+        link: &str,
+        id: u64,
+        prefix: &str,
+        (peers, opens): (Vec<Back>, Vec<Open>),
+    ) -> Option<Answer> {
+        let answer = self.recalls.answer(link, id, prefix, peers, opens)?;
+        for (p, _) in &answer.peers {
             self.add(&p.conn, link);
         }
-        peers
+        self.down.recalled(link, id);
+        Some(answer)
     }
 
-    /// The engine's broadcast for every link: once per link with a session it is for (or whose
-    /// sessions the room has asked back), naming the link's sessions in `skip`.
+    /// The engine's broadcast for every link: once per link with a session it is for, naming
+    /// the link's sessions in `skip`. A link that owes the room its sessions gets it for the
+    /// sessions the room knows only: the others catch up when they come back.
     pub fn broadcast(&mut self, skip: &HashSet<&str>, frame: &str) {
-        for link in self.sockets.keys() {
-            let members = self.members.get(link);
-            let skipped: Vec<String> = members
-                .into_iter()
-                .flatten()
-                .filter(|c| skip.contains(c.as_str()))
-                .cloned()
-                .collect();
-            // A link that owes its sessions still carries frames for all of them.
-            if skipped.len() < members.map_or(0, HashSet::len) || self.recalls.owes(link) {
+        for (link, members) in &self.members {
+            if self.recalls.owes(link) {
+                let to = members.iter().filter(|c| !skip.contains(c.as_str()));
+                let to = to.map(|c| (c.as_str(), Some(link.as_str())));
+                self.down.send(to, frame);
+                continue;
+            }
+            let skipped: Vec<String> =
+                members.iter().filter(|c| skip.contains(c.as_str())).cloned().collect();
+            if skipped.len() < members.len() {
                 self.down.all(link, skipped, frame);
             }
         }

@@ -663,7 +663,7 @@ impl Inner {
         snap.nonce = random_u64();
         let all = self.state.get_websockets();
         let sockets = Sockets::restore(&all, &mut snap.peers);
-        let links = Links::restore(&sql, &all)?;
+        let links = Links::restore(&sql, &all, (snap.nonce, snap.seq))?;
         let env = &self.env;
         let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));

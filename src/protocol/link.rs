@@ -66,11 +66,21 @@ pub enum UpOp {
     Text { conn: String, text: String },
     /// The client's socket closed, or the relay closed it.
     Closed { conn: String },
-    /// The answer to [`DownOp::Recall`]: the last record the home sent of each of the relay's
-    /// clients it addressed ([`DownOp::Peer`]), for a home that lost its memory to take them
-    /// back as they were (no welcome, no join). Clients the home had not addressed yet are
-    /// opened again instead, in `Open` operations after it.
-    Peers { peers: Vec<String> },
+    /// The answer to [`DownOp::Recall`] `recall`: the last record the home sent of each of the
+    /// relay's clients it addressed ([`DownOp::Peer`]), for a home that lost its memory to take
+    /// them back as they were (no welcome, no join), and the opens of the clients it had not
+    /// addressed yet, again. A home takes only the answer to its own recall: an older one may
+    /// name a client the relay closed since.
+    Peers { recall: u64, peers: Vec<Back>, opens: Vec<Open> },
+}
+
+/// One session a relay gives back on a recall: the home's record of it, and the `seq` after
+/// which it has had nothing from the home (the `since` of the earliest recall it was given back
+/// on that no home took).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Back {
+    pub peer: String,
+    pub from: u64,
 }
 
 /// A client the relay accepted: the fields of [`crate::room::Hello`] that
@@ -120,9 +130,13 @@ pub enum DownOp {
     /// token said), opaque to the relay, which keeps the latest of each client: the relay,
     /// not the home's storage, holds its sessions, and gives them back on a [`DownOp::Recall`].
     Peer { conn: String, peer: String },
-    /// The home was rebuilt without its memory (an eviction, a reset) while this link stayed
-    /// open: the relay answers with [`UpOp::Peers`].
-    Recall,
+    /// The home was rebuilt without its memory (an eviction, a reset) at `since` (its `seq`
+    /// then) while this link stayed open: the relay answers with [`UpOp::Peers`], naming the
+    /// recall's `id`. The home sends the relay's sessions nothing until it has them back.
+    Recall { id: u64, since: u64 },
+    /// The home took the answer to recall `id`: what the relay's clients missed since is
+    /// on its way to them, and a later recall counts from its own `since`.
+    Recalled { id: u64 },
 }
 
 /// Why a link message was not understood.

@@ -81,9 +81,15 @@ impl Downlinks {
         self.push(link, DownOp::Peer { conn: conn.to_owned(), peer });
     }
 
-    /// Asks `link`'s relay for its sessions' records (the home lost its memory).
-    pub fn recall(&mut self, link: &str) {
-        self.push(link, DownOp::Recall);
+    /// Asks `link`'s relay for its sessions' records as recall `id` (the home lost its memory;
+    /// it was loaded at `since`).
+    pub fn recall(&mut self, link: &str, id: u64, since: u64) {
+        self.push(link, DownOp::Recall { id, since });
+    }
+
+    /// Tells `link`'s relay the home took its answer to recall `id`.
+    pub fn recalled(&mut self, link: &str, id: u64) {
+        self.push(link, DownOp::Recalled { id });
     }
 
     /// Forgets what was owed to a link that closed.

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::{Input, Output};
-use crate::protocol::link::{Down, DownOp, Open, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
+use crate::protocol::link::{Back, Down, DownOp, Open, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
 use crate::room::outbox::pack;
@@ -71,6 +71,8 @@ struct Client {
     /// Its open, until the home addresses it: a home that lost its memory before it did is
     /// asked again.
     hello: Option<Open>,
+    /// Given back on a recall no home has taken yet: the `seq` it has had nothing after.
+    from: Option<u64>,
 }
 
 /// A relay: a pure state machine (see the [module](super) docs).
@@ -99,6 +101,8 @@ pub struct Relay {
     now: u64,
     /// A newer instance speaks for the relay: this one takes no client.
     spent: bool,
+    /// The last recall the relay answered.
+    last_recall: Option<u64>,
     stats: RelayStats,
 }
 
@@ -121,6 +125,7 @@ impl Relay {
             alarm: None,
             now: 0,
             spent: false,
+            last_recall: None,
             stats: RelayStats::default(),
         }
     }
@@ -212,6 +217,7 @@ impl Relay {
             signals: Bucket::full(self.config.burst, now),
             peer: None,
             hello: Some(open.clone()),
+            from: None,
         };
         // An id the adapter reused replaces its old connection.
         self.clients.insert(open.conn.clone(), client);
@@ -332,7 +338,14 @@ impl Relay {
                         c.peer = Some(peer);
                     }
                 }
-                DownOp::Recall => self.recall(),
+                DownOp::Recall { id, since } => self.recall(id, since),
+                DownOp::Recalled { id } => {
+                    if self.last_recall == Some(id) {
+                        for c in self.clients.values_mut() {
+                            c.from = None;
+                        }
+                    }
+                }
                 DownOp::Stale { .. } => {
                     // A newer instance speaks for this relay: nothing this
                     // one holds reaches the room any more.
@@ -344,19 +357,28 @@ impl Relay {
         }
     }
 
-    /// The home lost its memory and asks for the relay's sessions: the records of those it
-    /// addressed, ahead of anything this turn holds for it (their frames must find them
-    /// known), then the opens of those it had not addressed yet, again (the home ignores an
-    /// open of a connection it knows).
-    fn recall(&mut self) {
+    /// The home lost its memory (loaded at `since`) and asks for the relay's sessions (recall
+    /// `id`): the records of those it addressed, each with the `seq` it has had nothing after
+    /// (the earliest recall since the last one a home took), and the opens of those it had not
+    /// addressed yet, again (the home ignores an open of a connection it knows); ahead of
+    /// anything this turn holds for it: their frames must find them known.
+    fn recall(&mut self, id: u64, since: u64) {
         self.stats.recalls += 1;
-        let peers: Vec<String> =
-            self.clients.values().filter(|c| c.admitted).filter_map(|c| c.peer.clone()).collect();
-        let opens = self.clients.values().filter(|c| !c.admitted).filter_map(|c| c.hello.clone());
-        let mut up = vec![UpOp::Peers { peers }];
-        up.extend(opens.map(UpOp::Open));
-        up.append(&mut self.up);
-        self.up = up;
+        self.last_recall = Some(id);
+        let mut peers = Vec::new();
+        let mut opens = Vec::new();
+        for c in self.clients.values_mut() {
+            match (&c.peer, c.admitted) {
+                (Some(peer), true) => {
+                    let from = c.from.map_or(since, |f| f.min(since));
+                    c.from = Some(from);
+                    peers.push(Back { peer: peer.clone(), from });
+                }
+                (_, false) => opens.extend(c.hello.clone()),
+                (None, true) => {}
+            }
+        }
+        self.up.insert(0, UpOp::Peers { recall: id, peers, opens });
     }
 
     fn emit(&mut self, mut conns: Vec<String>, frame: Rc<str>) {

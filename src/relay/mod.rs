@@ -48,7 +48,7 @@ pub use downlinks::Downlinks;
 pub use engine::{Relay, RelayStats, RESTART};
 pub use io::{Input, Output};
 pub use policy::{relay_for, valid_relay, Policy};
-pub use recall::Recalls;
+pub use recall::{Answer, Recalls};
 pub use registry::{Admit, Relays};
 
 /// The simulated topology: a home and its relays over links with a delay,

@@ -3,56 +3,80 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::protocol::link::{Back, Open};
 use crate::room::Peer;
 
 /// The links asked for their sessions ([`DownOp::Recall`](crate::protocol::link::DownOp)) that
-/// have not answered yet, each with the connections it spoke for meanwhile that the room did
-/// not know. Those are closed (to resume), and the link's answer, sent before it heard of the
-/// close, must not bring them back.
+/// have not answered yet: each with its recall's id (only the answer to this load's own recall
+/// is taken: one to an earlier load's may name a client the relay has closed since) and the
+/// connections it spoke for meanwhile that the room did not know. Those are closed (to
+/// resume), and the answer, sent before the relay heard of the close, must not bring them back.
 ///
 /// ```
 /// use homeroom::relay::Recalls;
 ///
 /// let mut recalls = Recalls::default();
-/// recalls.start("oc-0#3");
+/// recalls.start("oc-0#3", 41);
 /// // A frame of a session the room does not know yet: close it, once.
 /// assert_eq!(recalls.unknown("oc-0#3", "oc-0.c9"), Some(true));
 /// assert_eq!(recalls.unknown("oc-0#3", "oc-0.c9"), Some(false));
 /// // A link that owes no answer: its word for a stranger is dropped.
 /// assert_eq!(recalls.unknown("eu-0#1", "eu-0.c1"), None);
-/// // The answer comes once; the closed connection is not in it any more.
-/// assert!(recalls.answer("oc-0#3", "oc-0.", vec![]).is_some());
-/// assert!(recalls.answer("oc-0#3", "oc-0.", vec![]).is_none());
+/// // An answer to another recall is not this one's; this one's is taken once.
+/// assert!(recalls.answer("oc-0#3", 40, "oc-0.", vec![], vec![]).is_none());
+/// assert!(recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).is_some());
+/// assert!(recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).is_none());
 /// ```
 #[derive(Debug, Default)]
 pub struct Recalls {
-    pending: HashMap<String, HashSet<String>>,
+    pending: HashMap<String, (u64, HashSet<String>)>,
+}
+
+/// What a link's answer gives back: its sessions' records, each with the `seq` it has had
+/// nothing after, and the opens of the clients the home had not addressed, each one the link
+/// may speak for.
+#[derive(Debug, Default)]
+pub struct Answer {
+    pub peers: Vec<(Peer, u64)>,
+    pub opens: Vec<Open>,
 }
 
 impl Recalls {
-    /// `link` is asked for its sessions.
-    pub fn start(&mut self, link: &str) {
-        self.pending.insert(link.to_owned(), HashSet::new());
+    /// `link` is asked for its sessions, as recall `id`.
+    pub fn start(&mut self, link: &str, id: u64) {
+        self.pending.insert(link.to_owned(), (id, HashSet::new()));
     }
 
     /// `conn` spoke over `link` and the room does not know it: `Some(true)` the first time
     /// while `link` owes its answer (close it), `Some(false)` again, `None` when `link` owes
     /// nothing (a relay's word for a connection it does not hold is dropped).
     pub fn unknown(&mut self, link: &str, conn: &str) -> Option<bool> {
-        Some(self.pending.get_mut(link)?.insert(conn.to_owned()))
+        Some(self.pending.get_mut(link)?.1.insert(conn.to_owned()))
     }
 
-    /// `link`'s answer: the records it may give back (each parsed, of this link, named for
-    /// its relay by `prefix`, and not closed meanwhile). `None` when `link` owed no answer.
-    pub fn answer(&mut self, link: &str, prefix: &str, peers: Vec<String>) -> Option<Vec<Peer>> {
-        let refused = self.pending.remove(link)?;
+    /// `link`'s answer to recall `id`: what it may give back (records parsed, of this link,
+    /// named for its relay by `prefix`, and not closed meanwhile). `None` when `link` owes no
+    /// answer to `id`.
+    pub fn answer(
+        &mut self,
+        link: &str,
+        id: u64,
+        prefix: &str,
+        peers: Vec<Back>,
+        opens: Vec<Open>,
+    ) -> Option<Answer> {
+        if self.pending.get(link).is_none_or(|(want, _)| *want != id) {
+            return None;
+        }
+        let (_, refused) = self.pending.remove(link)?;
+        let may = |conn: &str| conn.starts_with(prefix) && !refused.contains(conn);
         let peers = peers
             .iter()
-            .filter_map(|text| serde_json::from_str::<Peer>(text).ok())
-            .filter(|p| p.conn.starts_with(prefix) && !refused.contains(&p.conn))
-            .filter(|p| p.link.as_deref() == Some(link))
+            .filter_map(|b| Some((serde_json::from_str::<Peer>(&b.peer).ok()?, b.from)))
+            .filter(|(p, _)| may(&p.conn) && p.link.as_deref() == Some(link))
             .collect();
-        Some(peers)
+        let opens = opens.into_iter().filter(|o| may(&o.conn)).collect();
+        Some(Answer { peers, opens })
     }
 
     /// Whether `link` owes its answer: its sessions are unknown to the room, but its relay

@@ -518,12 +518,7 @@ impl Topo {
         let prefix = format!("{}.", up.relay);
         for op in up.ops {
             match op {
-                // An open again of a connection the home knows (a recall's) is ignored.
-                UpOp::Open(open) if self.home.room.knows(&open.conn) => {}
-                UpOp::Open(open) => {
-                    let hello = open.into_hello(&link).expect("the relays send JSON info");
-                    self.home.open_hello(hello);
-                }
+                UpOp::Open(open) => self.home_open(&link, open),
                 UpOp::Text { conn, text } if self.home.room.knows(&conn) => {
                     self.home
                         .room
@@ -540,16 +535,34 @@ impl Topo {
                     }
                 }
                 UpOp::Closed { conn } => self.home.runtime_close(&conn),
-                UpOp::Peers { peers } => {
+                UpOp::Peers { recall, peers, opens } => {
+                    let answer = self.home.recalls.answer(&link, recall, &prefix, peers, opens);
+                    let Some(back) = answer else {
+                        continue; // an answer to an earlier load's recall
+                    };
                     self.recalled += 1;
-                    let peers = self.home.recalls.answer(&link, &prefix, peers).unwrap_or_default();
-                    let link = link.as_str();
-                    self.home.room.handle(self.now, crate::room::Input::Recalled { link, peers });
+                    self.home.downlinks.recalled(&link, recall);
+                    let (l, peers) = (link.as_str(), back.peers);
+                    self.home
+                        .room
+                        .handle(self.now, crate::room::Input::Recalled { link: l, peers });
                     self.home.pump();
+                    for open in back.opens {
+                        self.home_open(&link, open);
+                    }
                 }
             }
         }
         self.flush_home();
+    }
+
+    /// A relay's client opens at the home, unless the home knows it already (a recall's
+    /// answer opens again those the home had not addressed).
+    fn home_open(&mut self, link: &str, open: crate::protocol::link::Open) {
+        if !self.home.room.knows(&open.conn) {
+            let hello = open.into_hello(link).expect("the relays send JSON info");
+            self.home.open_hello(hello);
+        }
     }
 
     /// What the home queued for each relay in the turn goes, one message per link.

@@ -403,6 +403,30 @@ fn a_session_that_moved_while_the_home_recalled_keeps_its_newer_connection() {
 }
 
 #[test]
+fn a_home_evicted_again_before_its_relays_answered_loses_no_message_for_them() {
+    let (mut t, all) = room(30, 2);
+    let reader = all[1][0].clone();
+    // A writer of the home's own (a direct socket): its writes go on while the relays'
+    // sessions are unknown to the home.
+    let direct = t.home.connect("sess-direct", "NA", None);
+    t.settle();
+    assert!(t.evict_home());
+    t.operator(|home| home.publish(&direct, "d1", r#"{"n":1}"#));
+    // Evicted again before the first recall's answer came (the link is 30 ms each way): the
+    // second load counts from a later seq, but the reader has had nothing since the first.
+    t.advance(10);
+    assert!(t.evict_home(), "no timer of the home's is pending");
+    t.operator(|home| home.publish(&direct, "d2", r#"{"n":2}"#));
+    t.settle();
+    assert_eq!(t.home.room.members(), 9);
+    assert_eq!(t.recalled, 4, "only the second load's recall was answered to a home that took it");
+    assert_eq!(seqs(&t.take(&reader), "message"), [1, 2], "caught up once each, in order");
+    for conn in all.iter().flatten() {
+        assert!(t.clients[conn].open, "{conn} stayed connected");
+    }
+}
+
+#[test]
 fn a_frame_of_a_session_the_home_has_not_recalled_yet_closes_it_to_resume() {
     let (mut t, all) = room(10, 2);
     let writer = all[1][0].clone();

@@ -58,9 +58,11 @@ pub enum Input<'a> {
     LinkClosed { link: &'a str },
     /// The sessions an open link carries, given back by its far end after the room was
     /// rebuilt without them (the adapter keeps no record of a link's sessions: the far end
-    /// does). Each comes back as it was, with no welcome and no join told; one the room
-    /// has since seen newer of (its session reconnected) is closed instead.
-    Recalled { link: &'a str, peers: Vec<Peer> },
+    /// does), each with the `seq` it has had nothing after (the adapter sends a link's
+    /// sessions nothing while it does not know them). Each comes back as it was, with no
+    /// welcome and no join told, and catches up from there; one the room has since seen newer
+    /// of (its session reconnected) is closed instead.
+    Recalled { link: &'a str, peers: Vec<(Peer, u64)> },
     /// The runtime answered a heartbeat ping on `conn` at `at` without
     /// waking the room; reported when the alarm fires.
     Heartbeat { conn: &'a str, at: Time },

@@ -364,7 +364,10 @@ impl Sim {
             Some(make) => make(),
             None => Box::new(crate::room::rules::Open),
         };
+        let (id, since) = (snap.nonce, snap.seq);
         self.room = Room::restore_with(self.config.clone(), rules, snap, self.now);
+        // The adapter's memory goes with the engine: what it was owed by its relays too.
+        self.recalls = Recalls::default();
         let open: Vec<String> = self
             .links
             .iter()
@@ -372,8 +375,8 @@ impl Sim {
             .map(|(n, _)| n.clone())
             .collect();
         for link in open {
-            self.downlinks.recall(&link);
-            self.recalls.start(&link);
+            self.downlinks.recall(&link, id, since);
+            self.recalls.start(&link, id);
         }
         self.pump();
     }
@@ -511,25 +514,31 @@ impl Sim {
     /// A frame for everyone but `skip`: once over each relayed link that has
     /// a session it is for, with the link's sessions in `skip`.
     fn relay_all(&mut self, skip: &[String], frame: &str) {
-        let mut per_link: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+        // Per link, the sessions it is for and those skipped, of the ones the room knows (a
+        // link that owes its sessions has others: they catch up when they come back).
+        let mut per_link: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
         for (c, s) in &self.sockets {
-            if s.open && self.relayed(s) {
+            if s.open && self.relayed(s) && self.room.knows(c) {
                 let e = per_link.entry(s.link.clone().expect("relayed")).or_default();
                 if skip.contains(c) {
                     e.1.push(c.clone());
                 } else {
-                    e.0 += 1;
+                    e.0.push(c.clone());
                 }
             }
         }
         for (link, (to, skip)) in per_link {
-            if to == 0 {
+            if to.is_empty() {
                 continue;
             }
             let l = self.links.get_mut(&link).expect("known link");
             assert!(l.open, "a send over the closed link {link}");
             l.sends += 1;
-            self.downlinks.all(&link, skip, frame);
+            if self.recalls.owes(&link) {
+                self.downlinks.send(to.iter().map(|c| (c.as_str(), Some(link.as_str()))), frame);
+            } else {
+                self.downlinks.all(&link, skip, frame);
+            }
         }
     }
 

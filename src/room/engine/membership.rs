@@ -70,11 +70,13 @@ impl Room {
 
     /// A link's sessions, given back after a rebuild: restored as they were, but a session
     /// that reconnected since (the room knows a newer connection of it) keeps the newer one,
-    /// and the recalled connection is closed. The whole member list goes out after, as after
-    /// any shedding: a member welcomed in between was told a list without them.
-    pub(super) fn recalled(&mut self, now: u64, link: &str, peers: Vec<Peer>) {
+    /// and the recalled connection is closed. Each catches up from the `seq` it has had nothing
+    /// after, and the whole member list goes out after, as after any shedding: a member
+    /// welcomed in between was told a list without them, and they heard no presence change.
+    pub(super) fn recalled(&mut self, now: u64, link: &str, peers: Vec<(Peer, u64)>) {
         let mut back = Vec::new();
-        for p in peers {
+        let mut from = Vec::new();
+        for (p, after) in peers {
             if p.link.as_deref() != Some(link) || self.conns.contains_key(&p.conn) {
                 continue; // not this link's to give, or known already
             }
@@ -82,13 +84,22 @@ impl Room {
                 self.push(Output::Close { conn: p.conn, code: CloseCode::Superseded });
                 continue;
             }
+            from.push((p.conn.clone(), p.user.clone(), after));
             back.push(p);
         }
         if back.is_empty() {
             return;
         }
-        let nonce = self.nonce;
-        self.restore_peers(back, nonce, now);
+        self.restore_peers(back, self.nonce, now);
+        for (conn, user, after) in from {
+            if !self.conns.contains_key(&conn) || after >= self.seq {
+                continue;
+            }
+            let missed: Option<Vec<Rc<str>>> =
+                self.history.replay_after(after, self.seq).map(|f| f.cloned().collect());
+            let missed = missed.unwrap_or_else(|| vec![self.state_reply("gap")]);
+            self.catch_up(now, &conn, &user, missed, None);
+        }
         self.presence_stale = true;
         self.summary_changed(now, None);
     }
