@@ -506,6 +506,7 @@ impl RelayInner {
             "local_signals": s.local_signals, "local_signals_refused": s.local_signals_refused,
             "timed_out": s.timed_out, "binary_dropped": s.binary_dropped,
             "signals_coalesced": s.signals_coalesced, "signals_shed": s.signals_shed,
+            "recalls": s.recalls,
         })
         .to_string()
     }

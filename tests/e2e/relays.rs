@@ -597,6 +597,10 @@ async fn forget(ctx: Ctx) -> R {
         stats["topology"]["relayed"] == members.len(),
         "the relays' sessions came back: {stats}"
     );
+    for (_, region) in PLACES {
+        let r = relay_stats(ctx.port, &room, &format!("{region}-0")).await?;
+        check!(r["recalls"].as_u64() >= Some(1), "relay {region}-0 was asked for them: {r}");
+    }
     let p = presence(ctx.port, &room).await?;
     check!(p["summary"]["members"] == members.len(), "every member once: {p}");
     // The same sockets carry on: each member writes and everyone gets every write once.
