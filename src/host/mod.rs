@@ -288,15 +288,7 @@ impl Inner {
                 self.kick(origin, &body)?
             }
             #[cfg(feature = "fault-injection")]
-            Inbound::Forget => {
-                // What an eviction does: the memory goes, the sockets and links stay.
-                let forgot = self.live.borrow_mut().take().is_some();
-                log("fault_injected", serde_json::json!({"room": origin.room, "forgot": forgot}));
-                (
-                    json_response(200, serde_json::json!({ "forgot": forgot }).to_string()),
-                    Effects::default(),
-                )
-            }
+            Inbound::Forget => (self.forget(origin), Effects::default()),
             #[cfg(feature = "fault-injection")]
             Inbound::Mute => {
                 (error_response(404, "not_found", "a room is never muted"), Effects::default())
@@ -650,6 +642,15 @@ impl Inner {
                 Err(e) => log("flush_error", serde_json::json!({ "error": e.to_string() })),
             }
         });
+    }
+
+    /// What an eviction does (test builds' `forget`): the memory goes, the sockets and
+    /// links stay; the next event rebuilds the room.
+    #[cfg(feature = "fault-injection")]
+    fn forget(&self, origin: Origin<'_>) -> Result<Response> {
+        let forgot = self.live.borrow_mut().take().is_some();
+        log("fault_injected", serde_json::json!({"room": origin.room, "forgot": forgot}));
+        json_response(200, serde_json::json!({ "forgot": forgot }).to_string())
     }
 
     fn load(&self, origin: Option<Origin<'_>>) -> Result<Live> {
