@@ -79,7 +79,9 @@ pub enum UpOp {
 /// on that no home took).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Back {
+    /// The home's record of the session ([`DownOp::Peer`]), as the relay kept it.
     pub peer: String,
+    /// The `seq` after which the session has had nothing from any home.
     pub from: u64,
 }
 

@@ -37,7 +37,10 @@ pub struct Recalls {
 /// may speak for.
 #[derive(Debug, Default)]
 pub struct Answer {
+    /// Each session's record, with the `seq` it has had nothing after (it catches up from
+    /// there: [`Input::Recalled`](crate::room::Input::Recalled)).
     pub peers: Vec<(Peer, u64)>,
+    /// The opens of the clients the home had not addressed, to decide again.
     pub opens: Vec<Open>,
 }
 
