@@ -128,6 +128,11 @@ pub enum Inbound {
     /// nothing more and stops pinging its link (test builds only).
     #[cfg(feature = "fault-injection")]
     Mute,
+    /// A relay's link breaks, both ends alive: the relay lets it go as if the connection
+    /// had dropped (its clients are closed 1012 and resume through its next instance), and
+    /// the home hears it close (test builds only).
+    #[cfg(feature = "fault-injection")]
+    Cut,
     /// The home drops its memory as an eviction would (its sockets and links stay open); the
     /// next event rebuilds it from storage (test builds only).
     #[cfg(feature = "fault-injection")]

@@ -112,6 +112,8 @@ pub async fn route(
         #[cfg(feature = "fault-injection")]
         ["mute"] => or_relay(req, env, dep, at, Method::Post, Inbound::Mute, false).await,
         #[cfg(feature = "fault-injection")]
+        ["cut"] => or_relay(req, env, dep, at, Method::Post, Inbound::Cut, false).await,
+        #[cfg(feature = "fault-injection")]
         ["forget"] => admin(req, env, dep, at, Method::Post, Inbound::Forget).await,
         [] => admin(req, env, dep, at, Method::Delete, Inbound::Delete).await,
         ["state"] => admin(req, env, dep, at, Method::Get, Inbound::State).await,

@@ -99,7 +99,9 @@ impl Inner {
                 Admit::Newer { replaced, .. } => replaced,
             };
             if let Some(old) = old {
-                drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK);
+                let answered =
+                    |ws: &_| super::heartbeat::last_answered(&self.state, ws).map(Time::ms);
+                drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK, answered);
             }
             live.links.open(&tag, server.clone());
             live.links.store_registry(&sql)?;
@@ -186,12 +188,15 @@ impl Inner {
         Ok(effects)
     }
 
-    /// A link's socket closed or failed: if it is the link's current socket, its sessions
-    /// are gone with it (they resume through the relay's next link).
+    /// A link's socket closed or failed, or its lease ran out: if it is the link's current
+    /// socket, its sessions are gone with it (away for the grace while they resume through
+    /// the relay's next link).
     pub(super) fn link_gone(&self, tag: &LinkTag, why: (u16, &str)) -> Result<Effects> {
         let ((), fx) = self.run(None, |live, now| {
             if live.links.is_current(tag) {
-                drop_link(&mut live.links, &mut live.engine, &tag.link, now, why);
+                let answered =
+                    |ws: &_| super::heartbeat::last_answered(&self.state, ws).map(Time::ms);
+                drop_link(&mut live.links, &mut live.engine, &tag.link, now, why, answered);
             }
         })?;
         Ok(fx)
@@ -212,10 +217,19 @@ fn open_relayed(live: &mut Live, link: &str, prefix: &str, open: Open, now: Time
 }
 
 /// Forgets `link` (closing its socket with `code` and `reason` if it is still open) and tells
-/// the engine its sessions are gone.
-fn drop_link(links: &mut Links, engine: &mut Engine, link: &str, now: Time, why: (u16, &str)) {
+/// the engine its sessions are gone, with the link's last sign of life (a message, or a ping
+/// the runtime answered for it: `answered`), from which its members' grace counts.
+fn drop_link(
+    links: &mut Links,
+    engine: &mut Engine,
+    link: &str,
+    now: Time,
+    why: (u16, &str),
+    answered: impl Fn(&worker::WebSocket) -> Option<u64>,
+) {
+    let heard = links.last_sign(link, answered).map_or(now, Time::from_ms);
     if let Some(ws) = links.close(link) {
         let _ = ws.close(Some(why.0), Some(why.1));
     }
-    engine.handle(now, Input::LinkClosed { link });
+    engine.handle(now, Input::LinkClosed { link, heard });
 }

@@ -122,14 +122,21 @@ impl Links {
     ) -> Vec<LinkTag> {
         self.sockets
             .iter()
-            .filter(|(link, (tag, ws))| {
-                let heard = self.heard.get(*link).copied().unwrap_or(0);
-                let last =
-                    [Some(tag.opened), Some(heard), answered(ws)].into_iter().flatten().max();
-                last.unwrap_or(0) + lease < now
-            })
+            .filter(|(link, _)| self.last_sign(link, &answered).unwrap_or(0) + lease < now)
             .map(|(_, (tag, _))| tag.clone())
             .collect()
+    }
+
+    /// When `link` was last heard from (ms): its opening, its last message, or the last ping
+    /// the runtime answered for it (`answered`). `None` for a link it does not have.
+    pub fn last_sign(
+        &self,
+        link: &str,
+        answered: impl Fn(&WebSocket) -> Option<u64>,
+    ) -> Option<u64> {
+        let (tag, ws) = self.sockets.get(link)?;
+        let heard = self.heard.get(link).copied();
+        [Some(tag.opened), heard, answered(ws)].into_iter().flatten().max()
     }
 
     /// Stores the registry (a new instance of a relay was admitted).

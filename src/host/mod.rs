@@ -290,9 +290,10 @@ impl Inner {
             #[cfg(feature = "fault-injection")]
             Inbound::Forget => (self.forget(origin), Effects::default()),
             #[cfg(feature = "fault-injection")]
-            Inbound::Mute => {
-                (error_response(404, "not_found", "a room is never muted"), Effects::default())
-            }
+            Inbound::Mute | Inbound::Cut => (
+                error_response(404, "not_found", "a room has no link of its own"),
+                Effects::default(),
+            ),
             Inbound::Delete => {
                 let (closed, fx) = self.run(Some(origin), |live, now| live.engine.delete(now))?;
                 let body = serde_json::json!({ "closed": closed, "deleted": true }).to_string();
@@ -334,6 +335,8 @@ impl Inner {
                     let mut stats: serde_json::Value =
                         serde_json::from_str(&live.engine.stats_json()).unwrap_or_default();
                     stats["topology"] = live.links.topology();
+                    // Members whose link closed, kept for the grace while they come back.
+                    stats["topology"]["away"] = live.engine.away().into();
                     stats["io"] = serde_json::json!({
                         "socket_sends": live.sockets.sends,
                         "link_messages_out": live.links.messages_out,

@@ -139,6 +139,15 @@ impl super::Object for Relay {
                 json_response(200, "{}".into())
             }
             #[cfg(feature = "fault-injection")]
+            Inbound::Cut => {
+                let epoch = self.inner.live.borrow().as_ref().map(|l| l.engine.epoch());
+                log("link_cut", serde_json::json!({"room": routed.room, "relay": via.relay}));
+                if let Some(epoch) = epoch {
+                    self.inner.link_lost(epoch);
+                }
+                json_response(200, serde_json::json!({ "cut": epoch.is_some() }).to_string())
+            }
+            #[cfg(feature = "fault-injection")]
             Inbound::Fault => {
                 log("fault_injected", serde_json::json!({"room": routed.room, "relay": via.relay}));
                 panic!("fault injection: a forced Wasm reset in relay {}", via.relay);

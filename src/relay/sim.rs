@@ -51,6 +51,8 @@ pub struct Client {
     pub open: bool,
     /// The close code it got (1006 when its relay died under it).
     pub closed: Option<u16>,
+    /// When its socket closed or broke.
+    pub closed_at: Option<Time>,
     /// Reads but never echoes a `mark`.
     pub silent: bool,
     /// The highest `seq` it applied, and the epoch it counts in (from its
@@ -234,6 +236,7 @@ impl Topo {
         let c = self.clients.get_mut(conn).expect("known client");
         if c.open {
             c.open = false;
+            c.closed_at = Some(self.now);
             let instance = c.instance.clone();
             self.relay_input(&instance, Input::Closed { conn });
         }
@@ -249,6 +252,7 @@ impl Topo {
         for c in self.clients.values_mut().filter(|c| c.instance == key && c.open) {
             c.open = false;
             c.closed = Some(1006);
+            c.closed_at = Some(self.now);
         }
         self.lose_wire(&key);
         self.home_link_closed(&key);
@@ -267,14 +271,14 @@ impl Topo {
 
     /// The lease of a hung instance ran out: the home closes its link, and the relay hears it.
     fn lease_expired(&mut self, instance: &str) {
-        self.hung.remove(instance);
+        let hung_at = self.hung.remove(instance).unwrap_or(self.now);
         let (name, epoch) = instance.rsplit_once('#').expect("name#epoch");
         let current = self.epochs.get(name).is_some_and(|e| e.to_string() == epoch);
         if !self.nodes.contains_key(instance) {
             return; // it went another way first
         }
         // The link socket is the home's from the dial, heard from or not.
-        self.home_link_closed(instance);
+        self.home_link_closed_heard(instance, hung_at);
         if current {
             let name = name.to_owned();
             self.relink(&name);
@@ -380,6 +384,7 @@ impl Topo {
         for c in self.clients.values_mut().filter(|c| c.instance == instance && c.open) {
             c.open = false;
             c.closed = Some(1006);
+            c.closed_at = Some(self.now);
         }
         self.lose_wire(instance);
     }
@@ -391,10 +396,16 @@ impl Topo {
         });
     }
 
+    /// The home hears `instance`'s link close: last heard from now, or when it hung.
     fn home_link_closed(&mut self, instance: &str) {
+        let heard = self.hung.get(instance).copied().unwrap_or(self.now);
+        self.home_link_closed_heard(instance, heard);
+    }
+
+    fn home_link_closed_heard(&mut self, instance: &str, heard: Time) {
         if self.home.links.get(instance).is_some_and(|l| l.open) {
             self.home.now = self.now;
-            self.home.close_link(instance);
+            self.home.close_link_heard(instance, heard);
             self.flush_home();
         }
     }
@@ -438,6 +449,7 @@ impl Topo {
                     assert!(c.open, "closing {conn} twice");
                     c.open = false;
                     c.closed = Some(code);
+                    c.closed_at = Some(self.now);
                 }
                 Output::SetWake(_) | Output::SetAlarm(_) => unreachable!("taken above"),
             }
@@ -647,8 +659,13 @@ impl Topo {
         for _ in 0..1_000_000 {
             let wire = self.wire.keys().next().map(|k| k.0);
             let wakes = self.nodes.values().filter_map(|n| n.wake).min();
-            // The home's work waits on the timer it asked for.
-            let home = self.home.wake;
+            // The home's work waits on the timer it asked for; the keep-alive it asks for
+            // while members are away is not work (they come back, or their grace ends, as the
+            // clock moves).
+            let home = match self.home.waiting_for_echo() || self.home.room.away() == 0 {
+                true => self.home.wake,
+                false => self.home.room.flush_work().map(Time::from_ms),
+            };
             let Some(at) = [wire, wakes, home].into_iter().flatten().min() else {
                 return;
             };

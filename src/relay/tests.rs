@@ -351,14 +351,17 @@ fn an_instance_replaced_under_its_clients_loses_no_acked_write() {
     assert_eq!(t.home.disk.seq, 0, "nothing stored from a replaced instance");
     assert!(seqs(&t.take(&old), "ack").is_empty());
     assert_eq!(t.clients[&old].closed, Some(1006));
-    assert_eq!(t.home.room.members(), 2, "bob and the watcher");
+    assert_eq!(t.home.room.members(), 3, "bob, the watcher, and ann, away for the grace");
+    assert_eq!(t.home.room.away(), 1);
     // She resumes at the current instance and sends again: stored once.
     let ann = t.resume(&old, "oc-0");
     t.settle();
     t.publish(&ann, "m-stale", r#"{"text":"from the past"}"#);
     t.settle();
     assert_eq!(seqs(&t.take(&ann), "ack"), [1]);
-    assert_eq!(seqs(&t.take(&watcher), "message"), [1]);
+    let seen = t.take(&watcher);
+    assert_eq!(seqs(&seen, "message"), [1]);
+    assert!(leaves_and_joins(&seen).0.is_empty(), "ann never left: {seen:?}");
     assert_eq!(t.home.room.members(), 3);
 }
 
@@ -385,6 +388,87 @@ fn the_home_hibernates_with_relays_attached_and_wakes_for_them() {
     t.publish(&all[0][0], "m-2", r#"{"text":"mine"}"#);
     t.settle();
     assert_eq!(seqs(&t.take(&all[0][0]), "ack"), [2]);
+}
+
+/// The leaves told in the `presence` frames among `frames`, and the sessions they listed as
+/// joins.
+fn leaves_and_joins(frames: &[Value]) -> (Vec<String>, Vec<String>) {
+    let presence = of_type(frames, "presence");
+    let names = |key: &str| -> Vec<String> {
+        presence
+            .iter()
+            .filter(|p| p["reset"] != true)
+            .flat_map(|p| match &p[key] {
+                Value::Array(l) => l.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect(),
+                Value::Object(m) => m.keys().cloned().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
+    };
+    (names("leaves"), names("joins"))
+}
+
+/// A relay dies (a reset): its link closes and its members are away, not gone. The others
+/// hear no leave, and a member who resumes through its next instance within the grace is the
+/// member she was (no join told either), caught up without a gap. One who does not come back
+/// leaves when the grace ends (`link_grace_ms` after the home heard the link close), not
+/// before.
+#[test]
+fn a_dead_relays_members_are_away_for_the_grace_and_come_back_without_a_leave() {
+    let (mut t, all) = room(15, 2);
+    let (ann, bob) = (all[0][0].clone(), all[0][1].clone());
+    let watchers: Vec<String> = all[1..].iter().flatten().cloned().collect();
+    let died = t.now;
+    t.reset_relay("oc-0");
+    assert_eq!(t.clients[&ann].closed, Some(1006));
+    assert_eq!((t.home.room.members(), t.home.room.away()), (8, 2));
+    // A write while they are away: she gets it when she is back.
+    t.publish(&watchers[0], "m-1", r#"{"n":1}"#);
+    t.settle();
+    let ann2 = t.resume(&ann, "oc-0");
+    t.settle();
+    assert_eq!((t.home.room.members(), t.home.room.away()), (8, 1));
+    let to_ann = t.take(&ann2);
+    assert_eq!(to_ann[0]["resumed"], true, "{to_ann:?}");
+    assert_eq!(seqs(&to_ann, "message"), [1], "caught up, once");
+    for w in &watchers {
+        assert_eq!(leaves_and_joins(&t.take(w)), (vec![], vec![]), "{w}: nothing told yet");
+    }
+    // Bob does not come back.
+    let grace = RoomConfig::default().link_grace_ms;
+    t.run_until(died.plus_ms(grace - 1));
+    assert_eq!((t.home.room.members(), t.home.room.away()), (8, 1), "not before the grace ends");
+    t.run_until(died.plus_ms(grace));
+    assert_eq!((t.home.room.members(), t.home.room.away()), (7, 0));
+    t.settle();
+    let gone = t.clients[&bob].session.clone();
+    for w in watchers.iter().chain([&ann2]) {
+        assert_eq!(leaves_and_joins(&t.take(w)), (vec![gone.clone()], vec![]), "{w}");
+    }
+}
+
+/// A dropped link (both ends alive): the relay closes its clients (1012) and they come back
+/// through its next instance within the grace, so its members never leave; a member moving
+/// to another region while away is told as a join (her region changed), never a leave.
+#[test]
+fn a_dropped_links_members_come_back_without_a_leave_even_from_another_region() {
+    let (mut t, all) = room(15, 2);
+    let (ann, bob) = (all[0][0].clone(), all[0][1].clone());
+    let watcher = all[1][0].clone();
+    t.drop_link("oc-0");
+    t.settle();
+    assert_eq!(t.clients[&ann].closed, Some(1012));
+    let ann2 = t.resume(&ann, "oc-0");
+    let bob2 = t.resume_in(&bob, "na-0", "NA");
+    t.settle();
+    assert_eq!((t.home.room.members(), t.home.room.away()), (8, 0));
+    assert!(t.clients[&ann2].open && t.clients[&bob2].open);
+    let bob_session = t.clients[&bob].session.clone();
+    assert_eq!(leaves_and_joins(&t.take(&watcher)), (vec![], vec![bob_session]));
+    let presence = t.operator(|home| home.room.presence_json());
+    let p: Value = serde_json::from_str(&presence).expect("json");
+    assert_eq!(p["summary"]["regions"]["NA"]["members"], 3, "{p}");
+    assert_eq!(p["summary"]["regions"]["OC"]["members"], 1, "{p}");
 }
 
 #[test]
@@ -550,10 +634,19 @@ fn topo_case(seed: u64) -> u64 {
             eprintln!("t={} op {op} engine conns {conns} sim open {open}", t.now.ms());
         }
         topo_step(&mut t, &mut walkers, op, &mut rand);
+        no_ghost(&t, seed);
     }
-    // The end: a hung relay's lease runs out, and everyone reconnects until their writes are
+    // The end: a hung relay's lease runs out, and every grace: the home's members are the
+    // open clients' sessions, no ghost left. Then everyone reconnects until their writes are
     // acked.
     t.advance(crate::protocol::link::LEASE_MS);
+    t.advance(RoomConfig::default().link_grace_ms);
+    t.settle();
+    no_ghost(&t, seed);
+    let open: BTreeSet<&str> =
+        t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
+    assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: a ghost after every grace");
+    assert_eq!(t.home.room.away(), 0, "seed {seed:#x}: away after every grace");
     for _ in 0..6 {
         t.settle();
         for w in &mut walkers {
@@ -582,7 +675,33 @@ fn topo_case(seed: u64) -> u64 {
     let open: BTreeSet<&str> =
         t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
     assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: members are the open sessions");
+    assert_eq!(t.home.room.away(), 0, "seed {seed:#x}: every away member came back");
     steps
+}
+
+/// No member outlives its clients by more than the grace: a session the home lists with no
+/// open client closed its last one at most `link_grace_ms` ago (and the moment its close
+/// takes to cross a link). A dead relay's members are away that long, from its last sign of
+/// life; a hung relay's last sign is its hang, before any of its clients closed.
+fn no_ghost(t: &Topo, seed: u64) {
+    const CROSSING_MS: u64 = 1_000;
+    let grace = RoomConfig::default().link_grace_ms;
+    let presence: Value = serde_json::from_str(&t.home.room.presence_json()).expect("json");
+    let Some(members) = presence["members"].as_object() else {
+        return;
+    };
+    for session in members.keys() {
+        let theirs = || t.clients.values().filter(|c| &c.session == session);
+        if theirs().any(|c| c.open) {
+            continue;
+        }
+        let last = theirs().filter_map(|c| c.closed_at).max().expect("a member had a client");
+        assert!(
+            t.now.ms() <= last.ms() + grace + CROSSING_MS,
+            "seed {seed:#x}: {session} is listed {} ms after its last client closed",
+            t.now.ms() - last.ms()
+        );
+    }
 }
 
 /// One op of the walk.
@@ -1092,7 +1211,8 @@ fn a_hung_relays_lease_runs_out_and_its_members_resume_with_nothing_lost() {
     assert_eq!(t.clients[&ann].closed, Some(1012), "closed when the lease ran out");
     assert_eq!(t.clients[&bob].closed, Some(1012));
     assert!(t.hung_dropped > 0, "the hung relay forwarded nothing");
-    assert_eq!(t.home.room.members(), 1, "only cat, at the other relay, is left");
+    // Their grace counts from the hang: what is left of it is theirs to come back in.
+    assert_eq!((t.home.room.members(), t.home.room.away()), (3, 2), "away, not gone");
     let acked: Vec<String> = of_type(&t.take(&ann), "ack")
         .iter()
         .map(|a| a["id"].as_str().expect("an id").to_owned())
@@ -1112,9 +1232,11 @@ fn a_hung_relays_lease_runs_out_and_its_members_resume_with_nothing_lost() {
     assert_eq!(unique.len(), stored.len(), "stored twice: {stored:?}");
     assert_eq!(unique.len(), 20, "every write stored once: {stored:?}");
     assert!(acked.len() >= 10 && acked.len() < 20, "acked before the hang only: {acked:?}");
-    let seqs = seqs(&t.take(&cat), "message");
+    let to_cat = t.take(&cat);
+    let seqs = seqs(&to_cat, "message");
     assert_eq!(seqs, (1..=20).collect::<Vec<u64>>(), "cat, at the other relay, got each once");
-    assert_eq!(t.home.room.members(), 3);
+    assert_eq!(leaves_and_joins(&to_cat).0, Vec::<String>::new(), "back in the grace: no leave");
+    assert_eq!((t.home.room.members(), t.home.room.away()), (3, 0));
 }
 
 /// In a large room (summaries only), a change of who is present reaches every relay's members

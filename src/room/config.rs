@@ -101,6 +101,8 @@ room_settings! {
         var "RATE_BURST", limit burst;
     max_frame: usize = 64 * 1024, doc "larger frames close the socket with 1009",
         var "MAX_FRAME_BYTES", limit max_frame;
+    link_grace_ms: u64 = 15_000,
+        doc "how long after a closed link's last sign of life (a relay that died, hung or was replaced) its members stay, away, while they come back through its next instance, before they leave";
     presence_ttl_ms: u64 = 60_000,
         doc "silence after which a connection is closed (4008) and leaves",
         var "PRESENCE_TTL_MS";

@@ -53,9 +53,13 @@ pub enum Input<'a> {
     Binary { conn: &'a str, len: usize },
     /// A socket closed or errored.
     Closed { conn: &'a str },
-    /// A link closed (see [`Hello::link`]): every session it carried is
-    /// gone, each as if its socket had closed. Nothing is sent over it.
-    LinkClosed { link: &'a str },
+    /// A link closed (see [`Hello::link`]), or the adapter closed it when its lease ran out:
+    /// every connection it carried is gone, and nothing is sent over it. Its members stay,
+    /// "away", until [`RoomConfig::link_grace_ms`](crate::room::RoomConfig::link_grace_ms)
+    /// after `heard`, the link's last sign of life: a session that comes back by then (through
+    /// its relay's next instance, or anywhere) takes its place as a reconnect does, and
+    /// observers see no leave; one that does not leaves then.
+    LinkClosed { link: &'a str, heard: Time },
     /// The sessions an open link carries, given back by its far end after the room was
     /// rebuilt without them (the adapter keeps no record of a link's sessions: the far end
     /// does), each with the `seq` it has had nothing after (the adapter sends a link's

@@ -196,15 +196,22 @@ impl Sim {
         self.open(session, user, region, (None, None), None, None)
     }
 
-    /// The link drops (its object reset, or the connection broke): its
-    /// sessions' clients are cut off with it, and the room is told once.
+    /// The link drops (its object reset, or the connection broke), alive until now: its
+    /// sessions' clients are cut off with it, and the room is told once (its members are away
+    /// for the grace).
     pub fn close_link(&mut self, link: &str) {
+        self.close_link_heard(link, self.now);
+    }
+
+    /// As [`Sim::close_link`], for a link last heard from at `heard` (a relay that hung: the
+    /// home closes its link when its lease runs out).
+    pub fn close_link_heard(&mut self, link: &str, heard: Time) {
         self.links.get_mut(link).expect("known link").open = false;
         self.downlinks.forget(link); // what was owed to it is lost with it
         for s in self.sockets.values_mut().filter(|s| s.link.as_deref() == Some(link)) {
             s.open = false;
         }
-        self.room.handle(self.now, Input::LinkClosed { link });
+        self.room.handle(self.now, Input::LinkClosed { link, heard });
         self.pump();
     }
 

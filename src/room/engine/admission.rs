@@ -41,9 +41,11 @@ impl Room {
         if self.owner_of(session, now).is_some_and(|owner| owner != user) {
             return Some(CloseCode::SessionTaken);
         }
-        // A reconnect of a present session replaces its connection.
-        let replaces = usize::from(self.presence.get(session).is_some());
-        if self.users.conns(user) - replaces >= self.config.user_connections {
+        // A reconnect of a present session replaces its connection (an away member's is
+        // gone already, and not counted).
+        let live = self.presence.get(session).is_some_and(|m| self.conns.contains_key(&m.conn));
+        if self.users.conns(user).saturating_sub(usize::from(live)) >= self.config.user_connections
+        {
             return Some(CloseCode::TooManyConnections);
         }
         None

@@ -385,8 +385,11 @@ impl Room {
         if self.echo_wait {
             self.echo_wait = self.waiting_for_echo();
         }
-        let keepalive = self.echo_wait.then(|| self.now + KEEPALIVE_MS);
-        [self.flush_work(), keepalive].into_iter().flatten().min()
+        // Away members live in memory only: the room stays awake until their grace ends.
+        let waiting = self.echo_wait || !self.away.is_empty();
+        let keepalive = waiting.then(|| self.now + KEEPALIVE_MS);
+        let away = self.next_away();
+        [self.flush_work(), keepalive, away].into_iter().flatten().min()
     }
 
     /// When the wake-up timer has work to do (the end of the turn, a window

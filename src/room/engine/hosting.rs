@@ -299,8 +299,9 @@ impl Room {
                     }
                 }
                 Effect::Send { session, topic, data } => {
-                    let Some(conn) = self.presence.get(&session).map(|m| m.conn.clone()) else {
-                        continue; // not here (any more): a send is ephemeral
+                    let conn = self.presence.get(&session).map(|m| m.conn.clone());
+                    let Some(conn) = conn.filter(|c| self.conns.contains_key(c)) else {
+                        continue; // not here (any more), or away: a send is ephemeral
                     };
                     let frame: Rc<str> =
                         ServerFrame::Signal { session: RULES_SESSION, topic: &topic, data: &data }

@@ -30,9 +30,12 @@ impl Room {
         // Oldest first, so that for a session seen twice the newest wins.
         peers.sort_by_key(|p| p.opened);
         for p in peers {
+            self.away.remove(&p.session);
             if let Some(old) = self.presence.get(&p.session).map(|m| m.conn.clone()) {
-                self.drop_conn(&old);
-                self.push(Output::Close { conn: old, code: CloseCode::Superseded });
+                // An away member's connection is gone already: nothing to close.
+                if self.drop_conn(&old).is_some() {
+                    self.push(Output::Close { conn: old, code: CloseCode::Superseded });
+                }
             }
             let seen = p.seen.max(p.opened).ms();
             let conn = Conn {
@@ -110,11 +113,16 @@ impl Room {
         let Joining { conn, session, user, region, key, expires, info, canary, link } = joining;
         self.retain_at = None;
         let previous = self.presence.remove(session);
+        // Back from away (its link closed): the member never left.
+        self.away.remove(session);
         let change = match &previous {
             Some(old) => {
-                // Newest wins: the old socket goes, the member stays.
-                self.drop_conn(&old.conn);
-                self.push(Output::Close { conn: old.conn.clone(), code: CloseCode::Superseded });
+                // Newest wins: the old socket goes, the member stays. (An away member's is
+                // gone already.)
+                if self.drop_conn(&old.conn).is_some() {
+                    let code = CloseCode::Superseded;
+                    self.push(Output::Close { conn: old.conn.clone(), code });
+                }
                 if old.region != region || old.user != user {
                     Change::Joined(session)
                 } else {
@@ -183,27 +191,34 @@ impl Room {
     /// What a connection's going means for its member, once it is dropped.
     fn dropped(&mut self, now: u64, conn: &str, c: Conn) {
         if self.presence.get(&c.session).is_some_and(|m| m.conn == conn) {
-            let gone = self.presence.remove(&c.session);
-            self.departed(&c.session, &c.user, now);
-            self.members_changed(now, Change::Left(&c.session), None);
-            if let Some(m) = gone {
-                self.rules_leave(now, &c.session, &m);
-            }
+            self.left(now, &c.session);
         }
     }
 
-    /// The last connection went, if it did: the sweep stops, and the
+    /// `session`'s member leaves: the others are told, and the rules.
+    fn left(&mut self, now: u64, session: &str) {
+        let Some(m) = self.presence.remove(session) else {
+            return;
+        };
+        self.departed(session, &m.user, now);
+        self.members_changed(now, Change::Left(session), None);
+        self.rules_leave(now, session, &m);
+    }
+
+    /// The last connection went, if it did, and no member is away: the sweep stops, and the
     /// room's retention starts counting.
     fn maybe_emptied(&mut self, now: u64) {
-        if self.conns.is_empty() {
+        if self.conns.is_empty() && self.away.is_empty() {
             self.sweep_at = None;
             self.emptied(now);
         }
     }
 
-    /// A link went: each of its sessions leaves as if its own socket had
-    /// closed, in the order of their connection ids.
-    pub(super) fn link_closed(&mut self, now: u64, link: &str) {
+    /// A link went, last heard from at `heard`: each of its members is away until
+    /// `link_grace_ms` after that and leaves then unless its session comes back (at once, as
+    /// if its own socket had closed, if that time has passed). In the order of their
+    /// connection ids.
+    pub(super) fn link_closed(&mut self, now: u64, link: &str, heard: u64) {
         let mut carried: Vec<String> = self
             .conns
             .iter()
@@ -218,10 +233,52 @@ impl Room {
         if gone.is_empty() {
             return;
         }
+        let until = heard.min(now).saturating_add(self.config.link_grace_ms);
         for (conn, c) in gone {
-            self.dropped(now, &conn, c);
+            let current = self.presence.get(&c.session).is_some_and(|m| m.conn == conn);
+            if current && until > now {
+                self.away.insert(c.session, until);
+            } else {
+                self.dropped(now, &conn, c);
+            }
         }
         self.maybe_emptied(now);
+    }
+
+    /// The away members whose grace ended leave (in the order of their sessions).
+    pub(super) fn expire_away(&mut self, now: u64) {
+        let due: Vec<String> =
+            self.away.iter().filter(|(_, until)| **until <= now).map(|(s, _)| s.clone()).collect();
+        if due.is_empty() {
+            return;
+        }
+        for session in &due {
+            self.away.remove(session);
+            self.left(now, session);
+        }
+        self.maybe_emptied(now);
+    }
+
+    /// When the next away member's grace ends, if one is away.
+    pub(super) fn next_away(&self) -> Option<u64> {
+        self.away.values().min().copied()
+    }
+
+    /// The away members of `user` leave now (a kick: they must not come back quietly).
+    pub(super) fn expel_away(&mut self, now: u64, user: &str) {
+        let theirs: Vec<String> = self
+            .away
+            .keys()
+            .filter(|s| self.presence.get(s.as_str()).is_some_and(|m| m.user == user))
+            .cloned()
+            .collect();
+        for session in &theirs {
+            self.away.remove(session);
+            self.left(now, session);
+        }
+        if !theirs.is_empty() {
+            self.maybe_emptied(now);
+        }
     }
 
     /// The last connection went: the room's retention starts counting.
@@ -268,6 +325,7 @@ impl Room {
         self.turn.clear();
         self.deadlines.clear();
         self.presence.clear();
+        self.away.clear();
         self.large = false;
         self.sweep_at = None;
         if !conns.is_empty() {
@@ -310,6 +368,7 @@ impl Room {
     pub(super) fn timer(&mut self, now: u64) {
         self.alarm.fired();
         self.expire(now);
+        self.expire_away(now);
         self.fire_rule_timers(now);
         if self.retain_at.is_some_and(|at| at <= now) && self.conns.is_empty() {
             // Nobody came back within the retention: the room goes.
@@ -341,11 +400,17 @@ impl Room {
     pub(super) fn arm(&mut self) {
         self.close_doomed();
         let rule_timer = self.timers.values().min().map(|at| at.ms());
-        let want =
-            [self.sweep_at, self.summary.due, self.next_expiry(), self.retain_at, rule_timer]
-                .into_iter()
-                .flatten()
-                .min();
+        let want = [
+            self.sweep_at,
+            self.summary.due,
+            self.next_expiry(),
+            self.retain_at,
+            rule_timer,
+            self.next_away(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let flush = self.next_flush();
         if let Some(at) = self.wake.want(flush, self.now) {
             self.push(Output::SetWake(Time::from_ms(at)));

@@ -103,6 +103,10 @@ pub struct Room {
     echo_wait: bool,
     /// When to look for connections that stopped answering heartbeats.
     sweep_at: Option<u64>,
+    /// Members whose link closed (a relay that died), kept until then (ms) unless their
+    /// session comes back: session -> until. Their connections are gone; at most one entry
+    /// per session, each for [`RoomConfig::link_grace_ms`].
+    away: BTreeMap<String, u64>,
     alarm: Alarm,
     stats: stats::Counters,
     /// The time of the input being handled (ms).
@@ -210,6 +214,7 @@ impl Room {
             closing_doomed: false,
             echo_wait: false,
             sweep_at: None,
+            away: BTreeMap::new(),
             // The storage alarm may be late by a loaded room's backlog;
             // asking again costs a storage write, so only when long overdue.
             alarm: Alarm::new(10_000),
@@ -287,6 +292,12 @@ impl Room {
         self.presence.len()
     }
 
+    /// Members whose link closed and who have not come back yet: they are still members, and
+    /// each leaves when its grace ends ([`Input::LinkClosed`]).
+    pub fn away(&self) -> usize {
+        self.away.len()
+    }
+
     /// Feeds one input at time `now` (ms since the Unix epoch).
     pub fn handle(&mut self, now: Time, input: Input<'_>) {
         let now = now.ms();
@@ -303,7 +314,7 @@ impl Room {
                 }
             }
             Input::Closed { conn } => self.closed(now, conn),
-            Input::LinkClosed { link } => self.link_closed(now, link),
+            Input::LinkClosed { link, heard } => self.link_closed(now, link, heard.ms()),
             Input::Recalled { link, peers } => self.recalled(now, link, peers),
             Input::Heartbeat { conn, at } => {
                 if let Some(c) = self.conns.get_mut(conn) {
@@ -313,6 +324,7 @@ impl Room {
             Input::Alarm => self.timer(now),
             Input::Wake => {
                 self.wake.fired();
+                self.expire_away(now);
                 self.flush_turn();
                 self.flush_due();
                 self.check_stalled(now);

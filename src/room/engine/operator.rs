@@ -60,6 +60,7 @@ impl Room {
         for conn in &conns {
             self.close(now, conn, CloseCode::Kicked);
         }
+        self.expel_away(now, user);
         self.arm();
         conns.len()
     }
@@ -77,6 +78,7 @@ impl Room {
             self.push(Output::Close { conn: conn.clone(), code: CloseCode::Deleted });
         }
         self.presence.clear();
+        self.away.clear();
         self.turn.clear();
         self.deadlines.clear();
         self.retain_at = None;

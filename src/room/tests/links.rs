@@ -62,8 +62,17 @@ fn two_sessions_over_one_link_are_two_members_and_a_broadcast_crosses_it_once() 
     assert_eq!(s.disk.seq, 2);
 }
 
+/// The sessions named in the `leaves` of the presence frames among `frames`.
+fn leaves(frames: &[Value]) -> BTreeSet<String> {
+    of_type(frames, "presence")
+        .iter()
+        .flat_map(|p| p["leaves"].as_array().cloned().unwrap_or_default())
+        .map(|v| v.as_str().expect("a session").to_owned())
+        .collect()
+}
+
 #[test]
-fn a_link_that_drops_takes_its_sessions_with_it_and_nobody_else() {
+fn a_link_that_drops_keeps_its_members_for_the_grace_and_a_returning_one_never_left() {
     let (mut s, direct, ann, bob) = room();
     let sent = s.links[LINK].sends;
     s.close_link(LINK);
@@ -72,18 +81,81 @@ fn a_link_that_drops_takes_its_sessions_with_it_and_nobody_else() {
     // sockets were not closed by the room: they went with the link.
     assert_eq!(s.links[LINK].sends, sent);
     assert_eq!((s.sockets[&ann].closed, s.sockets[&bob].closed), (None, None));
-    assert_eq!((s.room.members(), s.room.connections()), (1, 1));
-    let left: BTreeSet<String> = of_type(&s.take(&direct), "presence")
-        .iter()
-        .flat_map(|p| p["leaves"].as_array().cloned().unwrap_or_default())
-        .map(|v| v.as_str().expect("a session").to_owned())
-        .collect();
-    assert_eq!(left, BTreeSet::from(["sess-anne".to_owned(), "sess-bobb".to_owned()]));
+    // Their connections are gone; they are still members, away, and nobody is told a leave.
+    assert_eq!((s.room.members(), s.room.connections(), s.room.away()), (3, 1, 2));
+    assert!(leaves(&s.take(&direct)).is_empty());
+    // Ann comes back through the relay's next link within the grace: the member she was.
+    let grace = RoomConfig::default().link_grace_ms;
+    s.run_until(s.now.plus_ms(grace - 1_000));
+    let again = s.connect_via("relay-oc-2", "sess-anne", "ann", "OC");
+    s.settle();
+    let welcome = &s.take(&again)[0];
+    assert_eq!(welcome["type"], "welcome");
+    assert!(
+        welcome["presence"]["members"]["sess-bobb"].is_object(),
+        "bob is away, still listed: {welcome}"
+    );
+    assert_eq!((s.room.members(), s.room.away()), (3, 1));
+    let to_direct = s.take(&direct);
+    assert!(of_type(&to_direct, "presence").is_empty(), "a quiet return: {to_direct:?}");
+    // Bob does not: he leaves when his grace ends, not before, and is told to everyone left.
+    s.run_until(s.now.plus_ms(999));
+    assert_eq!(s.room.members(), 3, "not before the grace ends");
+    s.run_until(s.now.plus_ms(1_000));
+    assert_eq!((s.room.members(), s.room.away()), (2, 0));
+    let want = BTreeSet::from(["sess-bobb".to_owned()]);
+    assert_eq!(leaves(&s.take(&direct)), want);
+    assert_eq!(leaves(&s.take(&again)), want);
+}
+
+#[test]
+fn a_link_that_went_silent_keeps_its_members_only_for_the_rest_of_the_grace() {
+    let (mut s, direct, ann, bob) = room();
+    let grace = RoomConfig::default().link_grace_ms;
+    let heard = s.now;
+    // Its relay hung and the home closed it 12 s on (a lease ran out): the grace counts from
+    // its last sign of life, so its members are away for what is left of it.
+    s.run_until(heard.plus_ms(12_000));
+    s.close_link_heard(LINK, heard);
+    s.settle();
+    assert_eq!((s.sockets[&ann].closed, s.sockets[&bob].closed), (None, None));
+    assert_eq!((s.room.members(), s.room.connections(), s.room.away()), (3, 1, 2));
+    s.run_until(heard.plus_ms(grace - 1));
+    assert_eq!(s.room.members(), 3);
+    s.run_until(heard.plus_ms(grace));
+    assert_eq!((s.room.members(), s.room.connections(), s.room.away()), (1, 1, 0));
+    let want = BTreeSet::from(["sess-anne".to_owned(), "sess-bobb".to_owned()]);
+    assert_eq!(leaves(&s.take(&direct)), want);
     // The relay comes back on a new link: its sessions rejoin, still theirs.
     let again = s.connect_via("relay-oc-2", "sess-anne", "ann", "OC");
     s.settle();
     assert_eq!(s.take(&again)[0]["type"], "welcome");
     assert_eq!(s.room.members(), 2);
+    // A link closed a whole grace after it was last heard from: its members leave at once.
+    let heard = s.now;
+    s.run_until(heard.plus_ms(grace));
+    s.close_link_heard("relay-oc-2", heard);
+    assert_eq!((s.room.members(), s.room.away()), (1, 0));
+    assert_eq!(leaves(&s.take(&direct)), BTreeSet::from(["sess-anne".to_owned()]));
+}
+
+#[test]
+fn an_away_member_is_not_another_users_session_and_a_kick_ends_its_grace() {
+    let (mut s, direct, _ann, _bob) = room();
+    s.close_link(LINK);
+    s.settle();
+    s.take(&direct);
+    // Mallory tries ann's session while ann is away: still ann's.
+    let stolen = s.connect_via("relay-oc-2", "sess-anne", "mallory", "OC");
+    s.settle();
+    assert_eq!(s.sockets[&stolen].closed, Some(4409), "session_taken");
+    assert_eq!((s.room.members(), s.room.away()), (3, 2));
+    // The operator kicks bob while he is away: he leaves now, and cannot come back quietly.
+    assert_eq!(s.room.kick(s.now, "bob", Block::Keep), 0, "no connection to close");
+    s.pump();
+    s.settle();
+    assert_eq!(leaves(&s.take(&direct)), BTreeSet::from(["sess-bobb".to_owned()]));
+    assert_eq!((s.room.members(), s.room.away()), (2, 1));
 }
 
 #[test]
@@ -110,6 +182,8 @@ fn a_links_sessions_come_back_after_an_eviction_and_still_go_with_it() {
     s.settle();
     assert_eq!(seqs_of(&s.take(&ann), "message"), [1]);
     s.close_link(LINK);
+    assert_eq!((s.room.members(), s.room.connections()), (3, 1), "away for the grace");
+    s.run_until(s.now.plus_ms(RoomConfig::default().link_grace_ms));
     assert_eq!((s.room.members(), s.room.connections()), (1, 1));
 }
 
