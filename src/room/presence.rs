@@ -157,6 +157,10 @@ impl Presence {
         self.members.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
     /// Every member as the wire shows it.
     pub fn view(&self) -> BTreeMap<&str, server::Member<'_>> {
         self.members.iter().map(|(s, m)| (s.as_str(), m.view())).collect()

@@ -69,6 +69,11 @@ impl Room {
         }
         self.large = self.presence.len() > self.config.large_room;
         self.sweep_at = self.next_sweep();
+        if !self.conns.is_empty() {
+            // Not empty: a retention counted from a load that found no socket of its own (a
+            // relayed room, whose sessions its relays give back after it) must not run.
+            self.retain_at = None;
+        }
     }
 
     /// A link's sessions, given back after a rebuild: restored as they were, but a session
@@ -302,6 +307,7 @@ impl Room {
         self.now = self.now.max(now);
         let mut conns: Vec<String> = self.conns.keys().cloned().collect();
         conns.sort();
+        let had_away = !self.away.is_empty();
         let now = self.now;
         for conn in &conns {
             // What was waiting in a window goes out before the close; what is
@@ -328,7 +334,7 @@ impl Room {
         self.away.clear();
         self.large = false;
         self.sweep_at = None;
-        if !conns.is_empty() {
+        if !conns.is_empty() || had_away {
             self.emptied(now);
         }
         self.arm();
@@ -370,7 +376,7 @@ impl Room {
         self.expire(now);
         self.expire_away(now);
         self.fire_rule_timers(now);
-        if self.retain_at.is_some_and(|at| at <= now) && self.conns.is_empty() {
+        if self.retain_at.is_some_and(|at| at <= now) && self.presence.is_empty() {
             // Nobody came back within the retention: the room goes.
             self.retain_at = None;
             self.push(Output::Delete);

@@ -281,17 +281,9 @@ impl Room {
         let receivers = self.conns.len() as u64;
         self.stats.messages += 1;
         self.stats.deliveries += receivers;
-        // The author's region's members who receive it: its away members (no connection) do
-        // not.
-        let away_here = match self.away.is_empty() {
-            true => 0,
-            false => self
-                .away
-                .keys()
-                .filter(|s| self.presence.get(s).is_some_and(|m| m.region == author.region))
-                .count(),
-        };
-        let here = self.presence.in_region(&author.region).saturating_sub(away_here) as u64;
+        // While members are away (no connection) the author's region counts them too: this
+        // undercounts by at most them, for their grace, and never goes below 0.
+        let here = self.presence.in_region(&author.region) as u64;
         self.stats.cross_region += receivers.saturating_sub(here);
         seq
     }

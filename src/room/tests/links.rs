@@ -84,6 +84,8 @@ fn a_link_that_drops_keeps_its_members_for_the_grace_and_a_returning_one_never_l
     // Their connections are gone; they are still members, away, and nobody is told a leave.
     assert_eq!((s.room.members(), s.room.connections(), s.room.away()), (3, 1, 2));
     assert!(leaves(&s.take(&direct)).is_empty());
+    // Away members live in memory only: the room keeps a timer, so it is not hibernated.
+    assert!(!s.hibernatable(), "awake while members are away");
     // Ann comes back through the relay's next link within the grace: the member she was.
     let grace = RoomConfig::default().link_grace_ms;
     s.run_until(s.now.plus_ms(grace - 1_000));
@@ -106,6 +108,8 @@ fn a_link_that_drops_keeps_its_members_for_the_grace_and_a_returning_one_never_l
     let want = BTreeSet::from(["sess-bobb".to_owned()]);
     assert_eq!(leaves(&s.take(&direct)), want);
     assert_eq!(leaves(&s.take(&again)), want);
+    s.settle();
+    assert!(s.hibernatable(), "nobody away: the room may hibernate again");
 }
 
 #[test]
@@ -156,6 +160,78 @@ fn an_away_member_is_not_another_users_session_and_a_kick_ends_its_grace() {
     s.settle();
     assert_eq!(leaves(&s.take(&direct)), BTreeSet::from(["sess-bobb".to_owned()]));
     assert_eq!((s.room.members(), s.room.away()), (2, 1));
+    // When he comes back he is a join, told to the others: he had left.
+    let back = s.connect_via("relay-oc-2", "sess-bobb", "bob", "OC");
+    s.settle();
+    assert_eq!(s.take(&back)[0]["type"], "welcome");
+    let joins: Vec<Value> = of_type(&s.take(&direct), "presence");
+    assert!(joins.iter().any(|p| p["joins"]["sess-bobb"].is_object()), "{joins:?}");
+}
+
+#[test]
+fn an_away_member_is_not_counted_in_her_users_connections() {
+    let config = RoomConfig { user_connections: 1, ..RoomConfig::default() };
+    let mut s = Sim::new(config);
+    let dora = s.connect_as("sess-dora", "dora", "EU", None);
+    let _ann = s.connect_via(LINK, "sess-anne", "ann", "OC");
+    s.settle();
+    s.close_link(LINK);
+    s.settle();
+    assert_eq!(s.room.away(), 1);
+    // Ann, at her cap of one connection while her session is away, opens another tab: her
+    // away session holds no connection, so it is admitted.
+    let tab = s.connect_via("relay-oc-2", "sess-ann2", "ann", "OC");
+    s.settle();
+    assert_eq!(s.take(&tab)[0]["type"], "welcome");
+    // Her away session coming back now would be her second connection: the cap holds.
+    let back = s.connect_via("relay-oc-2", "sess-anne", "ann", "OC");
+    s.settle();
+    assert_eq!(s.sockets[&back].closed, Some(4429));
+    assert_eq!((s.room.members(), s.room.away()), (3, 1));
+    assert!(s.sockets[&dora].open);
+}
+
+#[test]
+fn a_relayed_room_is_not_deleted_while_its_members_are_away() {
+    // A retention shorter than the room's life: the room's log must outlive a relay that dies
+    // after the home was rebuilt (whose load found no socket of its own and counted a
+    // retention from then).
+    let config = RoomConfig { retention_ms: 5_000, ..RoomConfig::default() };
+    let mut s = Sim::new(config);
+    let ann = s.connect_via(LINK, "sess-anne", "ann", "OC");
+    let _bob = s.connect_via(LINK, "sess-bobb", "bob", "OC");
+    s.settle();
+    s.publish(&ann, "m-1", r#"{"text":"kept"}"#);
+    s.settle();
+    s.evict();
+    assert_eq!(s.room.members(), 2, "given back by the link");
+    s.run_until(s.now.plus_ms(6_000));
+    s.close_link(LINK);
+    s.run_until(s.now.plus_ms(5_000));
+    assert_eq!(s.disk.deleted, 0, "deleted while its members were away");
+    assert_eq!(s.disk.seq, 1);
+    // Ann is back in the grace, with the room's log as it was.
+    let again = s.connect_via("relay-oc-2", "sess-anne", "ann", "OC");
+    s.settle();
+    assert_eq!(s.take(&again)[0]["seq"], 1);
+    assert_eq!(s.disk.deleted, 0);
+}
+
+#[test]
+fn a_drain_of_away_members_starts_the_retention() {
+    let (mut s, direct, _ann, _bob) = room();
+    assert_eq!(s.room.kick(s.now, "dora", Block::Keep), 1);
+    s.pump();
+    s.settle();
+    assert_eq!(s.sockets[&direct].closed, Some(4403));
+    s.close_link(LINK);
+    s.settle();
+    assert_eq!((s.room.connections(), s.room.away()), (0, 2));
+    assert_eq!(s.disk.idle_since, None, "not empty while they are away");
+    assert_eq!(s.room.drain(s.now), 0);
+    s.pump();
+    assert_eq!((s.room.members(), s.room.away()), (0, 0));
+    assert_eq!(s.disk.idle_since, Some(s.now), "empty once drained");
 }
 
 #[test]
