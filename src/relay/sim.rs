@@ -596,12 +596,25 @@ impl Topo {
 
     /// Runs everything due up to `until`, in time order.
     pub fn run_until(&mut self, until: Time) {
+        // Time must move: a timer that re-arms for a moment already past (an alarm asked for
+        // again and again at the same time) is a stuck object, not a busy one.
+        let (mut last, mut same) = (self.now, 0u32);
         for _ in 0..10_000_000 {
             let Some(at) = self.next_due().filter(|at| *at <= until) else {
                 break;
             };
             self.now = self.now.max(at);
             self.step(at);
+            if self.now == last {
+                same += 1;
+                assert!(
+                    same < 100_000,
+                    "stuck at {}: a timer keeps firing with time still",
+                    last.ms()
+                );
+            } else {
+                (last, same) = (self.now, 0);
+            }
         }
         self.now = self.now.max(until);
         self.home.now = self.home.now.max(self.now);

@@ -471,6 +471,40 @@ fn a_dropped_links_members_come_back_without_a_leave_even_from_another_region() 
     assert_eq!(p["summary"]["regions"]["OC"]["members"], 1, "{p}");
 }
 
+/// A retention shorter than the room's life: the home is evicted and rebuilt with no socket of
+/// its own (its relays give their sessions back after its load), and later a relay dies. The
+/// room is not empty while its members are away: its log outlives the grace.
+#[test]
+fn a_relayed_room_is_not_deleted_while_its_members_are_away() {
+    let config = RoomConfig { retention_ms: 5_000, ..RoomConfig::default() };
+    let mut t = Topo::new(config, 10);
+    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    t.settle();
+    t.publish(&ann, "m-1", r#"{"text":"kept"}"#);
+    t.settle();
+    t.take(&ann);
+    t.take(&bob);
+    assert!(t.evict_home());
+    t.settle();
+    assert_eq!(t.home.room.members(), 2, "given back by their relay");
+    t.advance(6_000);
+    t.reset_relay("oc-0");
+    assert_eq!(t.home.room.away(), 2);
+    t.advance(5_000);
+    assert_eq!(t.home.disk.deleted, 0, "deleted while its members were away");
+    assert_eq!(t.home.disk.seq, 1);
+    // Ann is back in the grace, and the room's log is as it was.
+    let again = t.resume(&ann, "oc-0");
+    t.settle();
+    let welcome = t.take(&again);
+    assert_eq!(
+        (welcome[0]["type"].as_str(), welcome[0]["seq"].as_u64()),
+        (Some("welcome"), Some(1))
+    );
+    assert_eq!(t.home.disk.deleted, 0);
+}
+
 #[test]
 fn a_session_that_moved_while_the_home_recalled_keeps_its_newer_connection() {
     let (mut t, all) = room(10, 2);

@@ -645,6 +645,9 @@ impl Sim {
     /// Runs virtual time forward to `until`, firing the alarm on the way as
     /// the adapter does: heartbeats of every open socket first, then the timer.
     pub fn run_until(&mut self, until: Time) {
+        // Time must move: an alarm the room asks for again and again at a moment already past
+        // is a stuck room (the runtime would fire it as fast as it can).
+        let (mut last, mut same) = (self.now, 0u32);
         loop {
             let alarm = self.alarm.filter(|at| *at <= until);
             let wake = self.wake.filter(|at| *at <= until);
@@ -653,6 +656,13 @@ impl Sim {
                     self.now = self.now.max(a);
                     self.alarm = None;
                     self.fire_alarm();
+                    if self.now == last {
+                        same += 1;
+                        let at = last.ms();
+                        assert!(same < 10_000, "stuck at {at}: the alarm keeps firing, time still");
+                    } else {
+                        (last, same) = (self.now, 0);
+                    }
                 }
                 (_, Some(w)) => {
                     self.now = self.now.max(w);

@@ -192,32 +192,6 @@ fn an_away_member_is_not_counted_in_her_users_connections() {
 }
 
 #[test]
-fn a_relayed_room_is_not_deleted_while_its_members_are_away() {
-    // A retention shorter than the room's life: the room's log must outlive a relay that dies
-    // after the home was rebuilt (whose load found no socket of its own and counted a
-    // retention from then).
-    let config = RoomConfig { retention_ms: 5_000, ..RoomConfig::default() };
-    let mut s = Sim::new(config);
-    let ann = s.connect_via(LINK, "sess-anne", "ann", "OC");
-    let _bob = s.connect_via(LINK, "sess-bobb", "bob", "OC");
-    s.settle();
-    s.publish(&ann, "m-1", r#"{"text":"kept"}"#);
-    s.settle();
-    s.evict();
-    assert_eq!(s.room.members(), 2, "given back by the link");
-    s.run_until(s.now.plus_ms(6_000));
-    s.close_link(LINK);
-    s.run_until(s.now.plus_ms(5_000));
-    assert_eq!(s.disk.deleted, 0, "deleted while its members were away");
-    assert_eq!(s.disk.seq, 1);
-    // Ann is back in the grace, with the room's log as it was.
-    let again = s.connect_via("relay-oc-2", "sess-anne", "ann", "OC");
-    s.settle();
-    assert_eq!(s.take(&again)[0]["seq"], 1);
-    assert_eq!(s.disk.deleted, 0);
-}
-
-#[test]
 fn a_drain_of_away_members_starts_the_retention() {
     let (mut s, direct, _ann, _bob) = room();
     assert_eq!(s.room.kick(s.now, "dora", Block::Keep), 1);
