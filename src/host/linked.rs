@@ -99,8 +99,7 @@ impl Inner {
                 Admit::Newer { replaced, .. } => replaced,
             };
             if let Some(old) = old {
-                let answered =
-                    |ws: &_| super::heartbeat::last_answered(&self.state, ws).map(Time::ms);
+                let answered = |ws: &_| self.answered(ws);
                 drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK, answered);
             }
             live.links.open(&tag, server.clone());
@@ -175,9 +174,7 @@ impl Inner {
     pub(super) fn expire_links(&self) -> Result<Vec<Effects>> {
         let now = super::now().ms();
         let silent = match self.live.borrow().as_ref() {
-            Some(live) => live.links.silent(now, LINK_LEASE_MS, |ws| {
-                super::heartbeat::last_answered(&self.state, ws).map(Time::ms)
-            }),
+            Some(live) => live.links.silent(now, LINK_LEASE_MS, |ws| self.answered(ws)),
             None => return Ok(Vec::new()),
         };
         let mut effects = Vec::new();
@@ -188,14 +185,19 @@ impl Inner {
         Ok(effects)
     }
 
+    /// When the runtime last answered a ping on link socket `ws` without waking the home (ms):
+    /// a sign of life for its lease and its members' grace.
+    fn answered(&self, ws: &worker::WebSocket) -> Option<u64> {
+        super::heartbeat::last_answered(&self.state, ws).map(Time::ms)
+    }
+
     /// A link's socket closed or failed, or its lease ran out: if it is the link's current
     /// socket, its sessions are gone with it (away for the grace while they resume through
     /// the relay's next link).
     pub(super) fn link_gone(&self, tag: &LinkTag, why: (u16, &str)) -> Result<Effects> {
         let ((), fx) = self.run(None, |live, now| {
             if live.links.is_current(tag) {
-                let answered =
-                    |ws: &_| super::heartbeat::last_answered(&self.state, ws).map(Time::ms);
+                let answered = |ws: &_| self.answered(ws);
                 drop_link(&mut live.links, &mut live.engine, &tag.link, now, why, answered);
             }
         })?;
