@@ -52,6 +52,7 @@ impl Forwarded {
             info: self.info.and_then(|i| serde_json::value::RawValue::from_string(i).ok()),
             canary: self.canary,
             link: None,
+            tail: None,
         }
     }
 }

@@ -103,6 +103,8 @@ impl Inner {
                 drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK, answered);
             }
             live.links.open(&tag, server.clone());
+            // The first thing the relay hears: which log the entries it learns are of.
+            live.links.down.epoch(&tag.link, live.engine.epoch());
             live.links.store_registry(&sql)?;
             Ok(true)
         })?;

@@ -55,6 +55,9 @@ struct RelayInner {
     wake_at: Cell<Option<Time>>,
     /// `LINK_DELAY_MS` (benchmarks: a home an ocean away), 0 where tokens are on.
     link_delay: u64,
+    /// The tail of the room's log the last instance kept, for the next one (memory only: a
+    /// reset loses it, and the home then sends catch-ups itself).
+    tail: RefCell<Option<engine::Tail>>,
 }
 
 /// Where the relay's home is.
@@ -107,6 +110,7 @@ impl super::Companion for Relay {
             live: RefCell::new(None),
             wake_at: Cell::new(None),
             link_delay,
+            tail: RefCell::new(None),
         };
         Relay { inner: Rc::new(inner) }
     }
@@ -268,7 +272,10 @@ impl RelayInner {
             vec![worker::SqlStorageValue::Integer(epoch as i64)],
         )?;
         self.orphaned();
-        let engine = engine::Relay::new(&via.relay, epoch, self.config.clone());
+        let mut engine = engine::Relay::new(&via.relay, epoch, self.config.clone());
+        if let Some(tail) = self.tail.borrow_mut().take() {
+            engine = engine.with_tail(tail);
+        }
         let fields = serde_json::json!({"room": route.room, "relay": via.relay, "epoch": epoch,
             "home_binding": route.home_binding});
         log("relay_started", fields);
@@ -348,9 +355,12 @@ impl RelayInner {
 
     /// Ends this instance: its link is closed and its stored epoch deleted.
     fn stop(&self, why: &str) {
-        let Some(live) = self.live.borrow_mut().take() else {
+        let Some(mut live) = self.live.borrow_mut().take() else {
             return;
         };
+        // A storm's members all gone at once leave an idle relay: the tail is what their
+        // resumes catch up from when they come back.
+        *self.tail.borrow_mut() = Some(live.engine.take_tail());
         if let Link::Open(ws) = &live.link {
             let _ = ws.close(Some(1000), Some(why));
         }
@@ -515,7 +525,8 @@ impl RelayInner {
             "local_signals": s.local_signals, "local_signals_refused": s.local_signals_refused,
             "timed_out": s.timed_out, "binary_dropped": s.binary_dropped,
             "signals_coalesced": s.signals_coalesced, "signals_shed": s.signals_shed,
-            "recalls": s.recalls,
+            "recalls": s.recalls, "tail": live.engine.tail_len(),
+            "tail_replays": s.tail_replays, "tail_frames": s.tail_frames, "tail_lost": s.tail_lost,
         })
         .to_string()
     }

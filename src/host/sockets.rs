@@ -159,6 +159,16 @@ impl Sockets {
                     }
                 }
                 Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip),
+                Output::Replay { conn, after, upto } => {
+                    if let Some(link) = links.link_of(&conn).map(str::to_owned) {
+                        links.down.replay(&link, &conn, after, upto);
+                    }
+                }
+                Output::Entries { conn, frame } => {
+                    if let Some(link) = links.link_of(&conn).map(str::to_owned) {
+                        links.down.entries(&link, &frame);
+                    }
+                }
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.by_conn.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));

@@ -106,6 +106,13 @@ pub struct Open {
     /// The token's verified `info`, as JSON text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub info: Option<String>,
+    /// The last `seq` the relay's tail of the log holds, when it holds every entry after
+    /// `since` up to it, of the log `epoch` (it may be `since` itself: the tail holds none of
+    /// what the client missed yet, or is empty): the home then fills the tail with what it
+    /// lacks ([`DownOp::Entries`], once per relay) and sends [`DownOp::Replay`] instead of the
+    /// frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<u64>,
 }
 
 /// The home's turn for one relay.
@@ -139,6 +146,18 @@ pub enum DownOp {
     /// The home took the answer to recall `id`: what the relay's clients missed since is
     /// on its way to them, and a later recall counts from its own `since`.
     Recalled { id: u64 },
+    /// The epoch of the room's log, the first thing the home says on a link it accepts: the
+    /// entries the relay learns from the home's frames are entries of this log, and a tail of
+    /// another log is dropped.
+    Epoch { epoch: String },
+    /// Send `conn` the log's entries `after + 1 ..= upto` from the relay's own tail (it said it
+    /// held them, [`Open::tail`]): its catch-up, in its place among the home's frames for it.
+    /// A relay that no longer holds them all closes the client (1012), which resumes.
+    Replay { conn: String, after: u64, upto: u64 },
+    /// Entries of the log for the relay's tail, which lacked them (a `message` frame, or a
+    /// `batch` of them): sent to no client. The home sends a range once per link, however
+    /// many of the relay's clients resume past the tail.
+    Entries { frame: String },
 }
 
 /// Why a link message was not understood.

@@ -92,6 +92,23 @@ impl Downlinks {
         self.push(link, DownOp::Recalled { id });
     }
 
+    /// Names the room's log (`epoch`) to `link`, which the home has just accepted: the entries
+    /// its relay learns from here on are of this log (see [`crate::relay::Tail`]).
+    pub fn epoch(&mut self, link: &str, epoch: &str) {
+        self.push(link, DownOp::Epoch { epoch: epoch.to_owned() });
+    }
+
+    /// Has `link`'s relay send `conn` the log's entries `after + 1 ..= upto` from its tail
+    /// (the engine's [`crate::room::Output::Replay`]).
+    pub fn replay(&mut self, link: &str, conn: &str, after: u64, upto: u64) {
+        self.push(link, DownOp::Replay { conn: conn.to_owned(), after, upto });
+    }
+
+    /// Entries of the log (`frame`: a message, or a batch of them) for `link`'s relay's tail.
+    pub fn entries(&mut self, link: &str, frame: &str) {
+        self.push(link, DownOp::Entries { frame: frame.to_owned() });
+    }
+
     /// Forgets what was owed to a link that closed.
     pub fn forget(&mut self, link: &str) {
         self.ops.remove(link);

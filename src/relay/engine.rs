@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
-use super::{Input, Output};
+use super::{Input, Output, Tail};
 use crate::protocol::link::{Back, Down, DownOp, Open, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
@@ -45,6 +45,12 @@ pub struct RelayStats {
     pub signals_shed: u64,
     /// Times the home asked for the relay's sessions back (it had lost its memory).
     pub recalls: u64,
+    /// Catch-ups the relay sent its clients from its own tail of the log, and their frames.
+    pub tail_replays: u64,
+    pub tail_frames: u64,
+    /// Catch-ups the home left to the tail that the tail no longer held by the time the home's
+    /// word came: the client was closed (1012) and resumed.
+    pub tail_lost: u64,
 }
 
 /// A local signal waiting for the end of the relay's coalescing window.
@@ -103,6 +109,9 @@ pub struct Relay {
     spent: bool,
     /// The last recall the relay answered.
     last_recall: Option<u64>,
+    /// The newest entries of the room's log, learned from the home's frames: what a resuming
+    /// client's catch-up comes from when it holds it.
+    tail: Tail,
     stats: RelayStats,
 }
 
@@ -110,6 +119,7 @@ impl Relay {
     /// Instance `epoch` of the relay `name` (the adapter stores the epoch and
     /// raises it at every start and every new link), with the room's config.
     pub fn new(name: &str, epoch: u64, config: RoomConfig) -> Relay {
+        let replay_limit = config.replay_limit;
         Relay {
             name: name.to_owned(),
             epoch,
@@ -126,8 +136,29 @@ impl Relay {
             now: 0,
             spent: false,
             last_recall: None,
+            // As many entries as the home's replay window.
+            tail: Tail::new(replay_limit),
             stats: RelayStats::default(),
         }
+    }
+
+    /// The same relay with the tail an earlier instance of it kept ([`Relay::take_tail`]): the
+    /// entries of a log are the same whoever holds them, so a tail outlives its instance (the
+    /// home names its log on each link, and a tail of another log is dropped then).
+    pub fn with_tail(mut self, tail: Tail) -> Relay {
+        self.tail = tail;
+        self
+    }
+
+    /// The relay's tail of the log, for its next instance; this one keeps an empty one.
+    pub fn take_tail(&mut self) -> Tail {
+        let empty = Tail::new(self.config.replay_limit);
+        std::mem::replace(&mut self.tail, empty)
+    }
+
+    /// Entries of the room's log the relay holds.
+    pub fn tail_len(&self) -> usize {
+        self.tail.len()
     }
 
     /// The relay's name, the same across its instances.
@@ -209,7 +240,9 @@ impl Relay {
             self.outputs.push_back(Output::Close { conn: hello.conn, code: RESTART, reason });
             return;
         }
-        let open: Open = hello.into();
+        let mut open: Open = hello.into();
+        // What the relay can replay itself: the home then sends no frame of it over the link.
+        open.tail = self.tail.claim(open.since, open.epoch.as_deref());
         let client = Client {
             session: open.session.clone(),
             admitted: false,
@@ -305,6 +338,7 @@ impl Relay {
         for op in down.ops {
             match op {
                 DownOp::Send { to, frame } => {
+                    self.tail.learn(&frame);
                     let conns: Vec<String> = to
                         .into_iter()
                         .filter(|c| match self.clients.get_mut(c) {
@@ -319,6 +353,7 @@ impl Relay {
                     self.emit(conns, frame.into());
                 }
                 DownOp::All { skip, frame } => {
+                    self.tail.learn(&frame);
                     let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
                     let conns: Vec<String> = self
                         .clients
@@ -339,6 +374,9 @@ impl Relay {
                     }
                 }
                 DownOp::Recall { id, since } => self.recall(id, since),
+                DownOp::Epoch { epoch } => self.tail.label(&epoch),
+                DownOp::Entries { frame } => self.tail.learn(&frame),
+                DownOp::Replay { conn, after, upto } => self.replay(conn, after, upto),
                 DownOp::Recalled { id } => {
                     if self.last_recall == Some(id) {
                         for c in self.clients.values_mut() {
@@ -374,11 +412,38 @@ impl Relay {
                     c.from = Some(from);
                     peers.push(Back { peer: peer.clone(), from });
                 }
-                (_, false) => opens.extend(c.hello.clone()),
+                // Its tail's word is stale by now: the home sends the catch-up itself.
+                (_, false) => opens.extend(c.hello.clone().map(|o| Open { tail: None, ..o })),
                 (None, true) => {}
             }
         }
         self.up.insert(0, UpOp::Peers { recall: id, peers, opens });
+    }
+
+    /// The home's word: `conn`'s catch-up is entries `after + 1 ..= upto` of the tail, packed
+    /// as the home packs one. A tail that lost some of them since it said it held them (newer
+    /// entries pushed them out) cannot send them: the client is closed (1012) and resumes,
+    /// and the home hears it closed.
+    fn replay(&mut self, conn: String, after: u64, upto: u64) {
+        if !self.clients.contains_key(&conn) {
+            return; // it left; the home will hear
+        }
+        match self.tail.replay(after, upto) {
+            Some(frames) => {
+                self.stats.tail_replays += 1;
+                self.stats.tail_frames += frames.len() as u64;
+                for frame in pack(frames, self.config.batch_max_bytes) {
+                    self.emit(vec![conn.clone()], frame);
+                }
+            }
+            None => {
+                self.stats.tail_lost += 1;
+                self.clients.remove(&conn);
+                let reason = "relay_tail_lost".into();
+                self.outputs.push_back(Output::Close { conn: conn.clone(), code: RESTART, reason });
+                self.send_up(UpOp::Closed { conn });
+            }
+        }
     }
 
     fn emit(&mut self, mut conns: Vec<String>, frame: Rc<str>) {

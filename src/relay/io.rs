@@ -70,6 +70,7 @@ impl From<Hello> for Open {
             secret: h.secret,
             expires: h.expires.map(Time::ms),
             info: h.info.map(|i| i.get().to_owned()),
+            tail: h.tail,
         }
     }
 }
@@ -96,6 +97,7 @@ impl Open {
             info,
             canary: false,
             link: Some(link.to_owned()),
+            tail: self.tail,
         })
     }
 }

@@ -27,7 +27,7 @@
 //! relay.handle(now, Input::Open(Hello {
 //!     conn: "oc-0.c1".into(), session: "s-ann1".into(), user: "ann".into(),
 //!     region: "OC".into(), since: None, epoch: None, rand: 7, secret: 9,
-//!     expires: None, info: None, canary: false, link: None,
+//!     expires: None, info: None, canary: false, link: None, tail: None,
 //! }));
 //! relay.handle(now, Input::Wake); // the end of the turn: one message up
 //! let up: Vec<String> = std::iter::from_fn(|| relay.poll_output())
@@ -43,6 +43,7 @@ mod io;
 mod policy;
 mod recall;
 mod registry;
+mod tail;
 
 pub use downlinks::Downlinks;
 pub use engine::{Relay, RelayStats, RESTART};
@@ -50,6 +51,7 @@ pub use io::{Input, Output};
 pub use policy::{relay_for, valid_relay, Policy};
 pub use recall::{Answer, Recalls};
 pub use registry::{Admit, Relays};
+pub use tail::{Tail, TAIL_MAX_BYTES};
 
 /// The simulated topology: a home and its relays over links with a delay,
 /// for tests of whole rooms across objects (feature `sim`).

@@ -102,6 +102,8 @@ pub struct Topo {
     pub hung: BTreeMap<String, Time>,
     /// Messages of hung instances that went nowhere.
     pub hung_dropped: u64,
+    /// Clients a relay closed because its tail no longer held the catch-up the home left to it.
+    pub tail_lost: u64,
 }
 
 impl Topo {
@@ -127,6 +129,7 @@ impl Topo {
             recalled: 0,
             hung: BTreeMap::new(),
             hung_dropped: 0,
+            tail_lost: 0,
         }
     }
 
@@ -181,6 +184,7 @@ impl Topo {
             info: None,
             canary: false,
             link: None,
+            tail: None,
         };
         self.relay_input(&instance, Input::Open(hello));
         conn
@@ -444,7 +448,8 @@ impl Topo {
                         self.deliver(&c, &frame);
                     }
                 }
-                Output::Close { conn, code, .. } => {
+                Output::Close { conn, code, reason } => {
+                    self.tail_lost += u64::from(reason == "relay_tail_lost");
                     let c = self.clients.get_mut(&conn).expect("known client");
                     assert!(c.open, "closing {conn} twice");
                     c.open = false;
@@ -523,6 +528,8 @@ impl Topo {
                 self.home
                     .links
                     .insert(link.clone(), Link { open: true, relayed: true, ..Default::default() });
+                // As the adapter does on accepting a link: the log's name comes first.
+                self.home.downlinks.epoch(&link, self.home.room.epoch());
                 link
             }
         };

@@ -40,6 +40,10 @@ pub struct Hello {
     /// sessions. `None`: the adapter holds the client's socket itself.
     /// See [`Input::LinkClosed`] and [`Output`] for what a link changes.
     pub link: Option<String>,
+    /// Over a link: the last `seq` the far end (a relay) can replay to this client itself, from
+    /// `since` on, in the log `epoch` ([`crate::relay::Tail`]). The room then sends
+    /// [`Output::Replay`] for those entries rather than their frames.
+    pub tail: Option<u64>,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -118,6 +122,14 @@ pub enum Output {
     Delete,
     /// Store the rules' timers (all of them: name, when due).
     Timers(Vec<(String, Time)>),
+    /// Tell the far end of `conn`'s link to send it the log's entries `after + 1 ..= upto`
+    /// from its own tail ([`Hello::tail`]): its catch-up, in order among its frames. Only for a
+    /// connection over a link.
+    Replay { conn: String, after: u64, upto: u64 },
+    /// Entries of the log (a `message` frame, or a `batch` of them) for the tail at the far
+    /// end of `conn`'s link, which lacks them: sent to no client. A [`Output::Replay`] that
+    /// needs them follows.
+    Entries { conn: String, frame: Rc<str> },
 }
 
 /// One durable, sequenced write.

@@ -99,6 +99,8 @@ pub struct Sim {
     pub wake: Option<Time>,
     /// How many connections each `Multicast` went to, in order.
     pub multicasts: Vec<usize>,
+    /// Catch-ups the room left to a relay's tail ([`Output::Replay`]), across reloads.
+    pub tail_replays: u64,
     /// Makes the rules a reload runs (the open rules when `None`).
     pub rules: Option<Rc<dyn Fn() -> Box<dyn Rules>>>,
     next_conn: u64,
@@ -127,6 +129,7 @@ impl Sim {
             alarms_set: Vec::new(),
             wake: None,
             multicasts: Vec::new(),
+            tail_replays: 0,
             rules: None,
             next_conn: 0,
             loads: 0,
@@ -259,6 +262,7 @@ impl Sim {
             info,
             canary: std::mem::take(&mut self.canary_next),
             link,
+            tail: None,
         };
         self.room.handle(self.now, Input::Open(hello));
         self.pump();
@@ -437,6 +441,18 @@ impl Sim {
                     }
                 }
                 Output::Close { conn, code } => self.close(conn, code),
+                Output::Replay { conn, after, upto } => {
+                    let s = self.sockets.get(&conn).expect("known socket");
+                    assert!(self.relayed(s), "a replay from a tail is for a relayed session");
+                    let link = s.link.clone().expect("a relayed socket has a link");
+                    self.tail_replays += 1;
+                    self.downlinks.replay(&link, &conn, after, upto);
+                }
+                Output::Entries { conn, frame } => {
+                    let s = self.sockets.get(&conn).expect("known socket");
+                    let link = s.link.clone().expect("entries for a tail go over a link");
+                    self.downlinks.entries(&link, &frame);
+                }
                 Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);

@@ -42,6 +42,7 @@ pub fn trials() -> Vec<Spec> {
         es::on("relays::a_relay_coalesces_its_members_cursors", &RELAYED, cursors),
         es::on("relays::a_home_that_forgets_gets_its_sessions_from_its_relays", &RELAYED, forget),
         es::on("relays::a_relay_that_loses_its_link_loses_no_member", &RELAYED, cut_link),
+        es::on("relays::a_resume_catches_up_from_its_relays_tail", &RELAYED, tail_resume),
     ]
 }
 
@@ -730,5 +731,72 @@ async fn cut_link(ctx: Ctx) -> R {
     check!(leaves_seen(&watcher) == [gone.clone()], "leaves: {:?}", leaves_seen(&watcher));
     let p = presence(ctx.port, &room).await?;
     check!(p["summary"]["members"] == 2, "the watcher and ann: {p}");
+    Ok(())
+}
+
+/// A member who drops and comes back through her relay catches up from the relay's own tail of
+/// the log: the home names the entries (`tail_replays`), the relay sends them, and none of them
+/// crosses the link as a frame for her (the home's `catch_up_frames` does not move). A member
+/// whose relay lacked what she missed (nobody there heard it) gets it the same way, once the
+/// home has filled that relay's tail (`tail_fills`), and a second such member costs no fill.
+async fn tail_resume(ctx: Ctx) -> R {
+    let room = support::room("relay-tail");
+    let (oc, eu, na) = (PLACES[0].0, PLACES[1].0, PLACES[2].0);
+    let mut keeper = dial(ctx.port, &room, "keeper", oc).await?;
+    let mut writer = dial(ctx.port, &room, "writer", eu).await?;
+    let mut ann = dial(ctx.port, &room, "ann", oc).await?;
+    let mut bob = dial(ctx.port, &room, "bob", na).await?;
+    let mut cat = dial(ctx.port, &room, "cat", na).await?;
+    let at = writer.publish_acked("first", "chat", json!(0)).await?;
+    for c in [&mut keeper, &mut ann, &mut bob, &mut cat] {
+        c.message("first").await?;
+    }
+    let epoch = writer.epoch();
+    let away: Vec<(String, (&str, &str, &str), &str)> = vec![
+        (ann.session.clone(), oc, "ann"),
+        (bob.session.clone(), na, "bob"),
+        (cat.session.clone(), na, "cat"),
+    ];
+    ann.close().await;
+    bob.close().await;
+    cat.close().await;
+    // Ten messages while they are away: the keeper's relay (OC-0) hears them; NA-0 has nobody.
+    let ids: Vec<String> = (0..10).map(|n| format!("m-{n}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        writer.publish_acked(id, "chat", json!(n)).await?;
+    }
+    for id in &ids {
+        keeper.message(id).await?;
+    }
+    let before = es::stats(ctx.port, &room).await?;
+    // Each stays connected to the end: a relay with no client stops, and its stats with it.
+    let mut returned = Vec::new();
+    for (session, place, sub) in &away {
+        let mut back = Dial::new(ctx.port, &room, session)
+            .token(&es::token(&room, sub))
+            .via(place.0, place.1, place.2)
+            .since(at, &epoch)
+            .connect()
+            .await?;
+        check!(back.welcome["resumed"] == true, "[{sub}] resumed: {}", back.welcome);
+        check!(back.welcome["missed"] == 10, "[{sub}] missed ten: {}", back.welcome);
+        for id in &ids {
+            back.message(id).await?;
+        }
+        check_contiguous(sub, &back.messages(), at + 1)?;
+        check!(back.messages().len() == 10, "[{sub}] each once: {}", back.messages().len());
+        returned.push(back);
+    }
+    let after = es::stats(ctx.port, &room).await?;
+    let moved = |key: &str| after[key].as_u64().unwrap_or(0) - before[key].as_u64().unwrap_or(0);
+    check!(moved("tail_replays") == 3, "three catch-ups from tails: {after}");
+    check!(moved("tail_frames") == 30, "of ten frames each: {after}");
+    check!(moved("catch_up_frames") == 0, "the home sent none of them itself: {after}");
+    check!(moved("tail_fills") == 1, "NA-0's tail was filled once, for bob and cat: {after}");
+    let oc_relay = relay_stats(ctx.port, &room, "OC-0").await?;
+    check!(oc_relay["tail_replays"] == 1 && oc_relay["tail_frames"] == 10, "OC-0: {oc_relay}");
+    let na_relay = relay_stats(ctx.port, &room, "NA-0").await?;
+    check!(na_relay["tail_replays"] == 2 && na_relay["tail_lost"] == 0, "NA-0: {na_relay}");
+    drop(returned);
     Ok(())
 }

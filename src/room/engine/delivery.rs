@@ -220,7 +220,7 @@ impl Room {
 
     /// Queues the marks after the frame(s) that made them due; they go out
     /// whatever the connection's window (or nothing could ever open it).
-    fn mark(&mut self, mut marks: Vec<(String, String)>) {
+    pub(super) fn mark(&mut self, mut marks: Vec<(String, String)>) {
         marks.sort(); // deterministic order
         for (conn, token) in marks {
             let frame: Rc<str> = mark_frame(&token).into();

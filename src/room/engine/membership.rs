@@ -106,7 +106,7 @@ impl Room {
             let missed: Option<Vec<Rc<str>>> =
                 self.history.replay_after(after, self.seq).map(|f| f.cloned().collect());
             let missed = missed.unwrap_or_else(|| vec![self.state_reply("gap")]);
-            self.catch_up(now, &conn, &user, missed, None);
+            self.catch_up(now, &conn, &user, missed, None, None);
         }
         self.presence_stale = true;
         self.summary_changed(now, None);
@@ -224,6 +224,8 @@ impl Room {
     /// if its own socket had closed, if that time has passed). In the order of their
     /// connection ids.
     pub(super) fn link_closed(&mut self, now: u64, link: &str, heard: u64) {
+        // The link's next relay instance says anew what its tail holds.
+        self.tails.remove(link);
         let mut carried: Vec<String> = self
             .conns
             .iter()

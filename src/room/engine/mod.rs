@@ -148,6 +148,10 @@ pub struct Room {
     outputs: VecDeque<Output>,
     /// This load's randomness: the flow keys of the connections it restores come from it.
     nonce: u64,
+    /// Per link: the `seq` through which the room has filled its relay's tail of the log
+    /// ([`Output::Entries`]), so that a range the tail lacks crosses a link once, not once per
+    /// member who resumes through it.
+    tails: HashMap<String, u64>,
 }
 
 impl std::fmt::Debug for Room {
@@ -240,6 +244,7 @@ impl Room {
             requests: 0,
             outputs: VecDeque::new(),
             nonce: snap.nonce,
+            tails: HashMap::new(),
             config,
         };
         room.restore_peers(snap.peers, snap.nonce, now);
@@ -353,8 +358,11 @@ impl Room {
             info,
             canary,
             link,
+            tail,
         } = hello;
         let expires = expires.map(Time::ms);
+        // What the far end of a link says it can replay itself (a relay's tail), from `since`.
+        let tail = since.zip(tail.filter(|_| link.is_some()));
         if let Some(code) = self.refuse_open(now, &session, &user, expires) {
             self.stats.refused_opens += 1;
             self.push(Output::Close { conn, code });
@@ -388,18 +396,19 @@ impl Room {
         self.join(now, joining);
         let replay = self.replay_for(since, epoch.as_deref());
         self.welcome(now, &conn, &session, &user, &replay, expires);
-        let catch_up = match replay {
+        // A relay's tail only ever stands in for a replay's messages, never for a resync.
+        let (catch_up, tail) = match replay {
             Ok(Some(frames)) => {
                 self.resumes.add(now, 1);
-                frames
+                (frames, tail)
             }
-            Ok(None) => Vec::new(),
-            Err(reason) => vec![self.state_reply(reason)],
+            Ok(None) => (Vec::new(), None),
+            Err(reason) => (vec![self.state_reply(reason)], None),
         };
         if !catch_up.is_empty() {
             let storm =
                 since.is_some() && self.resumes.rate(now) > self.config.storm_resumes_per_sec;
-            self.catch_up(now, &conn, &user, catch_up, storm.then_some(rand));
+            self.catch_up(now, &conn, &user, catch_up, storm.then_some(rand), tail);
         }
         // What the rules asked for when the member joined comes after its
         // welcome and catch-up (a `send` to the newcomer, writes of their own).
@@ -479,6 +488,12 @@ impl Room {
     /// after its welcome: at once if `user`'s reply budget has its bytes and
     /// no storm is on (`storm`: the connect's randomness to spread it by),
     /// else held, with everything after it, until then.
+    ///
+    /// `tail`: the replay starts after this `seq`, and the far end of the connection's link
+    /// (a relay) holds every entry from there up to the second. Then, when the budget has the
+    /// bytes now, the whole catch-up goes from there ([`Output::Replay`]) and not over the
+    /// link; the entries the tail lacks cross once per relay ([`Output::Entries`]). The room's
+    /// work is a few outputs, and a storm has no reason to spread it (the relay sends it).
     fn catch_up(
         &mut self,
         now: u64,
@@ -486,12 +501,17 @@ impl Room {
         user: &str,
         frames: Vec<Rc<str>>,
         storm: Option<u64>,
+        tail: Option<(u64, u64)>,
     ) {
         let bytes = frames.iter().map(|f| f.len() as u64).sum();
         let mut wait = self.users.reply_after(&self.config, user, bytes, now);
         if wait > 0 {
             self.stats.held_replies += 1;
         }
+        if let Some((after, claim)) = tail.filter(|_| wait == 0) {
+            return self.replay_from_tail(conn, after, claim, &frames);
+        }
+        self.stats.catch_up_frames += frames.len() as u64;
         if let Some(rand) = storm {
             let (lo, hi) = self.config.storm_jitter_ms;
             wait = wait.max(lo + rand % (hi.saturating_sub(lo) + 1));
@@ -511,6 +531,34 @@ impl Room {
         }
         for frame in frames {
             self.send(conn, frame);
+        }
+    }
+
+    /// Has `conn`'s link's far end send it entries `after + 1 ..= seq` (`frames`) from its
+    /// tail, which holds them up to `claim` (or, by what this room sent it since, further):
+    /// the rest goes to the tail first, once per link. They count against the connection's
+    /// flow window as if sent from here, and the mark they make due follows them.
+    fn replay_from_tail(&mut self, conn: &str, after: u64, claim: u64, frames: &[Rc<str>]) {
+        let Some(link) = self.conns.get(conn).and_then(|c| c.link.clone()) else {
+            return;
+        };
+        let upto = after + frames.len() as u64;
+        let held = self.tails.get(&link).copied().unwrap_or(0).max(claim).clamp(after, upto);
+        if held < upto {
+            let lacking = frames[(held - after) as usize..].to_vec();
+            self.stats.tail_fills += 1;
+            for frame in crate::room::outbox::pack(lacking, self.config.batch_max_bytes) {
+                self.push(Output::Entries { conn: conn.to_owned(), frame });
+            }
+        }
+        self.tails.insert(link, upto);
+        self.stats.tail_replays += 1;
+        self.stats.tail_frames += frames.len() as u64;
+        self.push(Output::Replay { conn: conn.to_owned(), after, upto });
+        let bytes = frames.iter().map(|f| f.len() as u64).sum();
+        let every = self.config.mark_every;
+        if let Some(token) = self.conns.get_mut(conn).and_then(|c| c.flow.sent(bytes, every)) {
+            self.mark(vec![(conn.to_owned(), token)]);
         }
     }
 

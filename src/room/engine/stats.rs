@@ -22,6 +22,15 @@ pub struct Counters {
     pub signals_coalesced: u64,
     /// `batch` frames sent.
     pub batches: u64,
+    /// Frames the room sent as catch-ups (replays and resyncs) itself.
+    pub catch_up_frames: u64,
+    /// Catch-ups a relay sent from its own tail of the log, at the room's word
+    /// ([`crate::room::Output::Replay`]), and their frames.
+    pub tail_replays: u64,
+    pub tail_frames: u64,
+    /// Ranges of the log the room sent a relay's tail because it lacked them (once per link
+    /// and range, however many members resume through it).
+    pub tail_fills: u64,
     /// Catch-up replays spread out because resumes came in a storm.
     pub deferred_replays: u64,
     /// Catch-ups and the rules' sends held until the user's reply budget
@@ -88,6 +97,10 @@ impl Room {
             "signals_dropped": c.signals_dropped,
             "signals_coalesced": c.signals_coalesced,
             "batches": c.batches,
+            "catch_up_frames": c.catch_up_frames,
+            "tail_replays": c.tail_replays,
+            "tail_frames": c.tail_frames,
+            "tail_fills": c.tail_fills,
             "deferred_replays": c.deferred_replays,
             "held_replies": c.held_replies,
             "rate_limited": c.rate_limited,

@@ -10,6 +10,8 @@ use super::sim::Topo;
 use super::{Input, Output, Relay};
 use crate::room::{Block, RoomConfig, Time};
 
+mod tail;
+
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
 const REGIONS: [&str; 4] = ["OC", "EU", "NA", "AS"];
 
@@ -609,7 +611,7 @@ fn a_relay_closes_its_silent_clients_and_the_home_hears_once() {
 fn fuzz_topologies() {
     let cases: u64 = std::env::var("TOPO_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let seed: u64 = std::env::var("TOPO_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let mut ops = 0u64;
+    let (mut ops, mut tails, mut lost) = (0u64, 0u64, 0u64);
     if let Some(one) = std::env::var("TOPO_CASE")
         .ok()
         .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
@@ -622,9 +624,18 @@ fn fuzz_topologies() {
         if std::env::var("TOPO_TRACE").is_ok() {
             eprintln!("case {case}: seed {case_seed:#x}");
         }
-        ops += topo_case(case_seed);
+        let (n, tail, tail_lost) = topo_case(case_seed);
+        (ops, tails, lost) = (ops + n, tails + tail, lost + tail_lost);
     }
-    eprintln!("fuzz_topologies: {cases} cases, {ops} ops");
+    eprintln!(
+        "fuzz_topologies: {cases} cases, {ops} ops, {tails} catch-ups from a relay's tail, \
+         {lost} of them lost to newer entries"
+    );
+    // The walk reaches both ways a tail's catch-up goes (not idle: a tail that never claims
+    // would make both 0).
+    if cases >= 100 {
+        assert!(tails > 0 && lost > 0, "tails {tails}, lost {lost}");
+    }
 }
 
 /// A client as the walk tracks it, across its reconnects.
@@ -639,7 +650,9 @@ struct Walker {
     next_id: u64,
 }
 
-fn topo_case(seed: u64) -> u64 {
+/// One case of the walk: its steps, the catch-ups the home left to a relay's tail, and those
+/// a relay no longer held when the home's word came.
+fn topo_case(seed: u64) -> (u64, u64, u64) {
     let mut x = seed | 1;
     let mut rand = move |n: u64| {
         x ^= x << 13;
@@ -654,6 +667,9 @@ fn topo_case(seed: u64) -> u64 {
         user_connections: 100,
         user_burst: 10_000,
         burst: 10_000,
+        // A short replay window now and then: resumes past it resync, and a relay's tail
+        // loses a catch-up it claimed to the entries that came before the home's word.
+        replay_limit: [2, 8, 100][rand(3) as usize],
         ..RoomConfig::default()
     };
     let mut t = Topo::new(config, 1 + rand(60));
@@ -710,7 +726,7 @@ fn topo_case(seed: u64) -> u64 {
         t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
     assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: members are the open sessions");
     assert_eq!(t.home.room.away(), 0, "seed {seed:#x}: every away member came back");
-    steps
+    (steps, t.home.tail_replays, t.tail_lost)
 }
 
 /// No member outlives its clients by more than the grace: a session the home lists with no
@@ -900,10 +916,12 @@ fn a_relays_open_becomes_a_session_over_its_link_and_bad_info_is_refused() {
         secret: 2,
         expires: Some(9_000),
         info: info.map(str::to_owned),
+        tail: Some(6),
     };
     let hello = open(Some(r#"{"name":"Ann"}"#)).into_hello("oc-0#3").expect("JSON info");
     assert_eq!(hello.link.as_deref(), Some("oc-0#3"));
     assert_eq!((hello.since, hello.expires.map(|t| t.ms())), (Some(4), Some(9_000)));
+    assert_eq!(hello.tail, Some(6), "what its relay can replay itself crosses with it");
     assert_eq!(hello.info.map(|i| i.get().to_owned()).as_deref(), Some(r#"{"name":"Ann"}"#));
     assert!(!hello.canary, "a relay cannot vouch for the health canary");
     assert!(open(Some("{not json")).into_hello("oc-0#3").is_err());
@@ -1011,6 +1029,7 @@ fn hello(conn: &str, user: &str) -> crate::room::Hello {
         info: None,
         canary: false,
         link: None,
+        tail: None,
     }
 }
 

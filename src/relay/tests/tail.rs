@@ -1,0 +1,167 @@
+//! A resume through a relay catches up from the relay's own tail of the log: the home names the
+//! entries (one small operation), the relay sends them, and no frame of the catch-up crosses
+//! the link. Where the tail lacks them (a relay that reset, a member who missed more than it
+//! holds) the home sends them as before, and nothing is lost or doubled either way.
+
+use serde_json::Value;
+
+use super::{room, seqs, RELAYS};
+use crate::relay::sim::Topo;
+use crate::room::RoomConfig;
+
+/// A counter of the home's `/stats`.
+fn home_stat(t: &mut Topo, key: &str) -> u64 {
+    let stats: Value = serde_json::from_str(&t.home.room.stats_json()).expect("json");
+    stats[key].as_u64().unwrap_or_else(|| panic!("no {key} in {stats}"))
+}
+
+/// Every member of `conns` reads what it was sent (and echoes its marks).
+fn read_all(t: &mut Topo, conns: &[String]) {
+    for conn in conns {
+        t.take(conn);
+    }
+    t.settle();
+}
+
+#[test]
+fn a_resume_through_its_relay_catches_up_from_the_relays_tail_not_over_the_link() {
+    let (mut t, all) = room(20, 3);
+    let everyone: Vec<String> = all.iter().flatten().cloned().collect();
+    let (reader, writer) = (all[0][1].clone(), all[1][0].clone());
+    t.publish(&writer, "m-0", r#"{"n":0}"#);
+    t.settle();
+    read_all(&mut t, &everyone);
+    t.drop_client(&reader);
+    for i in 1..=20 {
+        t.publish(&writer, &format!("m-{i}"), r#"{"n":1}"#);
+    }
+    t.settle();
+    read_all(&mut t, &everyone);
+    let frames_before = home_stat(&mut t, "catch_up_frames");
+
+    let back = t.resume(&reader, "oc-0");
+    t.settle();
+    let got = t.take(&back);
+    assert_eq!(got[0]["type"], "welcome");
+    assert_eq!((got[0]["resumed"].as_bool(), got[0]["missed"].as_u64()), (Some(true), Some(20)));
+    assert_eq!(seqs(&got, "message"), (2..=21).collect::<Vec<u64>>(), "gapless, once each");
+    assert_eq!(home_stat(&mut t, "tail_replays"), 1);
+    assert_eq!(home_stat(&mut t, "tail_frames"), 20);
+    assert_eq!(home_stat(&mut t, "catch_up_frames"), frames_before, "the home sent none of it");
+    let relay = t.relay("oc-0").stats().clone();
+    assert_eq!((relay.tail_replays, relay.tail_frames, relay.tail_lost), (1, 20, 0));
+}
+
+#[test]
+fn a_storm_of_resumes_through_relays_is_caught_up_by_the_relays() {
+    let (mut t, all) = room(10, 25);
+    let everyone: Vec<String> = all.iter().flatten().cloned().collect();
+    // The writer stays; everyone else drops at once, and the writer goes on.
+    let writer = all[1][0].clone();
+    let dropped: Vec<String> = everyone.iter().filter(|c| **c != writer).cloned().collect();
+    t.publish(&writer, "before", r#"{"n":0}"#);
+    t.settle();
+    read_all(&mut t, &everyone);
+    for conn in &dropped {
+        t.drop_client(conn);
+    }
+    t.settle();
+    for i in 0..10 {
+        t.publish(&writer, &format!("m-{i}"), r#"{"n":1}"#);
+    }
+    t.settle();
+    t.take(&writer);
+    let frames_before = home_stat(&mut t, "catch_up_frames");
+    // The writer's relay heard every entry; the three others none of the ten.
+    let tails: Vec<usize> = RELAYS.iter().map(|r| t.relay(r).tail_len()).collect();
+    assert_eq!(tails, [1, 11, 1, 1]);
+    // They come back over 500 ms, as a client's reconnect window spreads them.
+    let mut back = Vec::new();
+    for conn in &dropped {
+        let relay = conn.split('.').next().expect("{relay}.c{n}").to_owned();
+        back.push(t.resume(conn, &relay));
+        t.advance(5);
+    }
+    t.settle();
+    for conn in &back {
+        let got = t.take(conn);
+        assert_eq!(seqs(&got, "message"), (2..=11).collect::<Vec<u64>>(), "{conn}: {got:?}");
+    }
+    // Every catch-up came from a relay's tail; the three that lacked the ten entries were
+    // sent them once each, not once per member (direct, the home sends 990 frames).
+    assert_eq!(home_stat(&mut t, "tail_replays"), 99);
+    assert_eq!(home_stat(&mut t, "catch_up_frames") - frames_before, 0);
+    assert_eq!(home_stat(&mut t, "tail_fills"), 3);
+    let served: u64 = RELAYS.iter().map(|r| t.relay(r).stats().tail_frames).sum();
+    assert_eq!(served, 990);
+}
+
+#[test]
+fn a_relay_that_reset_has_no_tail_and_the_home_sends_the_catch_up() {
+    let (mut t, all) = room(20, 2);
+    let everyone: Vec<String> = all.iter().flatten().cloned().collect();
+    let (reader, writer) = (all[0][1].clone(), all[1][0].clone());
+    t.publish(&writer, "m-0", r#"{"n":0}"#);
+    t.settle();
+    read_all(&mut t, &everyone);
+    t.reset_relay("oc-0");
+    for i in 1..=5 {
+        t.publish(&writer, &format!("m-{i}"), r#"{"n":1}"#);
+    }
+    t.settle();
+    let before = home_stat(&mut t, "catch_up_frames");
+    let back = t.resume(&reader, "oc-0");
+    t.settle();
+    assert_eq!(seqs(&t.take(&back), "message"), (2..=6).collect::<Vec<u64>>());
+    assert_eq!(home_stat(&mut t, "tail_replays"), 0, "a new instance holds nothing");
+    assert_eq!(home_stat(&mut t, "catch_up_frames") - before, 5);
+}
+
+#[test]
+fn a_tail_that_lost_the_entries_before_the_homes_word_closes_its_client_to_resume() {
+    // The home is 50 ms from each relay.
+    let mut t = Topo::new(RoomConfig::default(), 50);
+    let reader = t.connect("oc-0", "sess-rea1", "rea", "OC", None);
+    let keeper = t.connect("oc-0", "sess-kee1", "kee", "OC", None);
+    let writer = t.connect("eu-0", "sess-wri1", "wri", "EU", None);
+    t.settle();
+    for conn in [&reader, &keeper, &writer] {
+        t.take(conn);
+    }
+    // The reader drops; the keeper reads 1..=3 (the tail learns them), then drops too.
+    t.drop_client(&reader);
+    for i in 1..=3 {
+        t.publish(&writer, &format!("a-{i}"), r#"{"n":1}"#);
+    }
+    t.settle();
+    t.take(&keeper);
+    t.drop_client(&keeper);
+    t.settle();
+    // With nobody at oc-0, 4..=9 never reach it; then a newcomer does, and 10 reaches it
+    // while the reader's resume is on its way: the tail (1..=3) is no longer the newest, and
+    // starts again at 10 before the home's word for the reader comes.
+    for i in 4..=9 {
+        t.publish(&writer, &format!("b-{i}"), r#"{"n":1}"#);
+    }
+    t.settle();
+    let newcomer = t.connect("oc-0", "sess-new1", "new", "OC", None);
+    t.settle();
+    t.take(&newcomer);
+    t.publish(&writer, "c-10", r#"{"n":1}"#);
+    let sequenced = t.now.plus_ms(60);
+    t.run_until(sequenced);
+    assert_eq!(t.home.disk.seq, 10, "10 is stored and on its way to oc-0");
+    assert_eq!(t.relay("oc-0").tail_len(), 3, "1..=3, and 10 not yet");
+    let back = t.resume(&reader, "oc-0");
+    t.settle();
+    let got = t.take(&back);
+    assert_eq!(got.iter().map(|f| f["type"].as_str().unwrap()).collect::<Vec<_>>(), ["welcome"]);
+    assert_eq!(got[0]["resumed"], true);
+    assert_eq!(t.clients[&back].closed, Some(1012), "closed to resume, not left with a gap");
+    assert_eq!((t.tail_lost, t.relay("oc-0").stats().tail_lost), (1, 1));
+    // It resumes from what it had (seq 0), and the home sends it all.
+    let again = t.resume(&back, "oc-0");
+    t.settle();
+    assert_eq!(seqs(&t.take(&again), "message"), (1..=10).collect::<Vec<u64>>());
+    assert!(t.clients[&again].open);
+}
