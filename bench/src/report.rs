@@ -215,8 +215,14 @@ impl Report {
             if let Some(io) = io {
                 let _ = writeln!(
                     s,
-                    "  home ({when}): {} messages, {} socket sends, {} link messages out, {} in",
-                    io.messages, io.socket_sends, io.link_out, io.link_in
+                    "  home ({when}): {} messages, {} socket sends, {} link messages out, {} in, \
+                     {} catch-up frames sent, {} catch-ups left to relays' tails",
+                    io.messages,
+                    io.socket_sends,
+                    io.link_out,
+                    io.link_in,
+                    io.catch_up_frames,
+                    io.tail_replays
                 );
             }
         }
@@ -279,6 +285,12 @@ pub struct HomeIo {
     pub link_out: u64,
     /// Messages heard over relays' links.
     pub link_in: u64,
+    /// Catch-up frames (replays, resyncs) the home sent itself.
+    #[serde(default)]
+    pub catch_up_frames: u64,
+    /// Catch-ups the home left to a relay's own tail of the log.
+    #[serde(default)]
+    pub tail_replays: u64,
 }
 
 impl HomeIo {
@@ -290,6 +302,9 @@ impl HomeIo {
             socket_sends: io["socket_sends"].as_u64()?,
             link_out: io["link_messages_out"].as_u64()?,
             link_in: io["link_messages_in"].as_u64()?,
+            // A server from before the relays' tails has neither: 0.
+            catch_up_frames: stats["catch_up_frames"].as_u64().unwrap_or(0),
+            tail_replays: stats["tail_replays"].as_u64().unwrap_or(0),
         })
     }
 
@@ -300,6 +315,8 @@ impl HomeIo {
             socket_sends: later.socket_sends.saturating_sub(self.socket_sends),
             link_out: later.link_out.saturating_sub(self.link_out),
             link_in: later.link_in.saturating_sub(self.link_in),
+            catch_up_frames: later.catch_up_frames.saturating_sub(self.catch_up_frames),
+            tail_replays: later.tail_replays.saturating_sub(self.tail_replays),
         }
     }
 

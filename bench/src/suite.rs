@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::machine::{self, Attachment, Machine};
-use crate::report::Report;
+use crate::report::{HomeIo, Report};
 use crate::runtime::{Runtime, BENCH_VARS};
 use crate::scenario::{self, Publish, Scenario, Storm};
 use crate::stats::median;
@@ -1031,6 +1031,25 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
     w(format!(
         "| link messages into the home per resuming member, storm (joins batched by the relays) | — | {} | — |",
         num(storm(L, &link_in), 3)
+    ));
+    // Through relays a resume's catch-up comes from its relay's tail: the home names it.
+    let per_member = |f: fn(&HomeIo) -> u64| {
+        move |r: &Report| {
+            let dropped = r.storm.as_ref()?.dropped.max(1) as f64;
+            r.home_io_storm.map(|h| f(&h) as f64 / dropped)
+        }
+    };
+    let frames = per_member(|h| h.catch_up_frames);
+    let (fd, fr) = (storm(H, &frames), storm(L, &frames));
+    w(format!(
+        "| catch-up frames the home sent per resuming member, storm | {} | {} | {} |",
+        num(fd, 2),
+        num(fr, 2),
+        num(ratio(fr, fd), 3)
+    ));
+    w(format!(
+        "| catch-ups from a relay's own tail per resuming member, storm | — | {} | — |",
+        num(storm(L, &per_member(|h| h.tail_replays)), 3)
     ));
     w(String::new());
     w(format!(

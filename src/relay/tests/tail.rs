@@ -165,3 +165,64 @@ fn a_tail_that_lost_the_entries_before_the_homes_word_closes_its_client_to_resum
     assert_eq!(seqs(&t.take(&again), "message"), (1..=10).collect::<Vec<u64>>());
     assert!(t.clients[&again].open);
 }
+
+/// Ann and Bob away from `oc-0` (Bob since seq 3, Ann since 5) while 20 entries are written at
+/// `eu-0`; with `reset` the relay resets meanwhile and a keeper reconnects to it (its tail is
+/// empty then, and of the right log). Both come back at the same moment.
+fn two_resumes(reset: bool) -> (Topo, String, String) {
+    let mut t = Topo::new(RoomConfig::default(), 20);
+    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    let writer = t.connect("eu-0", "sess-wri1", "wri", "EU", None);
+    t.settle();
+    let write = |t: &mut Topo, from: u64, to: u64| {
+        for i in from..=to {
+            t.publish(&writer, &format!("m-{i}"), r#"{"n":1}"#);
+        }
+        t.settle();
+        t.take(&writer);
+    };
+    write(&mut t, 1, 3);
+    read_all(&mut t, &[ann.clone(), bob.clone()]);
+    t.drop_client(&bob);
+    write(&mut t, 4, 5);
+    read_all(&mut t, std::slice::from_ref(&ann));
+    t.drop_client(&ann);
+    t.settle();
+    write(&mut t, 6, 20);
+    if reset {
+        t.reset_relay("oc-0");
+        let keeper = t.connect("oc-0", "sess-kee1", "kee", "OC", None);
+        t.settle();
+        t.take(&keeper);
+        assert_eq!(t.relay("oc-0").tail_len(), 0);
+    }
+    let ann = t.resume(&ann, "oc-0");
+    let bob = t.resume(&bob, "oc-0");
+    t.settle();
+    (t, ann, bob)
+}
+
+#[test]
+fn two_resumes_from_different_points_are_both_caught_up_from_one_fill() {
+    let (mut t, ann, bob) = two_resumes(false);
+    assert_eq!(seqs(&t.take(&ann), "message"), (6..=20).collect::<Vec<u64>>());
+    assert_eq!(seqs(&t.take(&bob), "message"), (4..=20).collect::<Vec<u64>>());
+    // The tail held 1..=5; the home filled 6..=20 once, for Ann, and Bob's needed no more.
+    assert_eq!(home_stat(&mut t, "tail_replays"), 2);
+    assert_eq!(home_stat(&mut t, "tail_fills"), 1);
+    assert_eq!(home_stat(&mut t, "catch_up_frames"), 0);
+    assert_eq!(t.tail_lost, 0);
+}
+
+#[test]
+fn a_resume_from_before_what_was_filled_into_an_empty_tail_is_the_homes() {
+    let (mut t, ann, bob) = two_resumes(true);
+    assert_eq!(seqs(&t.take(&ann), "message"), (6..=20).collect::<Vec<u64>>());
+    assert_eq!(seqs(&t.take(&bob), "message"), (4..=20).collect::<Vec<u64>>());
+    // The empty tail was filled from 6 for Ann: it cannot take 4 and 5 after that, so Bob's
+    // catch-up is the home's, not a replay the tail would have to refuse (1012).
+    assert_eq!(home_stat(&mut t, "tail_replays"), 1);
+    assert_eq!(home_stat(&mut t, "catch_up_frames"), 17);
+    assert_eq!(t.tail_lost, 0);
+}

@@ -148,10 +148,10 @@ pub struct Room {
     outputs: VecDeque<Output>,
     /// This load's randomness: the flow keys of the connections it restores come from it.
     nonce: u64,
-    /// Per link: the `seq` through which the room has filled its relay's tail of the log
-    /// ([`Output::Entries`]), so that a range the tail lacks crosses a link once, not once per
-    /// member who resumes through it.
-    tails: HashMap<String, u64>,
+    /// Per link: the entries its relay's tail holds for sure once what this room sent it
+    /// arrives (first, last: the ranges it had replayed and filled, [`Output::Entries`]), so
+    /// that a range the tail lacks crosses a link once, not once per member who resumes.
+    tails: HashMap<String, (u64, u64)>,
 }
 
 impl std::fmt::Debug for Room {
@@ -509,7 +509,9 @@ impl Room {
             self.stats.held_replies += 1;
         }
         if let Some((after, claim)) = tail.filter(|_| wait == 0) {
-            return self.replay_from_tail(conn, after, claim, &frames);
+            if self.replay_from_tail(conn, after, claim, &frames) {
+                return;
+            }
         }
         self.stats.catch_up_frames += frames.len() as u64;
         if let Some(rand) = storm {
@@ -537,13 +539,22 @@ impl Room {
     /// Has `conn`'s link's far end send it entries `after + 1 ..= seq` (`frames`) from its
     /// tail, which holds them up to `claim` (or, by what this room sent it since, further):
     /// the rest goes to the tail first, once per link. They count against the connection's
-    /// flow window as if sent from here, and the mark they make due follows them.
-    fn replay_from_tail(&mut self, conn: &str, after: u64, claim: u64, frames: &[Rc<str>]) {
+    /// flow window as if sent from here, and the mark they make due follows them. False when
+    /// the tail cannot have them by then (this room filled it from past `claim + 1` since the
+    /// claim was made: a tail takes entries only after its last), and the room sends them.
+    fn replay_from_tail(&mut self, conn: &str, after: u64, claim: u64, frames: &[Rc<str>]) -> bool {
         let Some(link) = self.conns.get(conn).and_then(|c| c.link.clone()) else {
-            return;
+            return false;
         };
         let upto = after + frames.len() as u64;
-        let held = self.tails.get(&link).copied().unwrap_or(0).max(claim).clamp(after, upto);
+        // What the tail holds for sure once this room's fills reach it: `first ..= last`.
+        let filled = self.tails.get(&link).copied();
+        let held = match filled {
+            Some((first, _)) if first > claim + 1 => return false,
+            Some((_, last)) => last.max(claim),
+            None => claim,
+        }
+        .clamp(after, upto);
         if held < upto {
             let lacking = frames[(held - after) as usize..].to_vec();
             self.stats.tail_fills += 1;
@@ -551,7 +562,10 @@ impl Room {
                 self.push(Output::Entries { conn: conn.to_owned(), frame });
             }
         }
-        self.tails.insert(link, upto);
+        // The tail holds `after + 1 ..= upto` now, and what was filled before if it joins.
+        let first =
+            filled.filter(|(f, l)| *f <= after + 1 && *l >= after).map_or(after + 1, |f| f.0);
+        self.tails.insert(link, (first, upto));
         self.stats.tail_replays += 1;
         self.stats.tail_frames += frames.len() as u64;
         self.push(Output::Replay { conn: conn.to_owned(), after, upto });
@@ -560,6 +574,7 @@ impl Room {
         if let Some(token) = self.conns.get_mut(conn).and_then(|c| c.flow.sent(bytes, every)) {
             self.mark(vec![(conn.to_owned(), token)]);
         }
+        true
     }
 
     /// The `state` frame (`reason` "state") or a `resync` frame with the
