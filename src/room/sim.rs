@@ -401,17 +401,7 @@ impl Sim {
     pub fn pump(&mut self) {
         while let Some(out) = self.room.poll_output() {
             match out {
-                Output::Persist(c) => {
-                    assert_eq!(c.entry.seq, self.disk.seq + 1, "commits are gapless");
-                    self.disk.seq = c.entry.seq;
-                    if let Some(w) = &c.state {
-                        self.disk.state.insert(w.key.clone(), (w.value.clone(), c.entry.seq));
-                    }
-                    self.disk.log.insert(c.entry.seq, c.entry);
-                    if let Some(t) = c.trim_through {
-                        self.disk.log = self.disk.log.split_off(&(t + 1));
-                    }
-                }
+                Output::Persist(c) => self.persist(*c),
                 Output::Send { conn, frame } => {
                     let conns = self.relay_down(vec![conn], &frame);
                     self.cross(&conns);
@@ -441,18 +431,7 @@ impl Sim {
                     }
                 }
                 Output::Close { conn, code } => self.close(conn, code),
-                Output::Replay { conn, after, upto } => {
-                    let s = self.sockets.get(&conn).expect("known socket");
-                    assert!(self.relayed(s), "a replay from a tail is for a relayed session");
-                    let link = s.link.clone().expect("a relayed socket has a link");
-                    self.tail_replays += 1;
-                    self.downlinks.replay(&link, &conn, after, upto);
-                }
-                Output::Entries { conn, frame } => {
-                    let s = self.sockets.get(&conn).expect("known socket");
-                    let link = s.link.clone().expect("entries for a tail go over a link");
-                    self.downlinks.entries(&link, &frame);
-                }
+                tail @ (Output::Replay { .. } | Output::Entries { .. }) => self.tail_work(tail),
                 Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
@@ -486,6 +465,38 @@ impl Sim {
                     self.alarm = None;
                 }
             }
+        }
+    }
+
+    /// A commit reaches the disk, in order.
+    fn persist(&mut self, c: crate::room::Commit) {
+        assert_eq!(c.entry.seq, self.disk.seq + 1, "commits are gapless");
+        self.disk.seq = c.entry.seq;
+        if let Some(w) = &c.state {
+            self.disk.state.insert(w.key.clone(), (w.value.clone(), c.entry.seq));
+        }
+        self.disk.log.insert(c.entry.seq, c.entry);
+        if let Some(t) = c.trim_through {
+            self.disk.log = self.disk.log.split_off(&(t + 1));
+        }
+    }
+
+    /// What the room asks of a relay's tail ([`Output::Replay`], [`Output::Entries`]) goes
+    /// over the session's link.
+    fn tail_work(&mut self, out: Output) {
+        let (Output::Replay { conn, .. } | Output::Entries { conn, .. }) = &out else {
+            unreachable!("only a tail's outputs come here")
+        };
+        let s = self.sockets.get(conn).expect("known socket");
+        assert!(self.relayed(s), "a tail's work is for a relayed session");
+        let link = s.link.clone().expect("a relayed socket has a link");
+        match out {
+            Output::Replay { conn, after, upto } => {
+                self.tail_replays += 1;
+                self.downlinks.replay(&link, &conn, after, upto);
+            }
+            Output::Entries { frame, .. } => self.downlinks.entries(&link, &frame),
+            _ => {}
         }
     }
 
