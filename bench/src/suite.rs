@@ -212,7 +212,11 @@ pub async fn run(root: &Path, cfg: &SuiteConfig, out: &Path) -> Result<(), Strin
     let live = (1..=cfg.live_storm_rounds).map(|r| ("storm-live", r, true, Target::Homeroom));
     // The same storm through relays, beside the direct one in the same run.
     let relayed = (1..=cfg.storm_rounds).map(|r| ("storm-relayed", r, false, Target::Relayed));
-    for (name, round, keep_publishers, target) in storms.chain(live).chain(relayed) {
+    // And the live storm through relays: its members have a catch-up, from their relay's tail.
+    let live_relayed =
+        (1..=cfg.live_storm_rounds).map(|r| ("storm-live-relayed", r, true, Target::Relayed));
+    let all = storms.chain(live).chain(relayed).chain(live_relayed);
+    for (name, round, keep_publishers, target) in all {
         let rt = start(root, target, cfg).await?;
         let port = port_of(&rt, cfg).await?;
         seed += 1;
@@ -818,7 +822,7 @@ fn markdown(cfg: &SuiteConfig, runs: &[Run], facts: &Facts) -> String {
     w(&mut md, String::new());
     w(&mut md, "| variant | round | dropped | resumed | resumed without gap | gaps | duplicates | resyncs | replayed | reconnect p50 / p95 (ms) | pre-storm p99 (ms) | storm p99 / max (ms) | all back (s) | settle (s) |".into());
     w(&mut md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
-    let variants = ["storm", "storm-live", "storm-relayed"];
+    let variants = ["storm", "storm-live", "storm-relayed", "storm-live-relayed"];
     for r in runs.iter().filter(|r| variants.contains(&r.report.scenario.as_str())) {
         let rep = &r.report;
         let never = |v: Option<f64>| v.map_or("never".into(), |v| format!("{v:.2}"));
@@ -1039,22 +1043,34 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
             r.home_io_storm.map(|h| f(&h) as f64 / dropped)
         }
     };
+    // The live storm (its publishers stay and publish on): every resume has a catch-up.
+    let live = |t: Target, f: &dyn Fn(&Report) -> Option<f64>| {
+        med(runs, if t == L { "storm-live-relayed" } else { "storm-live" }, t, f)
+    };
     let frames = per_member(|h| h.catch_up_frames);
-    let (fd, fr) = (storm(H, &frames), storm(L, &frames));
+    let (fd, fr) = (live(H, &frames), live(L, &frames));
     w(format!(
-        "| catch-up frames the home sent per resuming member, storm | {} | {} | {} |",
+        "| catch-up frames the home sent per resuming member, live storm | {} | {} | {} |",
         num(fd, 2),
         num(fr, 2),
         num(ratio(fr, fd), 3)
     ));
     w(format!(
-        "| catch-ups from a relay's own tail per resuming member, storm | — | {} | — |",
-        num(storm(L, &per_member(|h| h.tail_replays)), 3)
+        "| catch-ups from a relay's own tail per resuming member, live storm | — | {} | — |",
+        num(live(L, &per_member(|h| h.tail_replays)), 3)
+    ));
+    let (ld, lr) = (settle("storm-live"), settle("storm-live-relayed"));
+    w(format!(
+        "| live storm settle (s), {} clients | {} | {} | {} |",
+        cfg.storm.clients,
+        num(ld, 2),
+        num(lr, 2),
+        num(ratio(lr, ld), 2)
     ));
     w(String::new());
     w(format!(
         "Correctness through relays: {}.",
-        correctness_of(runs, L, &["moderate", "fanout-w", "storm-relayed"])
+        correctness_of(runs, L, &["moderate", "fanout-w", "storm-relayed", "storm-live-relayed"])
     ));
     w(String::new());
 }

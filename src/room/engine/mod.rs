@@ -550,7 +550,7 @@ impl Room {
         // What the tail holds for sure once this room's fills reach it: `first ..= last`.
         let filled = self.tails.get(&link).copied();
         let held = match filled {
-            Some((first, _)) if first > claim + 1 => return false,
+            Some((first, _)) if first > claim.saturating_add(1) => return false,
             Some((_, last)) => last.max(claim),
             None => claim,
         }
