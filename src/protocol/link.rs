@@ -158,6 +158,13 @@ pub enum DownOp {
     /// `batch` of them): sent to no client. The home sends a range once per link, however
     /// many of the relay's clients resume past the tail.
     Entries { frame: String },
+    /// [`DownOp::Send`], and the relay keeps `frame` under `id` until the end of this message,
+    /// for the [`DownOp::Again`]s that follow: a big frame the home addressed to several of the
+    /// relay's sessions one by one in a turn (a resync storm's state, the same catch-up)
+    /// crosses once per message, not once per session.
+    Keep { id: u64, to: Vec<String>, frame: String },
+    /// Send the frame kept under `id` earlier in this message to these connections.
+    Again { id: u64, to: Vec<String> },
 }
 
 /// Why a link message was not understood.
@@ -185,7 +192,8 @@ impl Up {
     /// ```
     pub fn pack(relay: &str, epoch: u64, ops: Vec<UpOp>, max: usize) -> Vec<String> {
         let relay = serde_json::to_string(relay).expect("a string serializes");
-        pack(&format!(r#"{{"relay":{relay},"epoch":{epoch},"ops":["#), ops, max)
+        let head = format!(r#"{{"relay":{relay},"epoch":{epoch},"ops":["#);
+        pack_by(&head, ops.len(), max, |i, _| to_json(&ops[i]))
     }
 
     /// A message from a relay; anything but the shape above is an error.
@@ -201,8 +209,49 @@ impl Down {
     }
 
     /// The home's turn for one relay as the link messages that carry it, as [`Up::pack`].
+    /// Each message stands alone: an [`DownOp::Again`] whose [`DownOp::Keep`] went in an
+    /// earlier message goes as a `Keep` of its own (the relay keeps frames for one message).
+    ///
+    /// ```
+    /// use homeroom::protocol::link::{Down, DownOp};
+    ///
+    /// let frame = "x".repeat(300);
+    /// let keep = DownOp::Keep { id: 1, to: vec!["a".into()], frame: frame.clone() };
+    /// let again = DownOp::Again { id: 1, to: vec!["b".into()] };
+    /// let texts = Down::pack(vec![keep, again], 360);
+    /// assert_eq!(texts.len(), 2);
+    /// let second = Down::parse(&texts[1]).unwrap().ops;
+    /// assert_eq!(second, [DownOp::Keep { id: 1, to: vec!["b".into()], frame }]);
+    /// ```
     pub fn pack(ops: Vec<DownOp>, max: usize) -> Vec<String> {
-        pack(r#"{"ops":["#, ops, max)
+        // Where each kept frame is, for an `Again` that lands in a later message.
+        let kept: std::collections::HashMap<u64, usize> = (ops.iter().enumerate())
+            .filter_map(|(i, op)| match op {
+                DownOp::Keep { id, .. } => Some((*id, i)),
+                _ => None,
+            })
+            .collect();
+        let mut here = std::collections::HashSet::new();
+        pack_by(r#"{"ops":["#, ops.len(), max, |i, fresh| {
+            if fresh {
+                here.clear();
+            }
+            match &ops[i] {
+                DownOp::Keep { id, .. } => {
+                    here.insert(*id);
+                }
+                DownOp::Again { id, to } if !here.contains(id) => {
+                    // Its frame went in an earlier message: this one carries it again.
+                    if let Some(DownOp::Keep { frame, .. }) = kept.get(id).map(|&k| &ops[k]) {
+                        here.insert(*id);
+                        let (id, to, frame) = (*id, to.clone(), frame.clone());
+                        return to_json(&DownOp::Keep { id, to, frame });
+                    }
+                }
+                _ => {}
+            }
+            to_json(&ops[i])
+        })
     }
 
     /// A message from the home; anything but the shape above is an error.
@@ -211,18 +260,30 @@ impl Down {
     }
 }
 
-/// `ops` as JSON messages `{head}op,op,...]}`, a new one begun before an operation that would
-/// take the current one past `max` (a message holds at least one): the text `serde_json`
-/// makes of the whole struct, cut between operations.
-fn pack<T: Serialize>(head: &str, ops: Vec<T>, max: usize) -> Vec<String> {
+fn to_json<T: Serialize>(op: &T) -> String {
+    serde_json::to_string(op).expect("plain data serializes")
+}
+
+/// `n` operations as JSON messages `{head}op,op,...]}`, a new one begun before an operation
+/// that would take the current one past `max` (a message holds at least one): the text
+/// `serde_json` makes of the whole struct, cut between operations. `text_of(i, fresh)` is
+/// operation `i`'s text, `fresh` when it is the first of a message (it is asked again, fresh,
+/// when it begins one).
+fn pack_by(
+    head: &str,
+    n: usize,
+    max: usize,
+    mut text_of: impl FnMut(usize, bool) -> String,
+) -> Vec<String> {
     const TAIL: &str = "]}";
     let mut out = Vec::new();
     let mut text = String::new();
-    for op in ops {
-        let op = serde_json::to_string(&op).expect("plain data serializes");
+    for i in 0..n {
+        let mut op = text_of(i, text.is_empty());
         if !text.is_empty() && text.len() + 1 + op.len() + TAIL.len() > max {
             text.push_str(TAIL);
             out.push(std::mem::take(&mut text));
+            op = text_of(i, true);
         }
         if text.is_empty() {
             text.push_str(head);

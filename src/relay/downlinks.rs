@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 use crate::protocol::link::{Down, DownOp, MESSAGE_MAX};
 use crate::room::CloseCode;
 
+/// The smallest frame worth keeping at a relay for the sessions it goes to next in the turn
+/// ([`DownOp::Keep`]): below it, sending the frame again costs less than comparing it.
+pub const KEEP_MIN: usize = 4096;
+
 /// What the home owes each link this turn, in order.
 ///
 /// ```
@@ -26,6 +30,10 @@ use crate::room::CloseCode;
 #[derive(Debug, Default)]
 pub struct Downlinks {
     ops: BTreeMap<String, Vec<DownOp>>,
+    /// Per link, the big frames of the turn kept at its relay: (id, where its `Keep` is).
+    kept: BTreeMap<String, Vec<(u64, usize)>>,
+    /// The next id of a kept frame.
+    next_id: u64,
 }
 
 impl Downlinks {
@@ -46,9 +54,35 @@ impl Downlinks {
             }
         }
         for (link, to) in per_link {
-            self.push(link, DownOp::Send { to, frame: frame.to_owned() });
+            self.send_over(link, to, frame);
         }
         direct
+    }
+
+    /// A frame for `to`, sessions of `link`: a big one the link carried already this turn
+    /// goes as [`DownOp::Again`] (the relay kept it), else as itself, kept when big.
+    fn send_over(&mut self, link: &str, to: Vec<String>, frame: &str) {
+        if frame.len() < KEEP_MIN {
+            return self.push(link, DownOp::Send { to, frame: frame.to_owned() });
+        }
+        let ops = self.ops.get(link).map_or(&[][..], Vec::as_slice);
+        let kept = self.kept.get(link).map_or(&[][..], Vec::as_slice);
+        let same = kept.iter().find(|(_, at)| {
+            matches!(&ops[*at], DownOp::Keep { frame: f, .. } if f.len() == frame.len() && f == frame)
+        });
+        if let Some(&(id, _)) = same {
+            return self.push(link, DownOp::Again { id, to });
+        }
+        let at = ops.len();
+        self.next_id += 1;
+        let id = self.next_id;
+        let kept = self.kept.entry(link.to_owned()).or_default();
+        // A few kinds of big frame a turn (the state, a catch-up): the newest few are kept.
+        if kept.len() == 8 {
+            kept.remove(0);
+        }
+        kept.push((id, at));
+        self.push(link, DownOp::Keep { id, to, frame: frame.to_owned() });
     }
 
     /// A frame for every session of `link` but those in `skip` (the
@@ -112,12 +146,14 @@ impl Downlinks {
     /// Forgets what was owed to a link that closed.
     pub fn forget(&mut self, link: &str) {
         self.ops.remove(link);
+        self.kept.remove(link);
     }
 
     /// The turn's messages: each link that is owed something, with its
     /// [`Down`] message's text; a link owed more than a message holds
     /// ([`MESSAGE_MAX`]) gets several, in order.
     pub fn take(&mut self) -> Vec<(String, String)> {
+        self.kept.clear();
         std::mem::take(&mut self.ops)
             .into_iter()
             .flat_map(|(link, ops)| {

@@ -335,23 +335,20 @@ impl Relay {
             }
         };
         self.stats.down += 1;
+        // Big frames the home sent once for several sessions: for this message only.
+        let mut kept: HashMap<u64, Rc<str>> = HashMap::new();
         for op in down.ops {
             match op {
-                DownOp::Send { to, frame } => {
-                    self.tail.learn(&frame);
-                    let conns: Vec<String> = to
-                        .into_iter()
-                        .filter(|c| match self.clients.get_mut(c) {
-                            Some(client) => {
-                                client.admitted = true;
-                                client.hello = None;
-                                true
-                            }
-                            None => false, // it left; the home will hear
-                        })
-                        .collect();
-                    self.emit(conns, frame.into());
+                DownOp::Send { to, frame } => self.send_to(to, frame.into()),
+                DownOp::Keep { id, to, frame } => {
+                    let frame: Rc<str> = frame.into();
+                    kept.insert(id, frame.clone());
+                    self.send_to(to, frame);
                 }
+                DownOp::Again { id, to } => match kept.get(&id) {
+                    Some(frame) => self.send_to(to, frame.clone()),
+                    None => self.stats.bad_down += 1, // the home keeps a message whole
+                },
                 DownOp::All { skip, frame } => {
                     self.tail.learn(&frame);
                     let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
@@ -418,6 +415,24 @@ impl Relay {
             }
         }
         self.up.insert(0, UpOp::Peers { recall: id, peers, opens });
+    }
+
+    /// A frame from the home for `to`: each one still here is the home's now (its welcome
+    /// comes first), and a log entry in it goes into the tail.
+    fn send_to(&mut self, to: Vec<String>, frame: Rc<str>) {
+        self.tail.learn(&frame);
+        let conns: Vec<String> = to
+            .into_iter()
+            .filter(|c| match self.clients.get_mut(c) {
+                Some(client) => {
+                    client.admitted = true;
+                    client.hello = None;
+                    true
+                }
+                None => false, // it left; the home will hear
+            })
+            .collect();
+        self.emit(conns, frame);
     }
 
     /// The home's word: `conn`'s catch-up is entries `after + 1 ..= upto` of the tail, packed

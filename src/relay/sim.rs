@@ -89,8 +89,9 @@ pub struct Topo {
     wire: BTreeMap<(Time, u64), (To, String)>,
     order: u64,
     next_conn: u64,
-    /// Messages the home sent over links (one per link per turn at most).
+    /// Messages the home sent over links (one per link per turn at most), and their bytes.
     pub home_link_messages: u64,
+    pub home_link_bytes: u64,
     /// Messages the relays sent the home.
     pub up_messages: u64,
     /// Messages the home refused from a stale relay instance.
@@ -124,6 +125,7 @@ impl Topo {
             order: 0,
             next_conn: 0,
             home_link_messages: 0,
+            home_link_bytes: 0,
             up_messages: 0,
             stale_refused: 0,
             recalled: 0,
@@ -588,6 +590,7 @@ impl Topo {
     fn flush_home(&mut self) {
         for (link, text) in self.home.downlinks.take() {
             self.home_link_messages += 1;
+            self.home_link_bytes += text.len() as u64;
             self.put(To::Relay(link), text);
         }
     }

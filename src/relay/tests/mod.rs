@@ -10,6 +10,7 @@ use super::sim::Topo;
 use super::{Input, Output, Relay};
 use crate::room::{Block, RoomConfig, Time};
 
+mod keep;
 mod tail;
 
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
@@ -1133,10 +1134,12 @@ fn the_home_cuts_a_links_big_turn_into_messages_in_order() {
     use crate::protocol::link::{Down, DownOp, MESSAGE_MAX};
     use crate::relay::Downlinks;
     let mut down = Downlinks::default();
-    let frame = format!(r#"{{"type":"batch","frames":["{}"]}}"#, "\\\"".repeat(100_000));
+    // A different frame each time (the same one would cross once: `Keep`, `Again`).
+    let frame =
+        |i: usize| format!(r#"{{"type":"batch","frames":["{i}{}"]}}"#, "\\\"".repeat(100_000));
     for i in 0..100 {
         let conn = format!("eu-0.c{i}");
-        down.send([(conn.as_str(), Some("eu-0#1")), ("oc-0.c1", Some("oc-0#1"))], &frame);
+        down.send([(conn.as_str(), Some("eu-0#1")), ("oc-0.c1", Some("oc-0#1"))], &frame(i));
     }
     let messages = down.take();
     let eu: Vec<&String> = messages.iter().filter(|(l, _)| l == "eu-0#1").map(|(_, t)| t).collect();
@@ -1147,7 +1150,9 @@ fn the_home_cuts_a_links_big_turn_into_messages_in_order() {
         assert!(text.len() <= MESSAGE_MAX, "{} bytes", text.len());
         for op in Down::parse(text).expect("a link message").ops {
             match op {
-                DownOp::Send { to: conns, frame: f } if f == frame => to.extend(conns),
+                DownOp::Keep { to: conns, frame: f, .. } if f == frame(to.len()) => {
+                    to.extend(conns)
+                }
                 other => panic!("{other:?}"),
             }
         }
