@@ -358,21 +358,22 @@ async fn moving(ctx: Ctx) -> R {
 async fn reset_mid_burst(ctx: Ctx) -> R {
     let room = support::room("relay-reset");
     let mut writers = Vec::new();
-    // Each writer says when it is welcomed: the reset comes mid-burst, not mid-connect (a
-    // connect in flight when the Wasm instance resets hangs until the runtime cancels it
-    // with a 500, which is not what this trial is about).
+    // Each writer says when it is a quarter into its burst: the reset comes mid-burst, not
+    // mid-connect (a connect in flight when the Wasm instance resets hangs until the runtime
+    // cancels it with a 500, which is not what this trial is about). Its last write waits
+    // for the reset, so that however fast the rest went, at least that one meets it.
     let (welcomed, mut all_in) = tokio::sync::mpsc::channel::<()>(PLACES.len());
+    let (reset, after_reset) = tokio::sync::watch::channel(false);
     for (i, (place, region)) in PLACES.iter().enumerate() {
         let sub = format!("w{i}-{region}");
-        let started = welcomed.clone();
-        writers.push(tokio::spawn(burst(ctx.port, room.clone(), sub, *place, started)));
+        let gates = (welcomed.clone(), after_reset.clone());
+        writers.push(tokio::spawn(burst(ctx.port, room.clone(), sub, *place, gates)));
     }
     drop(welcomed);
     for k in 0..PLACES.len() {
         let got = tokio::time::timeout(es::T, all_in.recv()).await;
-        check!(matches!(got, Ok(Some(()))), "only {k} of {} writers were welcomed", PLACES.len());
+        check!(matches!(got, Ok(Some(()))), "only {k} of {} writers were under way", PLACES.len());
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let port = ctx.port;
     let faulty = room.clone();
     tokio::spawn(async move {
@@ -380,6 +381,7 @@ async fn reset_mid_burst(ctx: Ctx) -> R {
         es::admin(port, "POST", &faulty, what, Some(&bearer_admin()), None, "").await
     });
     es::wait_log(&ctx.log, "fault_injected", 1, es::T, |v| v["relay"] == "EU-0").await?;
+    let _ = reset.send(true);
     let mut acked: BTreeMap<String, u64> = BTreeMap::new();
     let mut resumes = 0;
     for w in writers {
@@ -410,7 +412,10 @@ async fn burst(
     room: String,
     sub: String,
     place: (&'static str, &'static str, &'static str),
-    welcomed: tokio::sync::mpsc::Sender<()>,
+    (under_way, mut after_reset): (
+        tokio::sync::mpsc::Sender<()>,
+        tokio::sync::watch::Receiver<bool>,
+    ),
 ) -> R<(BTreeMap<String, u64>, usize)> {
     const BURST: usize = 40;
     let session = support::session(&sub);
@@ -423,12 +428,18 @@ async fn burst(
         d.connect()
     };
     let mut c = dial(None).await?;
-    let _ = welcomed.send(()).await;
     let (mut epoch, mut applied) = (c.epoch(), c.welcome_seq());
     let mut acked = BTreeMap::new();
     let mut resumes = 0;
-    let mut n = 0;
+    let (mut n, mut told) = (0, false);
     while n < BURST {
+        if n == BURST / 4 && !told {
+            told = true;
+            let _ = under_way.send(()).await;
+        }
+        if n == BURST - 1 {
+            let _ = tokio::time::timeout(es::T, after_reset.wait_for(|r| *r)).await;
+        }
         let id = format!("{sub}-{n}");
         match c.publish_acked(&id, "chat", json!(n)).await {
             Ok(s) => {
