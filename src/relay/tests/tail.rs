@@ -23,15 +23,23 @@ fn read_all(t: &mut Topo, conns: &[String]) {
     t.settle();
 }
 
-#[test]
-fn a_resume_through_its_relay_catches_up_from_the_relays_tail_not_over_the_link() {
-    let (mut t, all) = room(20, 3);
+/// `per` members at each relay, who all read a first message; then the reader at `oc-0` is
+/// cut off by `away` (its socket drops, or its relay resets). Returns the topology, everyone,
+/// the reader and the writer (at `eu-0`).
+fn one_away(per: usize, away: impl Fn(&mut Topo, &str)) -> (Topo, Vec<String>, String, String) {
+    let (mut t, all) = room(20, per);
     let everyone: Vec<String> = all.iter().flatten().cloned().collect();
     let (reader, writer) = (all[0][1].clone(), all[1][0].clone());
     t.publish(&writer, "m-0", r#"{"n":0}"#);
     t.settle();
     read_all(&mut t, &everyone);
-    t.drop_client(&reader);
+    away(&mut t, &reader);
+    (t, everyone, reader, writer)
+}
+
+#[test]
+fn a_resume_through_its_relay_catches_up_from_the_relays_tail_not_over_the_link() {
+    let (mut t, everyone, reader, writer) = one_away(3, |t, reader| t.drop_client(reader));
     for i in 1..=20 {
         t.publish(&writer, &format!("m-{i}"), r#"{"n":1}"#);
     }
@@ -98,13 +106,7 @@ fn a_storm_of_resumes_through_relays_is_caught_up_by_the_relays() {
 
 #[test]
 fn a_relay_that_reset_has_no_tail_and_the_home_sends_the_catch_up() {
-    let (mut t, all) = room(20, 2);
-    let everyone: Vec<String> = all.iter().flatten().cloned().collect();
-    let (reader, writer) = (all[0][1].clone(), all[1][0].clone());
-    t.publish(&writer, "m-0", r#"{"n":0}"#);
-    t.settle();
-    read_all(&mut t, &everyone);
-    t.reset_relay("oc-0");
+    let (mut t, _, reader, writer) = one_away(2, |t, _| t.reset_relay("oc-0"));
     for i in 1..=5 {
         t.publish(&writer, &format!("m-{i}"), r#"{"n":1}"#);
     }
