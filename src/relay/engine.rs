@@ -339,8 +339,13 @@ impl Relay {
         let mut kept: HashMap<u64, Rc<str>> = HashMap::new();
         for op in down.ops {
             match op {
-                DownOp::Send { to, frame } => self.send_to(to, frame.into()),
+                DownOp::Send { to, frame } => {
+                    self.tail.learn(&frame);
+                    self.send_to(to, frame.into());
+                }
                 DownOp::Keep { id, to, frame } => {
+                    // Learned once: its `again`s are the same frame.
+                    self.tail.learn(&frame);
                     let frame: Rc<str> = frame.into();
                     kept.insert(id, frame.clone());
                     self.send_to(to, frame);
@@ -418,9 +423,8 @@ impl Relay {
     }
 
     /// A frame from the home for `to`: each one still here is the home's now (its welcome
-    /// comes first), and a log entry in it goes into the tail.
+    /// comes first).
     fn send_to(&mut self, to: Vec<String>, frame: Rc<str>) {
-        self.tail.learn(&frame);
         let conns: Vec<String> = to
             .into_iter()
             .filter(|c| match self.clients.get_mut(c) {
