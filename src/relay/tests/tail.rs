@@ -228,3 +228,40 @@ fn a_resume_from_before_what_was_filled_into_an_empty_tail_is_the_homes() {
     assert_eq!(home_stat(&mut t, "catch_up_frames"), 17);
     assert_eq!(t.tail_lost, 0);
 }
+
+/// A member who reconnects again and again from the start pays her reply budget for every
+/// catch-up, whoever sends it: once the budget is spent, her catch-up is held at the home (and
+/// sent from there when the budget allows), not left to her relay's tail for free.
+#[test]
+fn a_reconnect_loop_through_a_relay_pays_the_users_reply_budget() {
+    let config = RoomConfig {
+        state_max_bytes: 1_000,
+        reply_burst_bytes: 60_000,
+        reply_bytes_per_sec: 1_000,
+        ..RoomConfig::default()
+    };
+    let mut t = Topo::new(config, 10);
+    let keeper = t.connect("oc-0", "sess-kee1", "kee", "OC", None);
+    let writer = t.connect("eu-0", "sess-wri1", "wri", "EU", None);
+    t.settle();
+    let data = format!(r#"{{"pad":"{}"}}"#, "p".repeat(1_000));
+    for i in 0..20 {
+        t.publish(&writer, &format!("m-{i}"), &data);
+    }
+    t.settle();
+    read_all(&mut t, &[keeper.clone(), writer.clone()]);
+    let epoch = t.clients[&keeper].epoch.clone().expect("welcomed");
+    for round in 0..6 {
+        let conn = t.connect("oc-0", "sess-mal1", "mal", "OC", Some((0, &epoch)));
+        t.settle(); // as long as a held catch-up waits
+        let got = seqs(&t.take(&conn), "message");
+        assert_eq!(got, (1..=20).collect::<Vec<u64>>(), "round {round}: all of it, once");
+        t.drop_client(&conn);
+        t.settle();
+    }
+    // Each catch-up is about 24 KB: the 60 KB burst pays for two from the tail; the other four
+    // waited for the budget at the home (held) and came from there.
+    assert_eq!(home_stat(&mut t, "tail_replays"), 2, "from the tail while the budget lasted");
+    assert_eq!(home_stat(&mut t, "catch_up_frames"), 4 * 20);
+    assert!(home_stat(&mut t, "held_replies") >= 4);
+}
