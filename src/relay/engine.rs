@@ -340,12 +340,12 @@ impl Relay {
         for op in down.ops {
             match op {
                 DownOp::Send { to, frame } => {
-                    self.tail.learn(&frame);
+                    self.learn(&frame);
                     self.send_to(to, frame.into());
                 }
                 DownOp::Keep { id, to, frame } => {
                     // Learned once: its `again`s are the same frame.
-                    self.tail.learn(&frame);
+                    self.learn(&frame);
                     let frame: Rc<str> = frame.into();
                     kept.insert(id, frame.clone());
                     self.send_to(to, frame);
@@ -355,7 +355,7 @@ impl Relay {
                     None => self.stats.bad_down += 1, // the home keeps a message whole
                 },
                 DownOp::All { skip, frame } => {
-                    self.tail.learn(&frame);
+                    self.learn(&frame);
                     let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
                     let conns: Vec<String> = self
                         .clients
@@ -420,6 +420,15 @@ impl Relay {
             }
         }
         self.up.insert(0, UpOp::Peers { recall: id, peers, opens });
+    }
+
+    /// Takes the log entries in a frame from the home into the tail; a gap does not start the
+    /// tail again while a client the home has not answered yet claimed it (its fill is behind).
+    fn learn(&mut self, frame: &str) {
+        let clients = &self.clients;
+        let waiting =
+            || clients.values().any(|c| c.hello.as_ref().is_some_and(|o| o.tail.is_some()));
+        self.tail.learn_holding(frame, waiting);
     }
 
     /// A frame from the home for `to`: each one still here is the home's now (its welcome

@@ -71,12 +71,20 @@ impl Tail {
     /// Takes the log entries in a frame the home sent (a `message`, or a `batch` holding some).
     /// Anything else is ignored; so is a frame that is not JSON the home made.
     pub fn learn(&mut self, frame: &str) {
+        self.learn_holding(frame, || false);
+    }
+
+    /// [`Tail::learn`], but an entry past a gap is not taken while `hold()` says a claim made
+    /// from the tail as it is still waits for the home's word: the home's fill for that claim
+    /// (on its way, behind this frame) joins the tail where it is, and a tail started again at
+    /// the newer entry could not send what it claimed. `hold` is asked only at a gap.
+    pub fn learn_holding(&mut self, frame: &str, hold: impl Fn() -> bool) {
         if self.cap == 0 || self.epoch.is_none() {
             return;
         }
         if frame.starts_with(MESSAGE) {
             if let Some(seq) = seq_of(frame) {
-                self.push(seq, frame.into());
+                self.push(seq, frame.into(), &hold);
             }
         } else if frame.starts_with(BATCH) && frame.contains(MESSAGE) {
             #[derive(serde::Deserialize)]
@@ -91,16 +99,17 @@ impl Tail {
                 let f = f.get();
                 if f.starts_with(MESSAGE) {
                     if let Some(seq) = seq_of(f) {
-                        self.push(seq, f.into());
+                        self.push(seq, f.into(), &hold);
                     }
                 }
             }
         }
     }
 
-    fn push(&mut self, seq: u64, frame: Rc<str>) {
+    fn push(&mut self, seq: u64, frame: Rc<str>, hold: &impl Fn() -> bool) {
         match self.entries.back() {
             Some((last, _)) if seq <= *last => return, // held already
+            Some((last, _)) if seq > last + 1 && hold() => return, // a claim counts on it
             Some((last, _)) if seq > last + 1 => {
                 // Something between was never sent here: what is held is no longer the newest.
                 self.entries.clear();
@@ -199,6 +208,20 @@ mod tests {
         assert!(t.is_empty());
         assert_eq!(t.claim(Some(8), Some("e-1")), None);
         assert_eq!(t.claim(Some(8), Some("e-2")), Some(8), "an empty tail can be filled");
+    }
+
+    #[test]
+    fn a_gap_keeps_the_tail_while_a_claim_on_it_waits() {
+        let mut t = labelled(10);
+        t.learn(&message(1));
+        t.learn(&message(2));
+        assert_eq!(t.claim(Some(1), Some("e-1")), Some(2));
+        t.learn_holding(&message(7), || true);
+        assert_eq!(t.len(), 2, "7 is not taken: the fill of 3..=7 is on its way");
+        t.learn_holding(&message(3), || true);
+        assert_eq!(t.replay(1, 3).map(|f| f.len()), Some(2));
+        t.learn_holding(&message(9), || false);
+        assert_eq!(t.len(), 1, "with no claim waiting, a gap starts it again");
     }
 
     #[test]
