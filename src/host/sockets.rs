@@ -164,6 +164,11 @@ impl Sockets {
                         links.down.replay(&link, &conn, after, upto);
                     }
                 }
+                Output::CatchUp { conn, bytes } => {
+                    if let Some(link) = links.link_of(&conn).map(str::to_owned) {
+                        links.down.catch_up(&link, &conn, bytes);
+                    }
+                }
                 Output::Entries { conn, frame } => {
                     if let Some(link) = links.link_of(&conn).map(str::to_owned) {
                         links.down.entries(&link, &frame);

@@ -154,6 +154,10 @@ pub enum DownOp {
     /// held them, [`Open::tail`]): its catch-up, in its place among the home's frames for it.
     /// A relay that no longer holds them all closes the client (1012), which resumes.
     Replay { conn: String, after: u64, upto: u64 },
+    /// A catch-up of `bytes` for `conn` follows, sent by the home itself (a resync, a replay
+    /// the tail could not serve): the relay lets it wait for the client's window beyond the
+    /// backlog bound, as the home lets its own (the replay limit bounds a catch-up).
+    CatchUp { conn: String, bytes: u64 },
     /// Entries of the log for the relay's tail, which lacked them (a `message` frame, or a
     /// `batch` of them): sent to no client. The home sends a range once per link, however
     /// many of the relay's clients resume past the tail.

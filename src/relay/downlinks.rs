@@ -138,6 +138,11 @@ impl Downlinks {
         self.push(link, DownOp::Replay { conn: conn.to_owned(), after, upto });
     }
 
+    /// A catch-up of `bytes` for `conn` follows (the engine's [`crate::room::Output::CatchUp`]).
+    pub fn catch_up(&mut self, link: &str, conn: &str, bytes: u64) {
+        self.push(link, DownOp::CatchUp { conn: conn.to_owned(), bytes });
+    }
+
     /// Entries of the log (`frame`: a message, or a batch of them) for `link`'s relay's tail.
     pub fn entries(&mut self, link: &str, frame: &str) {
         self.push(link, DownOp::Entries { frame: frame.to_owned() });

@@ -7,9 +7,12 @@ use super::{Input, Output, Tail};
 use crate::protocol::link::{Back, Down, DownOp, Open, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
-use crate::room::outbox::pack;
+use crate::room::flow::{Echo, Flow};
+use crate::room::outbox::{pack, Outbox};
 use crate::room::rate::{Bucket, Meter};
 use crate::room::{Hello, RoomConfig, Time};
+
+mod delivery;
 
 /// The close code a relay gives its clients when it cannot speak for them
 /// any more (its link broke, or a newer instance speaks for the relay): the
@@ -51,6 +54,13 @@ pub struct RelayStats {
     /// Catch-ups the home left to the tail that the tail no longer held by the time the home's
     /// word came: the client was closed (1012) and resumed.
     pub tail_lost: u64,
+    /// Echoes of the relay's own marks it took (they never cross the link).
+    pub echoes: u64,
+    /// Clients closed (4013) because more waited for them than [`RoomConfig::max_backlog`].
+    pub backlog_closes: u64,
+    /// Clients closed (4013) because frames waited behind their full window with no echo for
+    /// [`RoomConfig::echo_deadline_ms`].
+    pub stalled_closes: u64,
 }
 
 /// A local signal waiting for the end of the relay's coalescing window.
@@ -58,6 +68,8 @@ pub struct RelayStats {
 struct Waiting {
     /// The sender's connection: it does not get its own signal.
     from: String,
+    /// The sender's session and topic: a newer signal with it replaces this one.
+    key: String,
     frame: Rc<str>,
 }
 
@@ -79,6 +91,15 @@ struct Client {
     hello: Option<Open>,
     /// Given back on a recall no home has taken yet: the `seq` it has had nothing after.
     from: Option<u64>,
+    /// What the relay handed the runtime for it and what it confirmed: the relay keeps its
+    /// clients' flow windows, with marks of its own (the home sends a relayed session's frames
+    /// unmetered, see [`Flow::unmetered`]), so no echo crosses the link.
+    flow: Flow,
+    /// Frames waiting behind its full window (signals collapse to the latest per sender and
+    /// topic), bounded by [`RoomConfig::max_backlog`] beyond a catch-up's allowance.
+    out: Outbox,
+    /// Since when frames have waited behind its full window with no echo (ms).
+    stalled_since: Option<u64>,
 }
 
 /// A relay: a pure state machine (see the [module](super) docs).
@@ -159,6 +180,12 @@ impl Relay {
     /// Entries of the room's log the relay holds.
     pub fn tail_len(&self) -> usize {
         self.tail.len()
+    }
+
+    /// Bytes waiting in the relay for clients whose windows are full (each client's at most
+    /// [`RoomConfig::max_backlog`] beyond a catch-up's allowance, then it is closed, 4013).
+    pub fn waiting_bytes(&self) -> u64 {
+        self.clients.values().map(|c| c.out.bytes()).sum()
     }
 
     /// The relay's name, the same across its instances.
@@ -251,6 +278,9 @@ impl Relay {
             peer: None,
             hello: Some(open.clone()),
             from: None,
+            flow: Flow::new(open.secret),
+            out: Outbox::default(),
+            stalled_since: None,
         };
         // An id the adapter reused replaces its old connection.
         self.clients.insert(open.conn.clone(), client);
@@ -266,38 +296,48 @@ impl Relay {
         if text.len() > self.config.max_frame.min(FRAME_MAX) {
             // What the home would do (1009), done here: a frame over the
             // limit does not cross the link (nor one the link could not carry).
-            self.clients.remove(conn);
-            let reason = "frame too large".into();
-            self.outputs.push_back(Output::Close { conn: conn.to_owned(), code: 1009, reason });
-            return self.send_up(UpOp::Closed { conn: conn.to_owned() });
+            return self.close_client(conn, 1009, "frame too large");
         }
         // A ping is answered here, as the runtime's auto-response answers
         // the exact one without waking the relay: liveness is the relay's.
         if text == PING {
             let frame: Rc<str> = ServerFrame::Pong.to_text().into();
-            self.outputs.push_back(Output::Send { conn: conn.to_owned(), frame });
-            return;
+            return self.emit(vec![conn.to_owned()], frame);
+        }
+        // An echo of one of the relay's marks is the relay's: its window is the relay's.
+        if text.len() <= 256 && text.contains("\"mark\"") {
+            if let Ok(ClientFrame::Mark { mark }) = parse(text) {
+                if self.echo(conn, &mark) {
+                    return;
+                }
+            }
         }
         // A signal between two of the relay's members goes at once. Only a
         // frame that may be one is parsed here; the home parses every frame
         // again and decides it (a refusal is the home's to send).
         if text.contains("\"signal\"") {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
-                let (rate, burst) = (self.config.rate_per_sec, self.config.burst);
-                if c.admitted && c.signals.take(rate, burst, 1, now) {
-                    let session = c.session.clone();
-                    let frame: Rc<str> =
-                        ServerFrame::Signal { session: &session, topic: &topic, data: &data }
-                            .to_text()
-                            .into();
-                    self.stats.local_signals += 1;
-                    self.local_signal(conn, format!("{session}\u{0}{topic}"), frame);
-                } else {
-                    self.stats.local_signals_refused += 1;
-                }
+                self.signal_from(conn, &topic, &data);
             }
         }
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
+    }
+
+    /// A signal from `conn`, for the relay's other members at the room's per-connection rate.
+    fn signal_from(&mut self, conn: &str, topic: &str, data: &serde_json::value::RawValue) {
+        let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
+        let Some(c) = self.clients.get_mut(conn) else {
+            return;
+        };
+        if !(c.admitted && c.signals.take(rate, burst, 1, now)) {
+            self.stats.local_signals_refused += 1;
+            return;
+        }
+        let session = c.session.clone();
+        let frame: Rc<str> =
+            ServerFrame::Signal { session: &session, topic, data }.to_text().into();
+        self.stats.local_signals += 1;
+        self.local_signal(conn, format!("{session}\u{0}{topic}"), frame);
     }
 
     /// What the home answers a binary frame (`bad_frame`), answered here at the room's
@@ -311,16 +351,12 @@ impl Relay {
         };
         c.last_seen = now;
         if len > self.config.max_frame.min(FRAME_MAX) {
-            self.clients.remove(conn);
-            let reason = "frame too large".into();
-            self.outputs.push_back(Output::Close { conn: conn.to_owned(), code: 1009, reason });
-            return self.send_up(UpOp::Closed { conn: conn.to_owned() });
+            return self.close_client(conn, 1009, "frame too large");
         }
         if c.signals.take(rate, burst, 1, now) {
             let message = "binary frames are not accepted";
             let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
-            let frame: Rc<str> = frame.to_text().into();
-            self.outputs.push_back(Output::Send { conn: conn.to_owned(), frame });
+            self.emit(vec![conn.to_owned()], frame.to_text().into());
         } else {
             self.stats.binary_dropped += 1;
         }
@@ -357,13 +393,7 @@ impl Relay {
                 DownOp::All { skip, frame } => {
                     self.learn(&frame);
                     let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
-                    let conns: Vec<String> = self
-                        .clients
-                        .iter()
-                        .filter(|(id, c)| c.admitted && !skip.contains(id.as_str()))
-                        .map(|(id, _)| id.clone())
-                        .collect();
-                    self.emit(conns, frame.into());
+                    self.emit_all(&skip, frame.into(), None);
                 }
                 DownOp::Close { conn, code, reason } => {
                     if self.clients.remove(&conn).is_some() {
@@ -379,6 +409,7 @@ impl Relay {
                 DownOp::Epoch { epoch } => self.tail.label(&epoch),
                 DownOp::Entries { frame } => self.tail.learn(&frame),
                 DownOp::Replay { conn, after, upto } => self.replay(conn, after, upto),
+                DownOp::CatchUp { conn, bytes } => self.allow(&conn, bytes),
                 DownOp::Recalled { id } => {
                     if self.last_recall == Some(id) {
                         for c in self.clients.values_mut() {
@@ -460,106 +491,17 @@ impl Relay {
             Some(frames) => {
                 self.stats.tail_replays += 1;
                 self.stats.tail_frames += frames.len() as u64;
+                let bytes = frames.iter().map(|f| f.len() as u64).sum();
+                self.allow(&conn, bytes);
                 for frame in pack(frames, self.config.batch_max_bytes) {
                     self.emit(vec![conn.clone()], frame);
                 }
             }
             None => {
                 self.stats.tail_lost += 1;
-                self.clients.remove(&conn);
-                let reason = "relay_tail_lost".into();
-                self.outputs.push_back(Output::Close { conn: conn.clone(), code: RESTART, reason });
-                self.send_up(UpOp::Closed { conn });
+                self.close_client(&conn, RESTART, "relay_tail_lost");
             }
         }
-    }
-
-    fn emit(&mut self, mut conns: Vec<String>, frame: Rc<str>) {
-        self.outbound.add(self.now, conns.len() as u64);
-        match conns.len() {
-            0 => {}
-            1 => self.outputs.push_back(Output::Send { conn: conns.remove(0), frame }),
-            _ => self.outputs.push_back(Output::Multicast { conns, frame }),
-        }
-    }
-
-    /// A signal from `from` for the relay's other members, as the home treats one for its
-    /// own sockets: shed while the relay sends more than its outbound budget; at once when
-    /// no coalescing window is open (which it opens); else waiting for the window's end, the
-    /// latest per sender and topic. However many members move their cursors, each member
-    /// gets at most one frame of signals per window from the relay.
-    fn local_signal(&mut self, from: &str, key: String, frame: Rc<str>) {
-        let now = self.now;
-        if self.outbound.rate(now) > self.config.outbound_budget {
-            self.stats.signals_shed += 1;
-            return;
-        }
-        if self.window_until.is_some_and(|until| until > now) {
-            match self.waiting_at.get(&key) {
-                Some(&i) => {
-                    self.stats.signals_coalesced += 1;
-                    let w = &mut self.signals[i];
-                    w.frame = frame;
-                    w.from = from.to_owned();
-                }
-                None => {
-                    // The sender's session and the topic: a newer signal with it replaces this.
-                    self.waiting_at.insert(key, self.signals.len());
-                    self.signals.push(Waiting { from: from.to_owned(), frame });
-                }
-            }
-            return;
-        }
-        let to = self.admitted_but(|id| id == from);
-        self.emit(to, frame);
-        self.window_until = Some(now + self.config.batch_window_ms);
-    }
-
-    /// The window ended: what waited in it goes, packed, each member getting every waiting
-    /// signal but its own; a window that released signals stays open for another round.
-    fn flush_signals(&mut self) {
-        let now = self.now;
-        if self.window_until.is_none_or(|until| until > now) {
-            return;
-        }
-        self.window_until = None;
-        self.waiting_at.clear();
-        let waiting = std::mem::take(&mut self.signals);
-        if waiting.is_empty() {
-            return;
-        }
-        let senders: BTreeSet<&str> = waiting.iter().map(|w| w.from.as_str()).collect();
-        let max = self.config.batch_max_bytes;
-        let all: Vec<Rc<str>> = waiting.iter().map(|w| w.frame.clone()).collect();
-        // A set lookup per member: with every member moving a cursor, a list of the senders
-        // scanned per member would be members × senders each window.
-        let others = self.admitted_but(|id| senders.contains(id));
-        let mut sends = vec![(others, pack(all, max))];
-        for sender in &senders {
-            if !self.clients.get(*sender).is_some_and(|c| c.admitted) {
-                continue;
-            }
-            let theirs: Vec<Rc<str>> =
-                waiting.iter().filter(|w| w.from != *sender).map(|w| w.frame.clone()).collect();
-            if !theirs.is_empty() {
-                sends.push((vec![(*sender).to_owned()], pack(theirs, max)));
-            }
-        }
-        for (to, frames) in sends {
-            for frame in frames {
-                self.emit(to.clone(), frame);
-            }
-        }
-        self.window_until = Some(now + self.config.batch_window_ms);
-    }
-
-    /// The relay's admitted clients but those `except` names.
-    fn admitted_but(&self, except: impl Fn(&str) -> bool) -> Vec<String> {
-        self.clients
-            .iter()
-            .filter(|(id, c)| c.admitted && !except(id.as_str()))
-            .map(|(id, _)| id.clone())
-            .collect()
     }
 
     /// Closes every client with [`RESTART`]: they reconnect and resume.
@@ -581,20 +523,24 @@ impl Relay {
             .map(|(id, _)| id.clone())
             .collect();
         for conn in gone {
-            self.clients.remove(&conn);
             self.stats.timed_out += 1;
-            self.outputs.push_back(Output::Close {
-                conn: conn.clone(),
-                code: 4008,
-                reason: "heartbeat timeout".into(),
-            });
-            self.send_up(UpOp::Closed { conn });
+            self.close_client(&conn, 4008, "heartbeat timeout");
         }
+        self.close_stalled();
     }
 
+    /// The sweep's next turn: the first client to go silent past the presence TTL, or to have
+    /// waited past the echo deadline behind its full window.
     fn arm_alarm(&mut self) {
-        let ttl = self.config.presence_ttl_ms;
-        let due = self.clients.values().map(|c| c.last_seen + ttl).min();
+        let (ttl, deadline) = (self.config.presence_ttl_ms, self.config.echo_deadline_ms);
+        let due = self
+            .clients
+            .values()
+            .map(|c| {
+                let silent = c.last_seen + ttl;
+                c.stalled_since.map_or(silent, |since| silent.min(since + deadline))
+            })
+            .min();
         if due != self.alarm {
             self.alarm = due;
             if let Some(at) = due {

@@ -46,8 +46,9 @@ pub struct Client {
     pub user: String,
     pub region: String,
     pub inbox: Vec<Value>,
-    /// Texts it was sent (a `batch` counts once): what its socket cost.
+    /// Texts it was sent (a `batch` counts once): what its socket cost; and their bytes.
     pub texts: u64,
+    pub bytes: u64,
     pub open: bool,
     /// The close code it got (1006 when its relay died under it).
     pub closed: Option<u16>,
@@ -92,8 +93,10 @@ pub struct Topo {
     /// Messages the home sent over links (one per link per turn at most), and their bytes.
     pub home_link_messages: u64,
     pub home_link_bytes: u64,
-    /// Messages the relays sent the home.
+    /// Messages the relays sent the home, and the clients' mark echoes they carried (a relay
+    /// takes its clients' echoes itself: none should cross).
     pub up_messages: u64,
+    pub up_echoes: u64,
     /// Messages the home refused from a stale relay instance.
     pub stale_refused: u64,
     /// Answers the home had from relays it asked for their sessions (after an eviction).
@@ -127,6 +130,7 @@ impl Topo {
             home_link_messages: 0,
             home_link_bytes: 0,
             up_messages: 0,
+            up_echoes: 0,
             stale_refused: 0,
             recalled: 0,
             hung: BTreeMap::new(),
@@ -442,6 +446,7 @@ impl Topo {
                 Output::Up(_) if self.hung.contains_key(instance) => self.hung_dropped += 1,
                 Output::Up(text) => {
                     self.up_messages += 1;
+                    self.up_echoes += text.matches(r#"\"type\":\"mark\""#).count() as u64;
                     self.put(To::Home { from: instance.to_owned() }, text);
                 }
                 Output::Send { conn, frame } => self.deliver(&conn, &frame),
@@ -481,6 +486,7 @@ impl Topo {
         let c = self.clients.get_mut(conn).expect("known client");
         assert!(c.open, "frame sent to closed client {conn}: {frame}");
         c.texts += 1;
+        c.bytes += frame.len() as u64;
         for v in frames {
             match v["type"].as_str() {
                 Some(kind @ ("ack" | "message")) => {

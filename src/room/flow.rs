@@ -31,6 +31,10 @@ pub struct Flow {
     issued: u64,
     /// The connection's secret (from the adapter's randomness).
     key: u64,
+    /// False for a connection over a link: its far end (a relay) holds the socket and keeps
+    /// the socket's flow window itself, so the room sends it everything at once and marks
+    /// nothing (the link has a window of its own).
+    metered: bool,
 }
 
 /// What an echoed mark says.
@@ -47,7 +51,23 @@ pub enum Echo {
 
 impl Flow {
     pub fn new(key: u64) -> Flow {
-        Flow { sent: 0, confirmed: 0, marks: VecDeque::new(), marked_at: 0, issued: 0, key }
+        let marks = VecDeque::new();
+        Flow { sent: 0, confirmed: 0, marks, marked_at: 0, issued: 0, key, metered: true }
+    }
+
+    /// The flow of a connection over a link: always open, never marked. The link's far end
+    /// (a relay) keeps the socket's window with marks of its own and absorbs their echoes.
+    pub fn unmetered(key: u64) -> Flow {
+        Flow { metered: false, ..Flow::new(key) }
+    }
+
+    /// [`Flow::new`] for a connection of the room's own, [`Flow::unmetered`] over a link.
+    pub fn for_conn(key: u64, linked: bool) -> Flow {
+        if linked {
+            Flow::unmetered(key)
+        } else {
+            Flow::new(key)
+        }
     }
 
     /// The connection's secret (kept in its socket attachment).
@@ -69,6 +89,9 @@ impl Flow {
 
     /// Bytes sent and not confirmed.
     pub fn unconfirmed(&self) -> u64 {
+        if !self.metered {
+            return 0;
+        }
         self.sent - self.confirmed
     }
 
@@ -80,6 +103,9 @@ impl Flow {
     /// Room left in `window`: frames go while less than this has gone, so
     /// the last may overshoot it by up to one frame.
     pub fn room_left(&self, window: u64) -> u64 {
+        if !self.metered {
+            return u64::MAX;
+        }
         window.saturating_sub(self.unconfirmed())
     }
 
@@ -87,7 +113,7 @@ impl Flow {
     /// send right after them when `every` bytes have gone out since the last.
     pub fn sent(&mut self, bytes: u64, every: u64) -> Option<String> {
         self.sent += bytes;
-        if self.sent - self.marked_at < every {
+        if !self.metered || self.sent - self.marked_at < every {
             return None;
         }
         self.issued += 1;
@@ -183,5 +209,16 @@ mod tests {
         assert_eq!(f.echo(&marks[1]), Echo::Spent);
         assert_eq!(f.echo(&marks[3]), Echo::Advanced);
         assert_eq!(f.unconfirmed(), 0);
+    }
+
+    #[test]
+    fn a_connection_over_a_link_is_never_held_nor_marked() {
+        let mut f = Flow::for_conn(9, true);
+        assert!((0..100).all(|_| f.sent(1 << 20, 1000).is_none()), "no mark over a link");
+        assert!(f.open(1) && f.room_left(1) == u64::MAX && f.unconfirmed() == 0);
+        let mut g = Flow::new(9);
+        let token = g.sent(5000, 1000).expect("the same key marks a socket of the room's own");
+        assert_eq!(f.echo(&token), Echo::Spent);
+        assert!(!f.was_issued(&token), "an echo over a link is never one of the room's");
     }
 }

@@ -126,6 +126,10 @@ pub enum Output {
     /// from its own tail ([`Hello::tail`]): its catch-up, in order among its frames. Only for a
     /// connection over a link.
     Replay { conn: String, after: u64, upto: u64 },
+    /// A catch-up of `bytes` for `conn` (over a link) follows in its frames: the link's far
+    /// end, which keeps the socket's flow window, lets it wait beyond the backlog bound, as the
+    /// room lets its own connections' catch-ups. Only for a connection over a link.
+    CatchUp { conn: String, bytes: u64 },
     /// Entries of the log (a `message` frame, or a `batch` of them) for the tail at the far
     /// end of `conn`'s link, which lacks them: sent to no client. A [`Output::Replay`] that
     /// needs them follows.

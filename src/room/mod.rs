@@ -9,7 +9,7 @@
 mod config;
 mod engine;
 mod error;
-mod flow;
+pub(crate) mod flow;
 mod history;
 mod ids;
 mod io;

@@ -431,7 +431,10 @@ impl Sim {
                     }
                 }
                 Output::Close { conn, code } => self.close(conn, code),
-                tail @ (Output::Replay { .. } | Output::Entries { .. }) => self.tail_work(tail),
+                tail
+                @ (Output::Replay { .. } | Output::Entries { .. } | Output::CatchUp { .. }) => {
+                    self.tail_work(tail)
+                }
                 Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
@@ -481,10 +484,13 @@ impl Sim {
         }
     }
 
-    /// What the room asks of a relay's tail ([`Output::Replay`], [`Output::Entries`]) goes
-    /// over the session's link.
+    /// What the room asks of a relay's tail ([`Output::Replay`], [`Output::Entries`]) or its
+    /// flow window ([`Output::CatchUp`]) goes over the session's link.
     fn tail_work(&mut self, out: Output) {
-        let (Output::Replay { conn, .. } | Output::Entries { conn, .. }) = &out else {
+        let (Output::Replay { conn, .. }
+        | Output::Entries { conn, .. }
+        | Output::CatchUp { conn, .. }) = &out
+        else {
             unreachable!("only a tail's outputs come here")
         };
         let s = self.sockets.get(conn).expect("known socket");
@@ -496,6 +502,7 @@ impl Sim {
                 self.downlinks.replay(&link, &conn, after, upto);
             }
             Output::Entries { frame, .. } => self.downlinks.entries(&link, &frame),
+            Output::CatchUp { conn, bytes } => self.downlinks.catch_up(&link, &conn, bytes),
             _ => {}
         }
     }

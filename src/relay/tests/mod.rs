@@ -10,6 +10,7 @@ use super::sim::Topo;
 use super::{Input, Output, Relay};
 use crate::room::{Block, RoomConfig, Time};
 
+mod flow;
 mod keep;
 mod tail;
 

@@ -49,7 +49,7 @@ impl Room {
                 // window starts empty, which bounds the runtime's buffer the
                 // same. Its marks come from a key of this load: none repeats
                 // one the client may still hold from before.
-                flow: Flow::new(Flow::key_of_load(p.key, nonce)),
+                flow: Flow::for_conn(Flow::key_of_load(p.key, nonce), p.link.is_some()),
                 expires: p.exp.map(Time::ms),
                 stalled_since: None,
                 link: p.link,
@@ -143,7 +143,7 @@ impl Room {
             last_seen: now,
             seen_saved: now,
             out: Default::default(),
-            flow: Flow::new(key),
+            flow: Flow::for_conn(key, link.is_some()),
             expires,
             stalled_since: None,
             link,

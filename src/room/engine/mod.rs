@@ -514,6 +514,10 @@ impl Room {
             }
         }
         self.stats.catch_up_frames += frames.len() as u64;
+        if self.conns.get(conn).is_some_and(|c| c.link.is_some()) {
+            // Its far end keeps its window, and must let the catch-up wait as this room would.
+            self.push(Output::CatchUp { conn: conn.to_owned(), bytes });
+        }
         if let Some(rand) = storm {
             let (lo, hi) = self.config.storm_jitter_ms;
             wait = wait.max(lo + rand % (hi.saturating_sub(lo) + 1));
@@ -538,8 +542,8 @@ impl Room {
 
     /// Has `conn`'s link's far end send it entries `after + 1 ..= seq` (`frames`) from its
     /// tail, which holds them up to `claim` (or, by what this room sent it since, further):
-    /// the rest goes to the tail first, once per link. They count against the connection's
-    /// flow window as if sent from here, and the mark they make due follows them. False when
+    /// the rest goes to the tail first, once per link (the far end keeps the connection's flow
+    /// window, and counts them in it as it sends them). False when
     /// the tail cannot have them by then (this room filled it from past `claim + 1` since the
     /// claim was made: a tail takes entries only after its last), and the room sends them.
     fn replay_from_tail(&mut self, conn: &str, after: u64, claim: u64, frames: &[Rc<str>]) -> bool {
@@ -569,11 +573,6 @@ impl Room {
         self.stats.tail_replays += 1;
         self.stats.tail_frames += frames.len() as u64;
         self.push(Output::Replay { conn: conn.to_owned(), after, upto });
-        let bytes = frames.iter().map(|f| f.len() as u64).sum();
-        let every = self.config.mark_every;
-        if let Some(token) = self.conns.get_mut(conn).and_then(|c| c.flow.sent(bytes, every)) {
-            self.mark(vec![(conn.to_owned(), token)]);
-        }
         true
     }
 

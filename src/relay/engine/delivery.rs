@@ -1,0 +1,299 @@
+//! Getting frames to a relay's clients: each client's flow window, kept by the relay with marks
+//! of its own (their echoes never cross the link); frames waiting behind a full window, to the
+//! backlog bound or the echo deadline, after which the client is closed (4013) as the home
+//! closes its own; and the members' signals to each other, coalesced inside a window and shed
+//! past the relay's outbound budget. A client's frames are never reordered: whatever waits for
+//! it goes before anything newer.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use super::{Client, Echo, Output, Relay, UpOp, Waiting};
+use crate::room::flow::mark_frame;
+use crate::room::outbox::pack;
+
+/// The close code and reason of a client that confirmed too little (the home's `Backlog`).
+const BACKLOG: u16 = 4013;
+
+/// Where one frame went for each client it was for: sent now (with the marks it made due), or
+/// left waiting.
+#[derive(Clone, Copy)]
+struct Cfg {
+    window: u64,
+    every: u64,
+}
+
+#[derive(Default)]
+struct Fanout {
+    sent: Vec<String>,
+    marks: Vec<(String, String)>,
+    held: Vec<String>,
+}
+
+impl Fanout {
+    /// `frame` for client `id`: at once when nothing waits for it and its window is open (the
+    /// window may overshoot by this one frame, as the home's), else after what waits; a
+    /// signal (`key`: its sender's session and topic) replaces a waiting one with its key.
+    fn add(&mut self, id: &str, c: &mut Client, frame: &Rc<str>, key: Option<&str>, cfg: Cfg) {
+        let len = frame.len() as u64;
+        if c.out.is_empty() && c.flow.open(cfg.window) {
+            // Sent at once: what is left of a catch-up it may belong to is smaller.
+            c.out.allowance = c.out.allowance.saturating_sub(len);
+            if let Some(token) = c.flow.sent(len, cfg.every) {
+                self.marks.push((id.to_owned(), token));
+            }
+            self.sent.push(id.to_owned());
+            return;
+        }
+        match key {
+            Some(key) => {
+                c.out.push_signal(key, frame.clone());
+            }
+            None => c.out.push(frame.clone()),
+        }
+        self.held.push(id.to_owned());
+    }
+}
+
+impl Relay {
+    fn cfg(&self) -> Cfg {
+        Cfg { window: self.config.send_window, every: self.config.mark_every }
+    }
+
+    /// A durable or control frame for these clients (those still here), in order.
+    pub(super) fn emit(&mut self, conns: Vec<String>, frame: Rc<str>) {
+        let (mut fan, cfg) = (Fanout::default(), self.cfg());
+        for id in &conns {
+            if let Some(c) = self.clients.get_mut(id) {
+                fan.add(id, c, &frame, None, cfg);
+            }
+        }
+        self.fan(fan, frame);
+    }
+
+    /// A frame for every client the home has addressed but those in `skip` (the home's `all`),
+    /// or (`signal`: its key) a local signal for all of them.
+    pub(super) fn emit_all(&mut self, skip: &BTreeSet<&str>, frame: Rc<str>, key: Option<&str>) {
+        let (mut fan, cfg) = (Fanout::default(), self.cfg());
+        let to =
+            self.clients.iter_mut().filter(|(id, c)| c.admitted && !skip.contains(id.as_str()));
+        for (id, c) in to {
+            fan.add(id, c, &frame, key, cfg);
+        }
+        self.fan(fan, frame);
+    }
+
+    /// Sends what a [`Fanout`] says went now, then the marks it made due, then checks the
+    /// clients it left waiting against the backlog bound.
+    fn fan(&mut self, mut fan: Fanout, frame: Rc<str>) {
+        self.outbound.add(self.now, (fan.sent.len() + fan.marks.len()) as u64);
+        match fan.sent.len() {
+            0 => {}
+            1 => self.outputs.push_back(Output::Send { conn: fan.sent.remove(0), frame }),
+            _ => self.outputs.push_back(Output::Multicast { conns: fan.sent, frame }),
+        }
+        for (conn, token) in fan.marks {
+            self.outputs.push_back(Output::Send { conn, frame: mark_frame(&token).into() });
+        }
+        for conn in fan.held {
+            self.held(&conn);
+        }
+    }
+
+    /// Frames wait for `conn`: its stall is timed from now if it was not already, and it is
+    /// closed (4013) once more waits than a reader may have.
+    fn held(&mut self, conn: &str) {
+        let (now, max) = (self.now, self.config.max_backlog);
+        let Some(c) = self.clients.get_mut(conn) else {
+            return;
+        };
+        c.stalled_since.get_or_insert(now);
+        if c.out.over(max) {
+            self.stats.backlog_closes += 1;
+            self.close_client(conn, BACKLOG, "backlog");
+        }
+    }
+
+    /// A catch-up of `bytes` for `conn` follows: it may wait beyond the backlog bound, which
+    /// the replay limit bounds (counted against the backlog, a long catch-up would close the
+    /// client on every resume).
+    pub(super) fn allow(&mut self, conn: &str, bytes: u64) {
+        if let Some(c) = self.clients.get_mut(conn) {
+            c.out.allowance = c.out.allowance.saturating_add(bytes);
+        }
+    }
+
+    /// An echo of `mark` from `conn`: true when the relay took it (it confirmed one of the
+    /// relay's marks, and the frames waiting for it go; or it echoed one again, paid for at
+    /// the connection's rate and dropped as the home drops one). Any other goes to the home,
+    /// which refuses it (`unknown_mark`) and counts it against the user's budget.
+    pub(super) fn echo(&mut self, conn: &str, mark: &str) -> bool {
+        let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
+        let Some(c) = self.clients.get_mut(conn) else {
+            return true;
+        };
+        match c.flow.echo(mark) {
+            Echo::Advanced => {
+                self.stats.echoes += 1;
+                self.release(conn);
+                true
+            }
+            Echo::Spent => c.signals.take(rate, burst, 1, now) && c.flow.was_issued(mark),
+        }
+    }
+
+    /// An echo opened `conn`'s window: what waited goes, packed, as far as the window allows.
+    fn release(&mut self, conn: &str) {
+        let (now, window, max) = (self.now, self.config.send_window, self.config.batch_max_bytes);
+        let Some(c) = self.clients.get_mut(conn) else {
+            return;
+        };
+        c.stalled_since = None;
+        if c.out.is_empty() {
+            return;
+        }
+        let frames = c.out.take_upto(c.flow.room_left(window));
+        if !c.out.is_empty() {
+            c.stalled_since = Some(now);
+        }
+        for frame in pack(frames, max) {
+            let mut fan = Fanout::default();
+            let c = self.clients.get_mut(conn).expect("looked up above");
+            let len = frame.len() as u64;
+            if let Some(token) = c.flow.sent(len, self.config.mark_every) {
+                fan.marks.push((conn.to_owned(), token));
+            }
+            fan.sent.push(conn.to_owned());
+            self.fan(fan, frame);
+        }
+    }
+
+    /// Closes (4013) each client whose frames waited behind its full window past the echo
+    /// deadline: a client that pings but never reads would otherwise hold them as long as its
+    /// token lasts.
+    pub(super) fn close_stalled(&mut self) {
+        let (now, deadline) = (self.now, self.config.echo_deadline_ms);
+        let stuck: Vec<String> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.stalled_since.is_some_and(|since| now >= since + deadline))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for conn in stuck {
+            self.stats.stalled_closes += 1;
+            self.close_client(&conn, BACKLOG, "backlog");
+        }
+    }
+
+    /// Closes a client the relay lets go itself; the home hears it closed.
+    pub(super) fn close_client(&mut self, conn: &str, code: u16, reason: &str) {
+        if self.clients.remove(conn).is_some() {
+            let (conn, reason) = (conn.to_owned(), reason.to_owned());
+            self.outputs.push_back(Output::Close { conn: conn.clone(), code, reason });
+            self.send_up(UpOp::Closed { conn });
+        }
+    }
+
+    /// A signal from `from` for the relay's other members, as the home treats one for its
+    /// own sockets: shed while the relay sends more than its outbound budget; at once when
+    /// no coalescing window is open (which it opens); else waiting for the window's end, the
+    /// latest per sender and topic. However many members move their cursors, each member
+    /// gets at most one frame of signals per window from the relay; one whose own window is
+    /// full gets the latest of each when it has read.
+    pub(super) fn local_signal(&mut self, from: &str, key: String, frame: Rc<str>) {
+        let now = self.now;
+        if self.outbound.rate(now) > self.config.outbound_budget {
+            self.stats.signals_shed += 1;
+            return;
+        }
+        if self.window_until.is_some_and(|until| until > now) {
+            match self.waiting_at.get(&key) {
+                Some(&i) => {
+                    self.stats.signals_coalesced += 1;
+                    let w = &mut self.signals[i];
+                    w.frame = frame;
+                    w.from = from.to_owned();
+                }
+                None => {
+                    self.waiting_at.insert(key.clone(), self.signals.len());
+                    self.signals.push(Waiting { from: from.to_owned(), key, frame });
+                }
+            }
+            return;
+        }
+        self.emit_all(&BTreeSet::from([from]), frame, Some(&key));
+        self.window_until = Some(now + self.config.batch_window_ms);
+    }
+
+    /// The window ended: what waited in it goes, packed, each member getting every waiting
+    /// signal but its own (a member whose window is full: each queued behind what waits for
+    /// it, the latest per sender and topic); a window that released signals stays open for
+    /// another round.
+    pub(super) fn flush_signals(&mut self) {
+        let now = self.now;
+        if self.window_until.is_none_or(|until| until > now) {
+            return;
+        }
+        self.window_until = None;
+        self.waiting_at.clear();
+        let waiting = std::mem::take(&mut self.signals);
+        if waiting.is_empty() {
+            return;
+        }
+        let held = self.queue_signals(&waiting);
+        let senders: BTreeSet<&str> = waiting.iter().map(|w| w.from.as_str()).collect();
+        let max = self.config.batch_max_bytes;
+        let all: Vec<Rc<str>> = waiting.iter().map(|w| w.frame.clone()).collect();
+        // A set lookup per member: with every member moving a cursor, a list of the senders
+        // scanned per member would be members × senders each window.
+        let others = self.admitted_but(|id| senders.contains(id) || held.contains(id));
+        let mut sends = vec![(others, pack(all, max))];
+        for sender in &senders {
+            if held.contains(*sender) || !self.clients.get(*sender).is_some_and(|c| c.admitted) {
+                continue;
+            }
+            let theirs: Vec<Rc<str>> =
+                waiting.iter().filter(|w| w.from != *sender).map(|w| w.frame.clone()).collect();
+            if !theirs.is_empty() {
+                sends.push((vec![(*sender).to_owned()], pack(theirs, max)));
+            }
+        }
+        for (to, frames) in sends {
+            for frame in frames {
+                self.emit(to.clone(), frame);
+            }
+        }
+        self.window_until = Some(now + self.config.batch_window_ms);
+    }
+
+    /// Queues the window's signals for each member that has frames waiting or a full window,
+    /// each by its key; returns those members.
+    fn queue_signals(&mut self, waiting: &[Waiting]) -> BTreeSet<String> {
+        let window = self.config.send_window;
+        let mut held = BTreeSet::new();
+        for (id, c) in self.clients.iter_mut() {
+            if !c.admitted || (c.out.is_empty() && c.flow.open(window)) {
+                continue;
+            }
+            for w in waiting.iter().filter(|w| w.from != *id) {
+                if c.out.push_signal(&w.key, w.frame.clone()) {
+                    self.stats.signals_coalesced += 1;
+                }
+            }
+            held.insert(id.clone());
+        }
+        for id in &held {
+            self.held(id);
+        }
+        held
+    }
+
+    /// The relay's admitted clients but those `except` names.
+    fn admitted_but(&self, except: impl Fn(&str) -> bool) -> Vec<String> {
+        self.clients
+            .iter()
+            .filter(|(id, c)| c.admitted && !except(id.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
