@@ -3,8 +3,10 @@
 //! (or while the room is busy) made workerd grow by hundreds of MB (177 MB -> 428 MB in 15 s).
 //! The room now hands a connection at most its send window of unconfirmed bytes (confirmed by
 //! echoed marks), keeps at most the backlog bound waiting for it, then closes it with 4013; its
-//! `get_state` answers cost bytes from a per-user budget. Each trial runs on its own runtime so
-//! workerd's resident memory is this attack's alone, and prints the figures.
+//! `get_state` answers cost bytes from a per-user budget. Through a relay the relay keeps the
+//! window, so the same holds for what the relay sends on its own (its region's signals). Each
+//! trial runs on its own runtime so workerd's resident memory is this attack's alone, and prints
+//! the figures.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,14 @@ pub fn trials() -> Vec<Spec> {
         }),
         alone("attacks::memory::a_hog_that_pings_but_never_reads_is_let_go", || {
             on_own_runtime_with("att-mem-stuck", &["--var", "ECHO_DEADLINE_MS:3000"], stuck_hog)
+        }),
+        alone("attacks::memory::a_hog_at_a_relay_fed_its_regions_signals_is_closed_4013", || {
+            // Every connect through its region's relay, with tokens (the region comes from `cf`).
+            async move {
+                let secret = format!("AUTH_SECRET:{}", es::SECRET);
+                let args = ["--var", secret.as_str(), "--var", "RELAY_ABOVE:0"];
+                on_own_runtime_with("att-mem-relay", &args, relay_hog).await
+            }
         }),
     ]
 }
@@ -373,5 +383,88 @@ async fn stuck_hog(port: u16) -> R {
     publisher.publish_acked("after", "chat", json!("after")).await?;
     let (_reader, more) = read_all(reader, N + 1).await?;
     check!(more.len() == 1 && seq(&more[0]) == N + 1, "the reader after the close: {more:?}");
+    Ok(())
+}
+
+/// The hog connects through its region's relay and never reads, while three members of its
+/// region move big cursors (30 KB signals, a new topic each time, so nothing coalesces: 1.35 MB
+/// a second for the hog). The relay delivers those signals itself, so the home's flow window
+/// never sees them: the relay's own window must hold them back and its backlog bound let the hog
+/// go. The movers and a fourth member read throughout, and the fourth gets every mover's signals.
+async fn relay_hog(port: u16) -> R {
+    let room = support::room("att-mem-relay");
+    let eu = crate::relays::PLACES[1].0;
+    let dial = |sub: &'static str| crate::relays::dial(port, &room, sub, eu);
+    let mut hog = dial("hog").await?;
+    check!(hog.welcome["relay"] == "EU-0", "through the relay: {}", hog.welcome);
+    let mut victim = dial("victim").await?;
+    let mut movers = Vec::new();
+    for sub in ["m1", "m2", "m3"] {
+        movers.push(dial(sub).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss(port)?;
+    let pad = "y".repeat(30_000);
+    let moving = Duration::from_secs(6);
+    let mut tasks = Vec::new();
+    for (m, mut c) in movers.into_iter().enumerate() {
+        let pad = pad.clone();
+        tasks.push(tokio::spawn(async move {
+            let start = tokio::time::Instant::now();
+            for step in 0u32.. {
+                if start.elapsed() > moving {
+                    break;
+                }
+                // A mover reads (and echoes) what it is sent while it waits for its next move.
+                let at = start + Duration::from_millis(66) * step;
+                while tokio::time::Instant::now() < at {
+                    let left = at.saturating_duration_since(tokio::time::Instant::now());
+                    if let Ok(Event::Closed(code)) = c.next_event_within(left).await {
+                        return Err(format!("mover {m} was closed: {code:?}"));
+                    }
+                }
+                let text = json!({"type": "signal", "topic": format!("t{step}"), "data": format!("{m}{pad}")});
+                c.send_text(text.to_string()).await?;
+            }
+            Ok::<Client, String>(c)
+        }));
+    }
+    let mut got = 0usize;
+    let (mut peak, until) = (before, Instant::now() + moving);
+    while Instant::now() < until {
+        match victim.next_event_within(Duration::from_millis(200)).await {
+            Ok(Event::Frame(f)) if f["type"] == "signal" => got += 1,
+            Ok(Event::Frame(f)) if f["type"] == "batch" => {
+                got += f["frames"]
+                    .as_array()
+                    .map_or(0, |a| a.iter().filter(|f| f["type"] == "signal").count())
+            }
+            Ok(Event::Closed(code)) => return Err(format!("the victim was closed: {code:?}")),
+            _ => {}
+        }
+        peak = peak.max(rss(port)?);
+    }
+    for t in tasks {
+        t.await.map_err(|e| format!("mover task: {e}"))??;
+    }
+    let after = rss(port)?;
+    let stats = crate::relays::relay_stats(port, &room, "EU-0").await?;
+    let d = drain(&mut hog, Duration::from_secs(5)).await;
+    eprintln!(
+        "attacks::memory::relay_hog: workerd RSS before {} MB, peak {} MB, after {} MB (growth {} KB); \
+         the victim got {got} signals; the hog {:?}; relay stats {stats}",
+        before / 1024,
+        peak / 1024,
+        after / 1024,
+        peak.max(after).saturating_sub(before),
+        d.closed,
+    );
+    check!(d.closed == Some(Some(4013)), "the hog should be closed with 4013: {d:?}");
+    check!(stats["backlog_closes"] == 1, "the relay let it go, and only it: {stats}");
+    check!(got >= 3 * 40, "the victim got {got} signals in 6 s");
+    check!(
+        peak.max(after).saturating_sub(before) < GROWTH_BOUND_KB,
+        "workerd grew from {before} KiB to {peak} KiB (bound +{GROWTH_BOUND_KB} KiB)"
+    );
     Ok(())
 }
