@@ -126,7 +126,7 @@ impl Relay {
     /// An echo of `mark` from `conn`: true when the relay took it (it confirmed one of the
     /// relay's marks, and the frames waiting for it go; or it echoed one again, paid for at
     /// the connection's rate and dropped as the home drops one). Any other goes to the home,
-    /// which refuses it (`unknown_mark`) and counts it against the user's budget.
+    /// which refuses it (`invalid`, a mark it never sent) and counts it against the user's budget.
     pub(super) fn echo(&mut self, conn: &str, mark: &str) -> bool {
         let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
         let Some(c) = self.clients.get_mut(conn) else {
