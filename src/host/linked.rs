@@ -19,6 +19,9 @@ const STALE_LINK: (u16, &str) = (1008, "relay_stale");
 const REPLACED_LINK: (u16, &str) = (1012, "relay_replaced");
 /// The close code and reason of a link whose lease ran out.
 const EXPIRED_LINK: (u16, &str) = (1011, "relay_lease_expired");
+/// The close code and reason of a link whose relay fell behind it (more than
+/// [`crate::protocol::link::LINK_WINDOW`] in flight).
+const BEHIND_LINK: (u16, &str) = (1013, "relay_behind");
 
 /// The link's lease ([`crate::protocol::link::LEASE_MS`]): the home looks every half lease,
 /// so the sessions of a relay that hangs with its link open leave within 15 s of its last sign
@@ -133,6 +136,7 @@ impl Inner {
                 return Ok(()); // a replaced socket's last words
             }
             live.links.heard(&tag.link, now.ms());
+            live.links.down.heard(&tag.link, up.heard);
             live.links.messages_in += 1;
             for op in up.ops {
                 match op {
@@ -183,6 +187,29 @@ impl Inner {
         for tag in silent {
             log("link_expired", serde_json::json!({"link": tag.link}));
             effects.push(self.link_gone(&tag, EXPIRED_LINK)?);
+        }
+        Ok(effects)
+    }
+
+    /// Closes (1013) each link whose relay fell more than the link's window behind what this
+    /// home sent it, as its lease would (its sessions are away for the grace), and applies
+    /// what the engine asked for meanwhile: the runtime would otherwise buffer without end
+    /// what the home sends a relay that does not keep up.
+    pub(super) fn close_behind(
+        &self,
+        live: &mut Live,
+        sql: &worker::SqlStorage,
+        now: Time,
+    ) -> Result<Effects> {
+        let mut effects = Effects::default();
+        for link in live.links.down.behind() {
+            let in_flight = live.links.down.in_flight(&link);
+            log("link_behind", serde_json::json!({"link": link, "in_flight": in_flight}));
+            live.links.behind_closes += 1;
+            let answered = |ws: &_| self.answered(ws);
+            drop_link(&mut live.links, &mut live.engine, &link, now, BEHIND_LINK, answered);
+            let more = live.sockets.apply(&mut live.engine, &mut live.links, sql, now)?;
+            effects = effects.and(more);
         }
         Ok(effects)
     }

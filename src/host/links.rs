@@ -49,6 +49,8 @@ pub struct Links {
     /// Link messages sent and heard since the room was loaded, for `/stats`.
     pub messages_out: u64,
     pub messages_in: u64,
+    /// Links closed because their relays fell behind them (more than the link's window).
+    pub behind_closes: u64,
 }
 
 impl Links {

@@ -341,6 +341,7 @@ impl Inner {
                         "socket_sends": live.sockets.sends,
                         "link_messages_out": live.links.messages_out,
                         "link_messages_in": live.links.messages_in,
+                        "link_behind_closes": live.links.behind_closes,
                     });
                     stats.to_string()
                 })?;
@@ -557,7 +558,9 @@ impl Inner {
         let now = now();
         let out = f(live, now);
         let sql = self.state.storage().sql();
-        match live.sockets.apply(&mut live.engine, &mut live.links, &sql, now) {
+        let applied = live.sockets.apply(&mut live.engine, &mut live.links, &sql, now);
+        let applied = applied.and_then(|fx| Ok(fx.and(self.close_behind(live, &sql, now)?)));
+        match applied {
             Ok(effects) => {
                 if effects.delete {
                     // The engine is spent; the next event finds no room.

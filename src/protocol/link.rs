@@ -38,6 +38,17 @@ pub const MESSAGE_MAX: usize = 8 << 20;
 /// least every 5 s.
 pub const LEASE_MS: u64 = 10_000;
 
+/// The most of the home's messages that may be in flight on one link (sent and not yet taken
+/// by the relay, [`Up::heard`]), in bytes: a relay that falls further behind has its link
+/// closed by the home (1013 `relay_behind`), rather than the runtime buffering without end
+/// what the home sends it; its clients resume through its next instance (their catch-ups are
+/// range reads of the log). Four messages of the largest size.
+pub const LINK_WINDOW: u64 = 4 * MESSAGE_MAX as u64;
+
+/// A relay tells the home what it has taken at least every this many bytes of the home's
+/// messages, with an empty message if it has nothing else to send.
+pub const HEARD_EVERY: u64 = LINK_WINDOW / 4;
+
 /// The largest client frame a relay forwards, in bytes: one that would not fit in a link
 /// message once quoted (at most twice its size) is closed with 1009 at the relay, whatever
 /// `MAX_FRAME_BYTES` allows a socket of the home's own.
@@ -51,6 +62,10 @@ pub struct Up {
     /// Which instance of the relay: it grows each time the relay starts.
     /// The home refuses an instance older than one it has heard from.
     pub epoch: u64,
+    /// Bytes of the home's messages on this link the relay has taken so far: what is not
+    /// taken yet is in flight, and the home holds each link to [`LINK_WINDOW`] of it.
+    #[serde(default)]
+    pub heard: u64,
     pub ops: Vec<UpOp>,
 }
 
@@ -189,14 +204,14 @@ impl Up {
     /// use homeroom::protocol::link::{Up, UpOp};
     ///
     /// let op = |i: usize| UpOp::Text { conn: format!("oc-0.c{i}"), text: "x".repeat(100) };
-    /// let texts = Up::pack("oc-0", 7, (0..10).map(op).collect(), 400);
+    /// let texts = Up::pack("oc-0", 7, 0, (0..10).map(op).collect(), 400);
     /// assert!(texts.len() > 1 && texts.iter().all(|t| t.len() <= 400));
     /// let ops: Vec<UpOp> = texts.iter().flat_map(|t| Up::parse(t).unwrap().ops).collect();
     /// assert_eq!(ops, (0..10).map(op).collect::<Vec<_>>());
     /// ```
-    pub fn pack(relay: &str, epoch: u64, ops: Vec<UpOp>, max: usize) -> Vec<String> {
+    pub fn pack(relay: &str, epoch: u64, heard: u64, ops: Vec<UpOp>, max: usize) -> Vec<String> {
         let relay = serde_json::to_string(relay).expect("a string serializes");
-        let head = format!(r#"{{"relay":{relay},"epoch":{epoch},"ops":["#);
+        let head = format!(r#"{{"relay":{relay},"epoch":{epoch},"heard":{heard},"ops":["#);
         pack_by(&head, ops.len(), max, |i, _| to_json(&ops[i]))
     }
 
@@ -317,8 +332,8 @@ mod tests {
         let texts = Down::pack(ops.clone(), MESSAGE_MAX);
         assert_eq!(texts, vec![Down { ops: ops.clone() }.to_text()]);
         let up = vec![UpOp::Closed { conn: "a\"b".into() }];
-        let text = Up { relay: "eu-0".into(), epoch: 3, ops: up.clone() }.to_text();
-        assert_eq!(Up::pack("eu-0", 3, up, MESSAGE_MAX), vec![text]);
+        let text = Up { relay: "eu-0".into(), epoch: 3, heard: 9, ops: up.clone() }.to_text();
+        assert_eq!(Up::pack("eu-0", 3, 9, up, MESSAGE_MAX), vec![text]);
         assert!(Down::pack(Vec::new(), MESSAGE_MAX).is_empty());
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::protocol::link::{Down, DownOp, MESSAGE_MAX};
+use crate::protocol::link::{Down, DownOp, LINK_WINDOW, MESSAGE_MAX};
 use crate::room::CloseCode;
 
 /// The smallest frame worth keeping at a relay for the sessions it goes to next in the turn
@@ -34,6 +34,9 @@ pub struct Downlinks {
     kept: BTreeMap<String, Vec<(u64, usize)>>,
     /// The next id of a kept frame.
     next_id: u64,
+    /// Per link, bytes of messages sent over it and bytes its relay said it took
+    /// ([`crate::protocol::link::Up::heard`]): the difference is in flight.
+    flight: BTreeMap<String, (u64, u64)>,
 }
 
 impl Downlinks {
@@ -152,6 +155,29 @@ impl Downlinks {
     pub fn forget(&mut self, link: &str) {
         self.ops.remove(link);
         self.kept.remove(link);
+        self.flight.remove(link);
+    }
+
+    /// `link`'s relay says it took `heard` bytes of the messages sent over it so far (since
+    /// the message with this home's recall, if this home was rebuilt while the link stayed
+    /// open: the relay counts from there). The latest word stands: one the relay sent before
+    /// it took the recall counts what an earlier home sent.
+    pub fn heard(&mut self, link: &str, heard: u64) {
+        if let Some((_, taken)) = self.flight.get_mut(link) {
+            *taken = heard;
+        }
+    }
+
+    /// Bytes sent over `link` that its relay has not said it took.
+    pub fn in_flight(&self, link: &str) -> u64 {
+        self.flight.get(link).map_or(0, |(sent, taken)| sent.saturating_sub(*taken))
+    }
+
+    /// The links with more than [`LINK_WINDOW`] in flight: their relays fell behind, and the
+    /// home closes them (see [`LINK_WINDOW`]) rather than buffer more for them.
+    pub fn behind(&self) -> Vec<String> {
+        let over = |(sent, taken): &(u64, u64)| sent.saturating_sub(*taken) > LINK_WINDOW;
+        self.flight.iter().filter(|(_, f)| over(f)).map(|(link, _)| link.clone()).collect()
     }
 
     /// The turn's messages: each link that is owed something, with its
@@ -159,12 +185,21 @@ impl Downlinks {
     /// ([`MESSAGE_MAX`]) gets several, in order.
     pub fn take(&mut self) -> Vec<(String, String)> {
         self.kept.clear();
-        std::mem::take(&mut self.ops)
+        let messages: Vec<(String, String)> = std::mem::take(&mut self.ops)
             .into_iter()
             .flat_map(|(link, ops)| {
                 Down::pack(ops, MESSAGE_MAX).into_iter().map(move |text| (link.clone(), text))
             })
-            .collect()
+            .collect();
+        for (link, text) in &messages {
+            match self.flight.get_mut(link) {
+                Some((sent, _)) => *sent += text.len() as u64,
+                None => {
+                    self.flight.insert(link.clone(), (text.len() as u64, 0));
+                }
+            }
+        }
+        messages
     }
 
     /// Whether no link is owed anything this turn.

@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::{Input, Output, Tail};
-use crate::protocol::link::{Back, Down, DownOp, Open, Up, UpOp, FRAME_MAX, MESSAGE_MAX};
+use crate::protocol::link::{
+    Back, Down, DownOp, Open, Up, UpOp, FRAME_MAX, HEARD_EVERY, MESSAGE_MAX,
+};
 use crate::protocol::server::ServerFrame;
 use crate::protocol::{parse, ClientFrame};
 use crate::room::flow::{Echo, Flow};
@@ -133,6 +135,11 @@ pub struct Relay {
     /// The newest entries of the room's log, learned from the home's frames: what a resuming
     /// client's catch-up comes from when it holds it.
     tail: Tail,
+    /// Bytes of the home's messages taken on this link (since its home's last recall), and
+    /// what the home was last told of them ([`Up::heard`]): the home holds the link to a
+    /// window of what is in flight.
+    heard: u64,
+    told: u64,
     stats: RelayStats,
 }
 
@@ -159,6 +166,8 @@ impl Relay {
             last_recall: None,
             // As many entries as the home's replay window.
             tail: Tail::new(replay_limit),
+            heard: 0,
+            told: 0,
             stats: RelayStats::default(),
         }
     }
@@ -245,6 +254,7 @@ impl Relay {
                 self.up.clear();
                 self.restart_all("relay_link_lost");
                 self.epoch = self.epoch.max(epoch);
+                (self.heard, self.told) = (0, 0); // the next link counts afresh
             }
             Input::Alarm => {
                 self.alarm = None;
@@ -363,6 +373,7 @@ impl Relay {
     }
 
     fn down(&mut self, text: &str) {
+        self.heard += text.len() as u64;
         let down = match Down::parse(text) {
             Ok(d) => d,
             Err(_) => {
@@ -371,6 +382,10 @@ impl Relay {
             }
         };
         self.stats.down += 1;
+        if down.ops.iter().any(|op| matches!(op, DownOp::Recall { .. })) {
+            // A home rebuilt without its memory counts what it sends from the message that asks.
+            (self.heard, self.told) = (text.len() as u64, 0);
+        }
         // Big frames the home sent once for several sessions: for this message only.
         let mut kept: HashMap<u64, Rc<str>> = HashMap::new();
         for op in down.ops {
@@ -556,7 +571,8 @@ impl Relay {
     /// Asks for the short timer when the turn has something for the home (at once) or a
     /// coalescing window ends (then), unless it is asked for already.
     fn arm_wake(&mut self) {
-        let turn = (!self.up.is_empty()).then_some(self.now);
+        let owed = self.heard - self.told >= HEARD_EVERY;
+        let turn = (!self.up.is_empty() || owed).then_some(self.now);
         let window = self.window_until.filter(|_| !self.signals.is_empty());
         let due = [turn, window].into_iter().flatten().min();
         if let Some(at) = due {
@@ -567,12 +583,19 @@ impl Relay {
         }
     }
 
+    /// Sends the turn's operations to the home, with what the relay has taken of its messages;
+    /// with none, a message saying only that once [`HEARD_EVERY`] bytes were taken unsaid.
     fn flush_up(&mut self) {
-        if self.up.is_empty() {
+        let (ops, epoch, heard) = (std::mem::take(&mut self.up), self.epoch, self.heard);
+        let texts = if !ops.is_empty() {
+            Up::pack(&self.name, epoch, heard, ops, MESSAGE_MAX)
+        } else if heard - self.told >= HEARD_EVERY {
+            vec![Up { relay: self.name.clone(), epoch, heard, ops }.to_text()]
+        } else {
             return;
-        }
-        let ops = std::mem::take(&mut self.up);
-        for text in Up::pack(&self.name, self.epoch, ops, MESSAGE_MAX) {
+        };
+        self.told = heard;
+        for text in texts {
             self.stats.up += 1;
             self.outputs.push_back(Output::Up(text));
         }

@@ -108,6 +108,8 @@ pub struct Topo {
     pub hung_dropped: u64,
     /// Clients a relay closed because its tail no longer held the catch-up the home left to it.
     pub tail_lost: u64,
+    /// Links the home closed because their relays fell more than the link's window behind.
+    pub behind_closed: u64,
 }
 
 impl Topo {
@@ -136,6 +138,7 @@ impl Topo {
             hung: BTreeMap::new(),
             hung_dropped: 0,
             tail_lost: 0,
+            behind_closed: 0,
         }
     }
 
@@ -282,6 +285,12 @@ impl Topo {
     /// The lease of a hung instance ran out: the home closes its link, and the relay hears it.
     fn lease_expired(&mut self, instance: &str) {
         let hung_at = self.hung.remove(instance).unwrap_or(self.now);
+        self.home_closes(instance, hung_at);
+    }
+
+    /// The home closes the link of `instance`, last heard from at `heard`, and the relay hears
+    /// it: its next instance dials, or a newer one owns the relay already.
+    fn home_closes(&mut self, instance: &str, hung_at: Time) {
         let (name, epoch) = instance.rsplit_once('#').expect("name#epoch");
         let current = self.epochs.get(name).is_some_and(|e| e.to_string() == epoch);
         if !self.nodes.contains_key(instance) {
@@ -542,6 +551,7 @@ impl Topo {
             }
         };
         assert!(self.home.links[&link].open, "a message over the closed link {link}");
+        self.home.downlinks.heard(&link, up.heard);
         let prefix = format!("{}.", up.relay);
         for op in up.ops {
             match op {
@@ -598,6 +608,13 @@ impl Topo {
             self.home_link_messages += 1;
             self.home_link_bytes += text.len() as u64;
             self.put(To::Relay(link), text);
+        }
+        // As the adapter does after every turn: a relay more than the link's window behind
+        // has its link closed (1013), as its lease would.
+        for instance in self.home.downlinks.behind() {
+            self.behind_closed += 1;
+            let heard = self.hung.remove(&instance).unwrap_or(self.now);
+            self.home_closes(&instance, heard);
         }
     }
 

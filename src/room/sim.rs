@@ -386,6 +386,8 @@ impl Sim {
             .map(|(n, _)| n.clone())
             .collect();
         for link in open {
+            // A new memory: it counts what it sends the link from its recall on, as the relay.
+            self.downlinks.forget(&link);
             self.downlinks.recall(&link, id, since);
             self.recalls.start(&link, id);
         }

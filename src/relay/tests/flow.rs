@@ -189,3 +189,65 @@ fn a_long_catch_up_the_home_sends_is_not_a_slow_reader_at_the_relay() {
     assert_eq!(home_stat(&mut t, "tail_replays"), 0, "the home served it");
     assert!(home_stat(&mut t, "catch_up_frames") >= 60);
 }
+
+#[test]
+fn a_relay_that_falls_behind_its_link_is_closed_before_the_home_buffers_more_than_a_window() {
+    use crate::protocol::link::{LEASE_MS, LINK_WINDOW, MESSAGE_MAX};
+    use crate::relay::Relays;
+    let mut t = Topo::new(RoomConfig::default(), 20);
+    let oc = at(&mut t, "oc-0", &["ann", "bob"]);
+    let reader = at(&mut t, "na-0", &["reader"]).remove(0);
+    let names: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+    let writers = at(&mut t, "eu-0", &names.iter().map(String::as_str).collect::<Vec<_>>());
+    let link = Relays::link("oc-0", t.relay("oc-0").epoch());
+    // oc-0 stops taking its link's messages as fast as they come: it answers nothing (a relay
+    // that hangs is the extreme of one that falls behind).
+    t.hang_relay("oc-0");
+    let hung_at = t.now;
+    let (mut most, mut closed_after, mut got, mut n) = (0, None, Vec::new(), 0);
+    // Eight writers, 60 KB each at 20 a second: 9.6 MB a second for every relay.
+    while closed_after.is_none() && t.now.ms() < hung_at.ms() + LEASE_MS {
+        for w in &writers {
+            n += 1;
+            t.publish(w, &format!("m-{n}"), &big(n, 60));
+        }
+        t.advance(50);
+        most = most.max(t.home.downlinks.in_flight(&link));
+        got.extend(seqs(&t.take(&reader), "message"));
+        for c in writers.iter().chain(&oc) {
+            t.take(c);
+        }
+        if t.behind_closed > 0 {
+            closed_after = Some(t.now.ms() - hung_at.ms());
+        }
+    }
+    let closed_after = closed_after.expect("the home closed the link before the lease");
+    assert!(closed_after < LEASE_MS, "closed {closed_after} ms after it fell behind");
+    assert!(most <= LINK_WINDOW + 2 * MESSAGE_MAX as u64, "{most} bytes in flight");
+    assert_eq!(t.behind_closed, 1, "only the relay that fell behind");
+    // Its members were told to come back (1012) and are back without a gap or a leave.
+    let codes: Vec<Option<u16>> = oc.iter().map(|c| t.clients[c].closed).collect();
+    assert_eq!(codes, [Some(1012), Some(1012)], "ann and bob were restarted");
+    t.settle();
+    let since: Vec<u64> = oc.iter().map(|c| t.clients[c].seq).collect();
+    let back: Vec<String> = oc.iter().map(|c| t.resume(c, "oc-0")).collect();
+    let mut theirs = vec![Vec::new(); 2];
+    for _ in 0..100 {
+        t.advance(50);
+        got.extend(seqs(&t.take(&reader), "message"));
+        for (i, c) in back.iter().enumerate() {
+            theirs[i].extend(seqs(&t.take(c), "message"));
+        }
+        for c in &writers {
+            t.take(c);
+        }
+    }
+    t.settle();
+    got.extend(seqs(&t.take(&reader), "message"));
+    let stored = t.home.disk.seq;
+    for (i, seqs) in theirs.iter().enumerate() {
+        assert_eq!(*seqs, (since[i] + 1..=stored).collect::<Vec<u64>>(), "{} resumed", back[i]);
+    }
+    assert_eq!(got, (1..=stored).collect::<Vec<u64>>(), "the reader at a relay that kept up");
+    assert_eq!(t.home.room.members(), 11, "ann and bob never left");
+}

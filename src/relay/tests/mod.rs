@@ -928,7 +928,7 @@ fn a_relays_open_becomes_a_session_over_its_link_and_bad_info_is_refused() {
     assert!(!hello.canary, "a relay cannot vouch for the health canary");
     assert!(open(Some("{not json")).into_hello("oc-0#3").is_err());
     // What crosses the link parses back to itself.
-    let up = Up { relay: "oc-0".into(), epoch: 3, ops: vec![UpOp::Open(open(None))] };
+    let up = Up { relay: "oc-0".into(), epoch: 3, heard: 0, ops: vec![UpOp::Open(open(None))] };
     assert_eq!(Up::parse(&up.to_text()), Ok(up));
     assert!(Up::parse(r#"{"relay":"oc-0","epoch":3,"ops":[{"op":"forge"}]}"#).is_err());
 }
