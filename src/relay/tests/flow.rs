@@ -222,6 +222,9 @@ fn a_relay_that_falls_behind_its_link_is_closed_before_the_home_buffers_more_tha
         }
     }
     let closed_after = closed_after.expect("the home closed the link before the lease");
+    eprintln!(
+        "closed {closed_after} ms after the relay stopped answering; at most {most} B in flight"
+    );
     assert!(closed_after < LEASE_MS, "closed {closed_after} ms after it fell behind");
     assert!(most <= LINK_WINDOW + 2 * MESSAGE_MAX as u64, "{most} bytes in flight");
     assert_eq!(t.behind_closed, 1, "only the relay that fell behind");
