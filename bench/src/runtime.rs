@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use homeroom_testkit::{address_in_use, group_alive, signal_group, wrangler_dev, DevArgs, Signal};
+use homeroom_testkit::{
+    address_in_use, group_alive, prebuilt_config, signal_group, wrangler_dev, DevArgs, Signal,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -137,6 +139,9 @@ impl Runtime {
         let DevArgs { port, mut args, .. } = wrangler_dev(&dir.join("state"), &level);
         let config = match part {
             Some(p) => p.config.display().to_string(),
+            // bench/run built the Wasm: served as built, with no reload when wrangler's file
+            // watcher gets ready in the middle of a round.
+            None if target.wrangler_config() == "wrangler.toml" => prebuilt_config(root)?,
             None => target.wrangler_config().to_owned(),
         };
         args.extend(["--config".into(), config]);

@@ -2,7 +2,7 @@
 //! persistence in a temp dir, in its own process group; readiness polling,
 //! a captured log, and a stop that kills the whole group.
 
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -121,8 +121,16 @@ export class Wrangler {
   private static async startOnce(extraArgs: string[]): Promise<Wrangler> {
     const [port, inspector] = [await freePort(), await freePort()];
     const persist = mkdtempSync(join(tmpdir(), "homeroom-browser-e2e-"));
+    // The Wasm as built (by scripts/test, or here), served as built: with wrangler.toml's [build], wrangler
+    // builds again once its file watcher is ready and reloads the Worker, which on a busy
+    // machine can be in the middle of a test (scripts/prebuilt-config says more).
+    if (!process.env.HOMEROOM_PREBUILT) {
+      execFileSync("bash", ["-c", ". scripts/env >/dev/null && scripts/build-worker"], { cwd: ROOT, stdio: "ignore" });
+    }
+    const config = execFileSync(join(ROOT, "scripts/prebuilt-config"), { cwd: ROOT }).toString().trim();
     const args = [
-      "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
+      "dev", "--config", config,
+      "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector),
       "--persist-to", persist, "--show-interactive-dev-session=false",
       // No AUTH_SECRET here: the Worker refuses rooms unless told this is local dev.
       "--var", "ANONYMOUS_DEV:true", ...extraArgs,

@@ -43,6 +43,22 @@ pub fn wrangler_dev(persist: &Path, log_level: &str) -> DevArgs {
     DevArgs { port, inspector, args }
 }
 
+/// The config for a `wrangler dev` of this repository that serves the Wasm already built:
+/// `scripts/prebuilt-config` writes it (wrangler.toml without its `[build]`, whose command
+/// wrangler runs again when its file watcher is ready, reloading the Worker under whatever
+/// runs by then) and this returns its path, relative to `root`.
+pub fn prebuilt_config(root: &Path) -> Result<String, String> {
+    let out = std::process::Command::new(root.join("scripts/prebuilt-config"))
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("scripts/prebuilt-config: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    match out.status.success() {
+        true => Ok(text),
+        false => Err(format!("scripts/prebuilt-config: {}", String::from_utf8_lossy(&out.stderr))),
+    }
+}
+
 /// A free TCP port on 127.0.0.1, never one this process handed out before,
 /// and outside the kernel's ephemeral range (below it, as a rule).
 ///

@@ -21,6 +21,31 @@ fn start_timeout() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// The config every runtime serves (`scripts/prebuilt-config`: wrangler.toml without its build,
+/// so no runtime reloads under a test when wrangler's file watcher gets ready late), once the
+/// Wasm is built: by this process, once, with the test-only fault injection, unless the caller
+/// built it (`HOMEROOM_PREBUILT`, as scripts/test does).
+fn prebuilt_config(root: &Path) -> Result<String, String> {
+    static CONFIG: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            if std::env::var_os("HOMEROOM_PREBUILT").is_none() {
+                let mut cmd = Command::new("bash");
+                cmd.args(["-c", ". scripts/env >/dev/null && scripts/build-worker"]);
+                if std::env::var_os("HOMEROOM_FEATURES").is_none() {
+                    cmd.env("HOMEROOM_FEATURES", "fault-injection");
+                }
+                let out = cmd.current_dir(root).output().map_err(|e| e.to_string())?;
+                if !out.status.success() {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    return Err(format!("scripts/build-worker failed:\n{err}"));
+                }
+            }
+            homeroom_testkit::prebuilt_config(root)
+        })
+        .clone()
+}
+
 /// Process groups that are alive, so a signal handler can kill them all.
 static GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
@@ -319,6 +344,7 @@ impl Runtime {
         // "log", not "info": wrangler filters the Worker's console.log (the room's
         // `room_loaded` lines) at --log-level info.
         let DevArgs { port, mut args, .. } = wrangler_dev(persist, "log");
+        args.extend(["--config".into(), prebuilt_config(root)?]);
         // No AUTH_SECRET: the Worker refuses rooms unless told this is local dev.
         args.extend(["--var".into(), "ANONYMOUS_DEV:true".into()]);
         args.extend(extra_args.iter().map(|a| a.to_string()));
@@ -338,11 +364,6 @@ impl Runtime {
             c
         };
         let path = std::env::var("PATH").unwrap_or_default();
-        // The fault suite needs the test-only fault injection in the Wasm; `wrangler dev`
-        // runs scripts/build-worker, which builds (once) with the features asked for.
-        if std::env::var_os("HOMEROOM_FEATURES").is_none() {
-            cmd.env("HOMEROOM_FEATURES", "fault-injection");
-        }
         cmd.current_dir(root)
             .env("PATH", format!("{}:{path}", root.join("node_modules/.bin").display()))
             .env("NO_COLOR", "1")
