@@ -159,20 +159,8 @@ impl Sockets {
                     }
                 }
                 Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip),
-                Output::Replay { conn, after, upto } => {
-                    if let Some(link) = links.link_of(&conn).map(str::to_owned) {
-                        links.down.replay(&link, &conn, after, upto);
-                    }
-                }
-                Output::CatchUp { conn, bytes } => {
-                    if let Some(link) = links.link_of(&conn).map(str::to_owned) {
-                        links.down.catch_up(&link, &conn, bytes);
-                    }
-                }
-                Output::Entries { conn, frame } => {
-                    if let Some(link) = links.link_of(&conn).map(str::to_owned) {
-                        links.down.entries(&link, &frame);
-                    }
+                out @ (Output::Replay { .. } | Output::CatchUp { .. } | Output::Entries { .. }) => {
+                    link_work(links, out)
                 }
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.by_conn.remove(&conn) {
@@ -222,4 +210,24 @@ extern "C" {
 pub fn send_shared(ws: &WebSocket, text: &JsValue) {
     let socket: &web_sys::WebSocket = ws.as_ref();
     let _ = socket.unchecked_ref::<SharedSend>().send_value(text);
+}
+
+/// What the room asks of a relayed connection's relay rather than of a socket: a catch-up from
+/// its tail ([`Output::Replay`]), entries its tail lacks ([`Output::Entries`]), a catch-up the
+/// room sends itself ([`Output::CatchUp`]). Nothing for a connection no link carries.
+fn link_work(links: &mut Links, out: Output) {
+    let (Output::Replay { conn, .. } | Output::CatchUp { conn, .. } | Output::Entries { conn, .. }) =
+        &out
+    else {
+        return;
+    };
+    let Some(link) = links.link_of(conn).map(str::to_owned) else {
+        return;
+    };
+    match out {
+        Output::Replay { conn, after, upto } => links.down.replay(&link, &conn, after, upto),
+        Output::CatchUp { conn, bytes } => links.down.catch_up(&link, &conn, bytes),
+        Output::Entries { frame, .. } => links.down.entries(&link, &frame),
+        _ => {}
+    }
 }
