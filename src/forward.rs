@@ -53,6 +53,7 @@ impl Forwarded {
             canary: self.canary,
             link: None,
             tail: None,
+            relay_flow: false,
         }
     }
 }
@@ -121,7 +122,14 @@ pub enum Inbound {
     /// Only a relay object makes this request: the Worker never forwards
     /// one (it builds every [`Routed`] itself and strips any header that
     /// could pose as one).
-    Link { relay: String, epoch: u64 },
+    /// `version`: the link the relay speaks ([`crate::protocol::link::LINK_VERSION`]; 1 when
+    /// it names none, as relays before versions did).
+    Link {
+        relay: String,
+        epoch: u64,
+        #[serde(default = "link_v1")]
+        version: u32,
+    },
     /// Panic inside the object: a forced Wasm reset (test builds only).
     #[cfg(feature = "fault-injection")]
     Fault,
@@ -138,6 +146,11 @@ pub enum Inbound {
     /// next event rebuilds it from storage (test builds only).
     #[cfg(feature = "fault-injection")]
     Forget,
+}
+
+/// The link version of a relay that names none (see [`Inbound::Link`]).
+fn link_v1() -> u32 {
+    1
 }
 
 /// A request for a room, as the object reads it.

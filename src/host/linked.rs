@@ -73,6 +73,7 @@ impl Inner {
         origin: Origin<'_>,
         relay: &str,
         epoch: u64,
+        version: u32,
     ) -> Result<(Result<Response>, Effects)> {
         if !crate::relay::valid_relay(relay) {
             return Ok((error_response(400, "invalid", "no such relay"), Effects::default()));
@@ -80,7 +81,8 @@ impl Inner {
         let pair = WebSocketPair::new()?;
         let response = Response::from_websocket(pair.client)?;
         let opened = super::now().ms();
-        let tag = LinkTag { link: Relays::link(relay, epoch), nonce: random_u64(), opened };
+        let link = Relays::link(relay, epoch);
+        let tag = LinkTag { link, nonce: random_u64(), opened, version };
         self.state.accept_websocket_with_tags(&pair.server, &["link"]);
         let text = serde_json::to_string(&tag).unwrap_or_default();
         pair.server.serialize_attachment(text)?;
@@ -106,6 +108,9 @@ impl Inner {
                 drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK, answered);
             }
             live.links.open(&tag, server.clone());
+            if version >= 2 {
+                live.links.down.hold(&tag.link); // its relay says what it took
+            }
             // The first thing the relay hears: which log the entries it learns are of.
             live.links.down.epoch(&tag.link, live.engine.epoch());
             live.links.store_registry(&sql)?;
@@ -166,7 +171,7 @@ impl Inner {
                             open_relayed(live, link, &prefix, open, now);
                         }
                     }
-                    UpOp::Text { .. } | UpOp::Closed { .. } => {}
+                    UpOp::Text { .. } | UpOp::Closed { .. } | UpOp::Unknown => {}
                 }
             }
             Ok(())
@@ -241,7 +246,7 @@ fn open_relayed(live: &mut Live, link: &str, prefix: &str, open: Open, now: Time
     if live.links.link_of(&open.conn).is_some() || !open.conn.starts_with(prefix) {
         return;
     }
-    if let Ok(hello) = open.into_hello(link) {
+    if let Ok(hello) = open.into_hello(link, live.links.version(link)) {
         live.links.add(&hello.conn, link);
         live.engine.handle(now, Input::Open(hello));
     }

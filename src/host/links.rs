@@ -22,6 +22,13 @@ pub struct LinkTag {
     /// When the home accepted it (ms): its first sign of life.
     #[serde(default)]
     pub opened: u64,
+    /// The link version its relay speaks ([`crate::protocol::link::LINK_VERSION`]).
+    #[serde(default = "v1")]
+    pub version: u32,
+}
+
+fn v1() -> u32 {
+    1
 }
 
 /// The link a socket is, if it is one.
@@ -75,6 +82,10 @@ impl Links {
         };
         for ws in all {
             if let Some(tag) = link_of(ws) {
+                if tag.version >= 2 {
+                    // Its relay counts what it took from the message with this recall on.
+                    links.down.hold(&tag.link);
+                }
                 links.down.recall(&tag.link, id, since);
                 links.recalls.start(&tag.link, id);
                 links.sockets.insert(tag.link.clone(), (tag, ws.clone()));
@@ -86,6 +97,11 @@ impl Links {
     /// A new link's socket.
     pub fn open(&mut self, tag: &LinkTag, ws: WebSocket) {
         self.sockets.insert(tag.link.clone(), (tag.clone(), ws));
+    }
+
+    /// The link version `link`'s relay speaks (1 for a link this home does not hold).
+    pub fn version(&self, link: &str) -> u32 {
+        self.sockets.get(link).map_or(1, |(tag, _)| tag.version)
     }
 
     /// Whether `tag` is the open socket of its link (not one it replaced).

@@ -256,7 +256,7 @@ impl Inner {
     ) -> Result<(Result<Response>, Effects)> {
         let answered = match what {
             Inbound::Connect(fwd) => self.connect(origin, fwd)?,
-            Inbound::Link { relay, epoch } => self.link(origin, &relay, epoch)?,
+            Inbound::Link { relay, epoch, version } => self.link(origin, &relay, epoch, version)?,
             Inbound::Presence { reader } => {
                 let (read, fx) = self.run(Some(origin), |live, now| {
                     live.engine.presence_read(now, reader.as_deref())

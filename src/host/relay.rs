@@ -381,6 +381,7 @@ impl RelayInner {
                 let what = Inbound::Link {
                     relay: live.engine.name().to_owned(),
                     epoch: live.engine.epoch(),
+                    version: crate::protocol::link::LINK_VERSION,
                 };
                 let r = &live.route;
                 let routed = Routed { room: r.room.clone(), home: r.home.clone(), what, via: None };

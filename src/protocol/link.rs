@@ -23,6 +23,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The version of the link this code speaks, named by a relay when it dials its home
+/// ([`crate::forward::Inbound::Link`]). A home and its relays need not run the same deployment:
+/// an active Durable Object keeps its code for up to five minutes after a deploy, and in a
+/// gradual deployment each object keeps the version it was given for as long as that lasts.
+/// So a home serves each link in the version its relay speaks:
+///
+/// - 1 (a relay that names none): the home keeps its sessions' flow windows (its `mark`s
+///   cross the link, their echoes come back), sends no [`DownOp::CatchUp`], and holds the link
+///   to no window (the relay says nothing of what it took).
+/// - 2: the relay keeps its clients' flow windows itself, takes [`DownOp::CatchUp`], and says
+///   what it took of the home's messages ([`Up::heard`]), which the home holds to
+///   [`LINK_WINDOW`].
+///
+/// An operation either end does not know is skipped (`Unknown`), not a reason to drop the
+/// message it came in.
+pub const LINK_VERSION: u32 = 2;
+
 /// The most a link message is made to hold, in bytes: a turn's operations are split over as
 /// many messages as it takes, in order. The runtime closes a WebSocket whose peer sends a
 /// message over its limit (1009; 32 MiB since October 2025, 1 MiB before), and a link that
@@ -87,6 +104,9 @@ pub enum UpOp {
     /// addressed yet, again. A home takes only the answer to its own recall: an older one may
     /// name a client the relay closed since.
     Peers { recall: u64, peers: Vec<Back>, opens: Vec<Open> },
+    /// An operation of a later version of the link: skipped.
+    #[serde(other)]
+    Unknown,
 }
 
 /// One session a relay gives back on a recall: the home's record of it, and the `seq` after
@@ -184,6 +204,9 @@ pub enum DownOp {
     Keep { id: u64, to: Vec<String>, frame: String },
     /// Send the frame kept under `id` earlier in this message to these connections.
     Again { id: u64, to: Vec<String> },
+    /// An operation of a later version of the link: skipped.
+    #[serde(other)]
+    Unknown,
 }
 
 /// Why a link message was not understood.

@@ -34,8 +34,10 @@ pub struct Downlinks {
     kept: BTreeMap<String, Vec<(u64, usize)>>,
     /// The next id of a kept frame.
     next_id: u64,
-    /// Per link, bytes of messages sent over it and bytes its relay said it took
-    /// ([`crate::protocol::link::Up::heard`]): the difference is in flight.
+    /// Per link held to the window ([`Downlinks::hold`]: its relay says what it took,
+    /// [`crate::protocol::link::Up::heard`], link version 2 on), bytes of messages sent over
+    /// it and bytes it said it took: the difference is in flight. A relay of version 1 says
+    /// nothing, and its link is held to no window.
     flight: BTreeMap<String, (u64, u64)>,
 }
 
@@ -168,6 +170,12 @@ impl Downlinks {
         }
     }
 
+    /// Holds `link`, just accepted, to [`LINK_WINDOW`]: its relay says what it took (link
+    /// version 2 on). What is sent over it from here counts.
+    pub fn hold(&mut self, link: &str) {
+        self.flight.insert(link.to_owned(), (0, 0));
+    }
+
     /// Bytes sent over `link` that its relay has not said it took.
     pub fn in_flight(&self, link: &str) -> u64 {
         self.flight.get(link).map_or(0, |(sent, taken)| sent.saturating_sub(*taken))
@@ -192,11 +200,8 @@ impl Downlinks {
             })
             .collect();
         for (link, text) in &messages {
-            match self.flight.get_mut(link) {
-                Some((sent, _)) => *sent += text.len() as u64,
-                None => {
-                    self.flight.insert(link.clone(), (text.len() as u64, 0));
-                }
+            if let Some((sent, _)) = self.flight.get_mut(link) {
+                *sent += text.len() as u64;
             }
         }
         messages

@@ -56,6 +56,8 @@ pub struct RelayStats {
     /// Catch-ups the home left to the tail that the tail no longer held by the time the home's
     /// word came: the client was closed (1012) and resumed.
     pub tail_lost: u64,
+    /// Operations from the home of a later version of the link, skipped.
+    pub unknown_ops: u64,
     /// Echoes of the relay's own marks it took (they never cross the link).
     pub echoes: u64,
     /// Clients closed (4013) because more waited for them than [`RoomConfig::max_backlog`].
@@ -432,6 +434,7 @@ impl Relay {
                         }
                     }
                 }
+                DownOp::Unknown => self.stats.unknown_ops += 1,
                 DownOp::Stale { .. } => {
                     // A newer instance speaks for this relay: nothing this
                     // one holds reaches the room any more.

@@ -76,10 +76,10 @@ impl From<Hello> for Open {
 }
 
 impl Open {
-    /// The engine's [`Hello`] for this client, a session over `link`. A
-    /// relay's `info` that is not JSON is refused (the home does not
-    /// guess at what a relay meant).
-    pub fn into_hello(self, link: &str) -> Result<Hello, LinkError> {
+    /// The engine's [`Hello`] for this client, a session over `link`, whose relay speaks
+    /// link `version` ([`crate::protocol::link::LINK_VERSION`]). A relay's `info` that is not
+    /// JSON is refused (the home does not guess at what a relay meant).
+    pub fn into_hello(self, link: &str, version: u32) -> Result<Hello, LinkError> {
         let info = match self.info {
             Some(text) => Some(RawValue::from_string(text).map_err(|e| LinkError(e.to_string()))?),
             None => None,
@@ -98,6 +98,7 @@ impl Open {
             canary: false,
             link: Some(link.to_owned()),
             tail: self.tail,
+            relay_flow: version >= 2,
         })
     }
 }

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Admit, Downlinks, Input, Output, Relay, Relays};
-use crate::protocol::link::{Up, UpOp, LEASE_MS};
+use crate::protocol::link::{Up, UpOp, LEASE_MS, LINK_VERSION};
 use crate::room::sim::{Link, Sim};
 use crate::room::{Hello, RoomConfig, Time};
 
@@ -194,6 +194,7 @@ impl Topo {
             canary: false,
             link: None,
             tail: None,
+            relay_flow: false,
         };
         self.relay_input(&instance, Input::Open(hello));
         conn
@@ -545,7 +546,9 @@ impl Topo {
                 self.home
                     .links
                     .insert(link.clone(), Link { open: true, relayed: true, ..Default::default() });
-                // As the adapter does on accepting a link: the log's name comes first.
+                // As the adapter does on accepting a link: held to the window (its relay speaks
+                // this version), and the log's name comes first.
+                self.home.downlinks.hold(&link);
                 self.home.downlinks.epoch(&link, self.home.room.epoch());
                 link
             }
@@ -572,6 +575,7 @@ impl Topo {
                     }
                 }
                 UpOp::Closed { conn } => self.home.runtime_close(&conn),
+                UpOp::Unknown => {}
                 UpOp::Peers { recall, peers, opens } => {
                     let answer = self.home.recalls.answer(&link, recall, &prefix, peers, opens);
                     let Some(back) = answer else {
@@ -597,7 +601,7 @@ impl Topo {
     /// answer opens again those the home had not addressed).
     fn home_open(&mut self, link: &str, open: crate::protocol::link::Open) {
         if !self.home.room.knows(&open.conn) {
-            let hello = open.into_hello(link).expect("the relays send JSON info");
+            let hello = open.into_hello(link, LINK_VERSION).expect("the relays send JSON info");
             self.home.open_hello(hello);
         }
     }

@@ -61,9 +61,15 @@ impl Flow {
         Flow { metered: false, ..Flow::new(key) }
     }
 
-    /// [`Flow::new`] for a connection of the room's own, [`Flow::unmetered`] over a link.
-    pub fn for_conn(key: u64, linked: bool) -> Flow {
-        if linked {
+    /// Whether the room keeps this connection's window ([`Flow::unmetered`] when not).
+    pub fn metered(&self) -> bool {
+        self.metered
+    }
+
+    /// [`Flow::new`] for a connection whose window the room keeps, [`Flow::unmetered`] for one
+    /// whose link's far end keeps it (`relay_flow`).
+    pub fn for_conn(key: u64, relay_flow: bool) -> Flow {
+        if relay_flow {
             Flow::unmetered(key)
         } else {
             Flow::new(key)
@@ -214,6 +220,7 @@ mod tests {
     #[test]
     fn a_connection_over_a_link_is_never_held_nor_marked() {
         let mut f = Flow::for_conn(9, true);
+        assert!(!f.metered());
         assert!((0..100).all(|_| f.sent(1 << 20, 1000).is_none()), "no mark over a link");
         assert!(f.open(1) && f.room_left(1) == u64::MAX && f.unconfirmed() == 0);
         let mut g = Flow::new(9);

@@ -44,6 +44,11 @@ pub struct Hello {
     /// `since` on, in the log `epoch` ([`crate::relay::Tail`]). The room then sends
     /// [`Output::Replay`] for those entries rather than their frames.
     pub tail: Option<u64>,
+    /// Over a link: its far end (a relay of link version 2 on,
+    /// [`crate::protocol::link::LINK_VERSION`]) keeps this connection's flow window, so the
+    /// room sends it everything at once, marks nothing, and names a catch-up it sends
+    /// ([`Output::CatchUp`]). False: the room keeps the window, as for a socket of its own.
+    pub relay_flow: bool,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -220,6 +225,9 @@ pub struct Peer {
     /// keeps the link, and gives them back in [`Snapshot::peers`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// Its link's far end keeps its flow window (see [`Hello::relay_flow`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relay_flow: bool,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.

@@ -76,6 +76,9 @@ pub struct Link {
     pub sends: u64,
     /// A relay's link: frames are not handed to the sessions here.
     pub relayed: bool,
+    /// Its relay speaks link version 1 (it names none): the room keeps its sessions' flow
+    /// windows ([`crate::protocol::link::LINK_VERSION`]).
+    pub v1: bool,
 }
 
 pub struct Sim {
@@ -261,6 +264,7 @@ impl Sim {
             expires,
             info,
             canary: std::mem::take(&mut self.canary_next),
+            relay_flow: link.as_ref().is_some_and(|l| !self.links.get(l).is_some_and(|l| l.v1)),
             link,
             tail: None,
         };
@@ -388,6 +392,9 @@ impl Sim {
         for link in open {
             // A new memory: it counts what it sends the link from its recall on, as the relay.
             self.downlinks.forget(&link);
+            if !self.links[&link].v1 {
+                self.downlinks.hold(&link);
+            }
             self.downlinks.recall(&link, id, since);
             self.recalls.start(&link, id);
         }
@@ -496,6 +503,9 @@ impl Sim {
             unreachable!("only a tail's outputs come here")
         };
         let s = self.sockets.get(conn).expect("known socket");
+        if matches!(out, Output::CatchUp { .. }) && !self.relayed(s) {
+            return; // the sessions of this sim's own links read their frames here
+        }
         assert!(self.relayed(s), "a tail's work is for a relayed session");
         let link = s.link.clone().expect("a relayed socket has a link");
         match out {

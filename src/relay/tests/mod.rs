@@ -920,17 +920,28 @@ fn a_relays_open_becomes_a_session_over_its_link_and_bad_info_is_refused() {
         info: info.map(str::to_owned),
         tail: Some(6),
     };
-    let hello = open(Some(r#"{"name":"Ann"}"#)).into_hello("oc-0#3").expect("JSON info");
+    let hello = open(Some(r#"{"name":"Ann"}"#)).into_hello("oc-0#3", 2).expect("JSON info");
+    assert!(hello.relay_flow, "a relay of link version 2 keeps its clients' windows");
     assert_eq!(hello.link.as_deref(), Some("oc-0#3"));
     assert_eq!((hello.since, hello.expires.map(|t| t.ms())), (Some(4), Some(9_000)));
     assert_eq!(hello.tail, Some(6), "what its relay can replay itself crosses with it");
     assert_eq!(hello.info.map(|i| i.get().to_owned()).as_deref(), Some(r#"{"name":"Ann"}"#));
     assert!(!hello.canary, "a relay cannot vouch for the health canary");
-    assert!(open(Some("{not json")).into_hello("oc-0#3").is_err());
+    assert!(!open(None).into_hello("oc-0#3", 1).expect("no info").relay_flow, "version 1 does not");
+    assert!(open(Some("{not json")).into_hello("oc-0#3", 2).is_err());
     // What crosses the link parses back to itself.
     let up = Up { relay: "oc-0".into(), epoch: 3, heard: 0, ops: vec![UpOp::Open(open(None))] };
     assert_eq!(Up::parse(&up.to_text()), Ok(up));
-    assert!(Up::parse(r#"{"relay":"oc-0","epoch":3,"ops":[{"op":"forge"}]}"#).is_err());
+    // An operation of a later version of the link is skipped, not the message it came in.
+    let later = Up::parse(
+        r#"{"relay":"oc-0","epoch":3,"ops":[{"op":"forge","x":1},{"op":"closed","conn":"oc-0.c1"}]}"#,
+    );
+    let ops = later.expect("a later version's message parses").ops;
+    assert_eq!(ops, [UpOp::Unknown, UpOp::Closed { conn: "oc-0.c1".into() }]);
+    assert!(
+        Up::parse(r#"{"relay":"oc-0","epoch":3,"ops":[{"conn":"oc-0.c1"}]}"#).is_err(),
+        "no op"
+    );
 }
 
 #[test]
@@ -1032,6 +1043,7 @@ fn hello(conn: &str, user: &str) -> crate::room::Hello {
         canary: false,
         link: None,
         tail: None,
+        relay_flow: false,
     }
 }
 
@@ -1346,4 +1358,24 @@ fn per_region_summaries_go_once_per_relay_on_the_slow_cadence() {
     }
     let per_member = seen.map_or(0, |s| s.len()) as u64;
     assert_eq!(sent, RELAYS.len() as u64 * per_member, "a message per relay per summary: {sent}");
+}
+
+/// A later home's operation the relay does not know is skipped, and the rest of its message
+/// is applied (before versions, one unknown operation made the relay drop the whole message,
+/// and with it the frames its clients were owed).
+#[test]
+fn an_operation_of_a_later_link_version_is_skipped_not_the_message() {
+    let mut relay = Relay::new("oc-0", 1, RoomConfig::default());
+    let now = Time::from_ms(1_000);
+    relay.handle(now, Input::Open(hello("oc-0.c1", "ann")));
+    let later = r#"{"ops":[{"op":"send","to":["oc-0.c1"],"frame":"{\"type\":\"welcome\"}"},{"op":"mirror","state":{}},{"op":"all","skip":[],"frame":"{\"type\":\"summary\"}"}]}"#;
+    relay.handle(now, Input::Down(later));
+    let sent: Vec<String> = std::iter::from_fn(|| relay.poll_output())
+        .filter_map(|o| match o {
+            Output::Send { frame, .. } => Some(frame.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [r#"{"type":"welcome"}"#, r#"{"type":"summary"}"#]);
+    assert_eq!((relay.stats().unknown_ops, relay.stats().bad_down), (1, 0));
 }

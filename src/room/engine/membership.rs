@@ -49,7 +49,10 @@ impl Room {
                 // window starts empty, which bounds the runtime's buffer the
                 // same. Its marks come from a key of this load: none repeats
                 // one the client may still hold from before.
-                flow: Flow::for_conn(Flow::key_of_load(p.key, nonce), p.link.is_some()),
+                flow: Flow::for_conn(
+                    Flow::key_of_load(p.key, nonce),
+                    p.relay_flow && p.link.is_some(),
+                ),
                 expires: p.exp.map(Time::ms),
                 stalled_since: None,
                 link: p.link,
@@ -115,7 +118,8 @@ impl Room {
     /// Makes `conn` the connection of `session`, superseding an older one
     /// (of the same user: [`Room::refuse_open`] turned any other away).
     pub(super) fn join(&mut self, now: u64, joining: Joining<'_>) {
-        let Joining { conn, session, user, region, key, expires, info, canary, link } = joining;
+        let Joining { conn, session, user, region, key, expires, info, canary, link, relay_flow } =
+            joining;
         self.retain_at = None;
         let previous = self.presence.remove(session);
         // Back from away (its link closed): the member never left.
@@ -143,7 +147,7 @@ impl Room {
             last_seen: now,
             seen_saved: now,
             out: Default::default(),
-            flow: Flow::for_conn(key, link.is_some()),
+            flow: Flow::for_conn(key, relay_flow && link.is_some()),
             expires,
             stalled_since: None,
             link,
@@ -597,9 +601,9 @@ impl Room {
     }
 
     fn remember(&mut self, session: &str, m: &Member, now: u64) {
-        let (exp, key, link) = match self.conns.get(&m.conn) {
-            Some(c) => (c.expires, c.flow.key(), c.link.clone()),
-            None => (None, 0, None),
+        let (exp, key, link, relay_flow) = match self.conns.get(&m.conn) {
+            Some(c) => (c.expires, c.flow.key(), c.link.clone(), !c.flow.metered()),
+            None => (None, 0, None, false),
         };
         self.push(Output::Remember(Peer {
             conn: m.conn.clone(),
@@ -615,6 +619,7 @@ impl Room {
             info: m.info.clone(),
             canary: m.canary,
             link,
+            relay_flow,
         }));
     }
 }
@@ -631,4 +636,6 @@ pub(super) struct Joining<'a> {
     pub info: Option<Box<RawValue>>,
     pub canary: bool,
     pub link: Option<String>,
+    /// Its link's far end keeps its flow window ([`crate::room::Hello::relay_flow`]).
+    pub relay_flow: bool,
 }

@@ -359,6 +359,7 @@ impl Room {
             canary,
             link,
             tail,
+            relay_flow,
         } = hello;
         let expires = expires.map(Time::ms);
         // What the far end of a link says it can replay itself (a relay's tail), from `since`.
@@ -392,6 +393,7 @@ impl Room {
             info,
             canary,
             link,
+            relay_flow,
         };
         self.join(now, joining);
         let replay = self.replay_for(since, epoch.as_deref());
@@ -514,7 +516,7 @@ impl Room {
             }
         }
         self.stats.catch_up_frames += frames.len() as u64;
-        if self.conns.get(conn).is_some_and(|c| c.link.is_some()) {
+        if self.conns.get(conn).is_some_and(|c| !c.flow.metered()) {
             // Its far end keeps its window, and must let the catch-up wait as this room would.
             self.push(Output::CatchUp { conn: conn.to_owned(), bytes });
         }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::room::sim::Sim;
+use crate::room::sim::{Link, Sim};
 use crate::room::{Block, RoomConfig};
 
 const LINK: &str = "relay-oc";
@@ -249,4 +249,44 @@ fn an_operator_kick_reaches_one_session_over_the_link() {
     // The close, and ann's leave for bob: two sends, whatever else is due.
     assert!(s.links[LINK].sends - before >= 2, "{}", s.links[LINK].sends - before);
     assert_eq!(s.room.members(), 2);
+}
+
+/// Ann over a link whose relay speaks link version 1 (it names none), Bob over one of version
+/// 2, neither echoing marks, while Dora publishes 100 messages of 60 KB: the room keeps Ann's
+/// window, as before versions (at most a window handed over, then 4013 past the backlog bound),
+/// and hands Bob's relay everything at once with no mark (his relay keeps his window).
+#[test]
+fn a_relay_of_link_version_1_has_its_sessions_windows_kept_by_the_room() {
+    let config = RoomConfig::default();
+    let window = config.send_window;
+    let mut s = Sim::new(config);
+    s.links.insert("relay-v1".into(), Link { open: true, v1: true, ..Default::default() });
+    let ann = s.connect_via("relay-v1", "sess-anne", "ann", "OC");
+    let bob = s.connect_via(LINK, "sess-bobb", "bob", "OC");
+    let dora = s.connect_as("sess-dora", "dora", "EU", None);
+    s.settle();
+    for conn in [&ann, &bob, &dora] {
+        assert_eq!(s.take(conn)[0]["type"], "welcome");
+    }
+    s.sockets.get_mut(&ann).expect("ann").silent = true;
+    s.sockets.get_mut(&bob).expect("bob").silent = true;
+    let (ann_bytes, bob_bytes) = (s.sockets[&ann].bytes, s.sockets[&bob].bytes);
+    for i in 0..100 {
+        let data = format!(r#"{{"i":{i},"pad":"{}"}}"#, "x".repeat(60_000));
+        s.publish(&dora, &format!("m-{i}"), &data);
+        s.advance(100);
+        s.take(&dora);
+    }
+    s.settle();
+    let marks =
+        |s: &Sim, conn: &str| s.sockets[conn].inbox.iter().filter(|f| f["type"] == "mark").count();
+    assert!(marks(&s, &ann) >= 1, "the room marks a version 1 relay's session");
+    assert_eq!(marks(&s, &bob), 0, "and not a version 2 relay's");
+    let ann_sent = s.sockets[&ann].bytes - ann_bytes;
+    assert!(ann_sent <= window + 70_000, "{ann_sent} bytes for Ann without an echo");
+    assert_eq!(s.sockets[&ann].closed, Some(4013));
+    let bob_got = seqs_of(&s.take(&bob), "message");
+    assert_eq!(bob_got, (1..=100).collect::<Vec<u64>>());
+    assert!(s.sockets[&bob].bytes - bob_bytes > 6_000_000);
+    assert_eq!(s.sockets[&bob].closed, None);
 }
