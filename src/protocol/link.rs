@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The version of the link this code speaks, named by a relay when it dials its home
-/// ([`crate::forward::Inbound::Link`]). A home and its relays need not run the same deployment:
+/// (the `Link` it asks its home for). A home and its relays need not run the same deployment:
 /// an active Durable Object keeps its code for up to five minutes after a deploy, and in a
 /// gradual deployment each object keeps the version it was given for as long as that lasts.
 /// So a home serves each link in the version its relay speaks:

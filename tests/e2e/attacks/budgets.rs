@@ -21,13 +21,21 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::holes::HOLES;
+use super::holes::{holes_args, HOLES};
 use crate::check;
 use crate::client::{Client, Dial, Ws};
 use crate::edge_support::{self as es};
 use crate::harness::Spec;
 use crate::presence::note;
+use crate::runtime::LazyRuntime;
 use crate::support::{self, Ctx, R};
+
+/// [`HOLES`] with every connect through the relay of its region (`RELAY_ABOVE=0`).
+static HOLES_RELAYED: LazyRuntime = LazyRuntime::new("att-holes-relayed", || {
+    let mut args = holes_args();
+    args.extend(["--var", "RELAY_ABOVE:0"].map(str::to_owned));
+    args
+});
 
 pub fn trials() -> Vec<Spec> {
     vec![
@@ -35,7 +43,12 @@ pub fn trials() -> Vec<Spec> {
         es::on(
             "attacks::budgets::a_reconnect_loop_gets_history_only_as_fast_as_its_budget",
             &HOLES,
-            reconnect_loop,
+            |ctx| reconnect_loop(ctx, false),
+        ),
+        es::on(
+            "attacks::budgets::a_reconnect_loop_through_relays_gets_history_only_as_fast_as_its_budget",
+            &HOLES_RELAYED,
+            |ctx| reconnect_loop(ctx, true),
         ),
         es::on("attacks::budgets::a_users_ten_tabs_come_back_after_a_drain", &HOLES, ten_tabs),
         es::on("attacks::budgets::member_list_reads_cost_their_reader", &HOLES, list_reads),
@@ -268,10 +281,15 @@ async fn reconnect(port: u16, room: String, token: String, loop_id: usize, until
     take
 }
 
-async fn reconnect_loop(ctx: Ctx) -> R {
+/// `relayed`: on the runtime where every connect goes through a relay, whose sends of the
+/// rules' history to each of her sockets cross the link per session: her reply budget is the
+/// home's, whoever delivers.
+async fn reconnect_loop(ctx: Ctx, relayed: bool) -> R {
     let room = support::room("att-history");
     fill_history(&ctx, &room).await?;
     let mut victim = member(&ctx, "chat", &room, "vic").await?;
+    let via = victim.welcome["relay"].as_str().map(str::to_owned);
+    check!(via.is_some() == relayed, "relayed {relayed}, the victim's welcome: {}", victim.welcome);
     let history = victim.until("the victim's history", |f| f["topic"] == "history").await?;
     let one = history.to_string().len();
     check!(one > 500_000, "the history should be ~600 kB, is {one} B");
@@ -298,8 +316,9 @@ async fn reconnect_loop(ctx: Ctx) -> R {
     // messages, a few hundred bytes per connect.
     let bound = budget(elapsed, 64.0 * 1024.0 + 600.0 * connects as f64);
     note(format!(
-        "reconnect loop: {connects} connects ({paced} paced 4429), {histories} histories of \
-         {one} B, {} in {elapsed:?} (budget {}); victim write->ack p50 {p50} ms, max {max} ms",
+        "reconnect loop (relay {via:?}): {connects} connects ({paced} paced 4429), {histories} \
+         histories of {one} B, {} in {elapsed:?} (budget {}); victim write->ack p50 {p50} ms, \
+         max {max} ms",
         mb(bytes),
         mb(bound)
     ));

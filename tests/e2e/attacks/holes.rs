@@ -47,7 +47,10 @@ pub fn trials() -> Vec<Spec> {
 }
 
 /// Tokens, the admin key, a chat quota no test reaches, and a 2 s pause between lots.
-pub static HOLES: LazyRuntime = LazyRuntime::new("att-holes", || {
+pub static HOLES: LazyRuntime = LazyRuntime::new("att-holes", holes_args);
+
+/// The variables of [`HOLES`].
+pub fn holes_args() -> Vec<String> {
     [
         "--var",
         &format!("AUTH_SECRET:{}", es::SECRET),
@@ -60,7 +63,7 @@ pub static HOLES: LazyRuntime = LazyRuntime::new("att-holes", || {
     ]
     .map(str::to_owned)
     .to_vec()
-});
+}
 
 /// A deployment configured loosely: an `ADMIN_KEY` of 23 bytes (refused as weak) and the
 /// transition's `ALLOW_TOKENS_WITHOUT_KIND=true`.
