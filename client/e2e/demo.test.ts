@@ -256,8 +256,14 @@ describe("the demo in Chromium", { timeout: 240_000 }, () => {
     await waitText(b, "#lot-clock", `won by ${winner} for $400`);
     assert.ok(await b.locator("#bid-button").isDisabled(), "no bidding on a closed lot");
     // A bid that gets past the page anyway (someone re-enables the button) is refused by the room.
-    await b.evaluate(() => document.querySelector<HTMLButtonElement>("#quick-bids button")!.removeAttribute("disabled"));
-    await b.click("#quick-bids button >> nth=0");
+    // Enabled and clicked in one turn of the page: between two steps of the test, any frame the
+    // page renders (a summary, a presence change) disables the button again, and a click that
+    // waits for it to be enabled waited 30 s (it failed so twice, 2026-12-03).
+    await b.evaluate(() => {
+      const button = document.querySelector<HTMLButtonElement>("#quick-bids button")!;
+      button.removeAttribute("disabled");
+      button.click();
+    });
     await b.waitForSelector("#bid-note[data-code=auction_closed]", { timeout: 10_000 });
     assert.equal(await text(b, "#bid-note"), "The auction is closed: the room refused the bid.");
     await screenshot(b, "demo-7-closed-by-the-room");
