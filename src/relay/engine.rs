@@ -548,8 +548,16 @@ impl Relay {
     }
 
     /// The sweep's next turn: the first client to go silent past the presence TTL, or to have
-    /// waited past the echo deadline behind its full window.
+    /// waited past the echo deadline behind its full window. Found by a pass over every client,
+    /// so only when no alarm is armed (at the first client, after each sweep, when a stall
+    /// needs an earlier one: [`Relay::stalled_from`]), not after every input: a relay of
+    /// thousands of clients took a pass per frame. An alarm armed earlier than needed runs a
+    /// sweep that finds nobody: a client's due time only moves later, and a new client's is
+    /// after every armed one.
     fn arm_alarm(&mut self) {
+        if self.alarm.is_some() {
+            return;
+        }
         let (ttl, deadline) = (self.config.presence_ttl_ms, self.config.echo_deadline_ms);
         let due = self
             .clients
@@ -559,11 +567,18 @@ impl Relay {
                 c.stalled_since.map_or(silent, |since| silent.min(since + deadline))
             })
             .min();
-        if due != self.alarm {
+        if let Some(at) = due {
             self.alarm = due;
-            if let Some(at) = due {
-                self.outputs.push_back(Output::SetAlarm(Time::from_ms(at)));
-            }
+            self.outputs.push_back(Output::SetAlarm(Time::from_ms(at)));
+        }
+    }
+
+    /// A client's frames began to wait behind its full window now: the sweep must come by the
+    /// echo deadline.
+    fn stalled_from(&mut self, now: u64) {
+        let due = now + self.config.echo_deadline_ms;
+        if self.alarm.is_some_and(|at| at > due) {
+            self.alarm = None; // found again at the end of the input
         }
     }
 

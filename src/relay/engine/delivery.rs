@@ -107,7 +107,11 @@ impl Relay {
         let Some(c) = self.clients.get_mut(conn) else {
             return;
         };
-        c.stalled_since.get_or_insert(now);
+        if c.stalled_since.is_none() {
+            c.stalled_since = Some(now);
+            self.stalled_from(now);
+        }
+        let c = self.clients.get_mut(conn).expect("looked up above");
         if c.out.over(max) {
             self.stats.backlog_closes += 1;
             self.close_client(conn, BACKLOG, "backlog");
@@ -155,6 +159,7 @@ impl Relay {
         let frames = c.out.take_upto(c.flow.room_left(window));
         if !c.out.is_empty() {
             c.stalled_since = Some(now);
+            self.stalled_from(now);
         }
         for frame in pack(frames, max) {
             let mut fan = Fanout::default();

@@ -1379,3 +1379,47 @@ fn an_operation_of_a_later_link_version_is_skipped_not_the_message() {
     assert_eq!(sent, [r#"{"type":"welcome"}"#, r#"{"type":"summary"}"#]);
     assert_eq!((relay.stats().unknown_ops, relay.stats().bad_down), (1, 0));
 }
+
+/// A relay does not look at every client after every input to find its next sweep: 100
+/// clients each sending a frame, oldest first (each input moves the earliest due time), ask
+/// for the alarm once, at the first client, not once per frame; and a silent client is still
+/// closed by the sweep in time.
+#[test]
+fn a_relay_asks_for_its_sweep_once_not_after_every_frame() {
+    let config = RoomConfig::default();
+    let ttl = config.presence_ttl_ms;
+    let mut relay = Relay::new("oc-0", 1, config);
+    let mut alarms = Vec::new();
+    let drain = |relay: &mut Relay, alarms: &mut Vec<u64>| {
+        while let Some(out) = relay.poll_output() {
+            if let Output::SetAlarm(at) = out {
+                alarms.push(at.ms());
+            }
+        }
+    };
+    let t0 = 1_000;
+    for i in 0..100 {
+        relay.handle(Time::from_ms(t0), Input::Open(hello(&format!("oc-0.c{i}"), "ann")));
+    }
+    drain(&mut relay, &mut alarms);
+    assert_eq!(alarms, [t0 + ttl], "one alarm for the first client's due time");
+    for round in 1..=3 {
+        for i in 0..100 {
+            let now = Time::from_ms(t0 + round * 1_000 + i);
+            relay.handle(
+                now,
+                Input::Text { conn: &format!("oc-0.c{i}"), text: r#"{"type":"ping"}"# },
+            );
+        }
+    }
+    drain(&mut relay, &mut alarms);
+    assert_eq!(alarms.len(), 1, "no alarm asked for again: {alarms:?}");
+    // Client 0 went quiet after its last ping (t0 + 3,000): the sweep at the first alarm finds
+    // nobody due yet and asks for the next one; the next closes it.
+    relay.handle(Time::from_ms(t0 + ttl), Input::Alarm);
+    drain(&mut relay, &mut alarms);
+    assert_eq!(alarms[1], t0 + 3_000 + ttl, "the earliest due time after the sweep");
+    assert_eq!(relay.clients(), 100);
+    relay.handle(Time::from_ms(alarms[1]), Input::Alarm);
+    assert_eq!((relay.clients(), relay.stats().timed_out), (99, 1));
+}
