@@ -140,8 +140,13 @@ impl Runtime {
         let config = match part {
             Some(p) => p.config.display().to_string(),
             // bench/run built the Wasm: served as built, with no reload when wrangler's file
-            // watcher gets ready in the middle of a round.
-            None if target.wrangler_config() == "wrangler.toml" => prebuilt_config(root)?,
+            // watcher gets ready in the middle of a round. (A tree older than the script, as
+            // `bench/ab` checks one out, is served as it was.)
+            None if target.wrangler_config() == "wrangler.toml"
+                && root.join("scripts/prebuilt-config").exists() =>
+            {
+                prebuilt_config(root)?
+            }
             None => target.wrangler_config().to_owned(),
         };
         args.extend(["--config".into(), config]);
