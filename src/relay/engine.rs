@@ -21,6 +21,9 @@ mod delivery;
 /// WebSocket "service restart", after which a client reconnects and resumes.
 pub const RESTART: u16 = 1012;
 
+/// What a relay mixes into a client's secret for the key of its own marks (ASCII "relay").
+const RELAY_MARKS: u64 = 0x0072_656c_6179;
+
 /// The heartbeat a client sends, answered by the relay itself.
 const PING: &str = r#"{"type":"ping"}"#;
 
@@ -290,7 +293,10 @@ impl Relay {
             peer: None,
             hello: Some(open.clone()),
             from: None,
-            flow: Flow::new(open.secret),
+            // A key of its own, made from the client's secret: a home of link version 1 marks
+            // the same session with the secret itself, and its marks' echoes must not be taken
+            // here for the relay's (the same counter would make the same tokens).
+            flow: Flow::new(Flow::key_of_load(open.secret, RELAY_MARKS)),
             out: Outbox::default(),
             stalled_since: None,
         };

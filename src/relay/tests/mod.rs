@@ -1423,3 +1423,39 @@ fn a_relay_asks_for_its_sweep_once_not_after_every_frame() {
     relay.handle(Time::from_ms(alarms[1]), Input::Alarm);
     assert_eq!((relay.clients(), relay.stats().timed_out), (99, 1));
 }
+
+/// Under a home of link version 1, which marks a relayed session with the client's secret
+/// itself, the echo of the home's mark is not taken for the relay's own (which the relay
+/// makes with a key of its own): it goes up to the home, whose window it opens.
+#[test]
+fn a_version_1_homes_mark_is_not_taken_for_the_relays_own() {
+    use crate::protocol::link::{Down, DownOp};
+    use crate::room::flow::Flow;
+    let config = RoomConfig::default();
+    let every = config.mark_every;
+    let mut relay = Relay::new("oc-0", 1, config);
+    let now = Time::from_ms(1_000);
+    let ann = hello("oc-0.c1", "ann");
+    let secret = ann.secret;
+    relay.handle(now, Input::Open(ann));
+    // The home sends her a frame big enough for a mark from each of them.
+    let frame = format!(r#"{{"type":"x","pad":"{}"}}"#, "a".repeat(every as usize + 10));
+    let down =
+        Down { ops: vec![DownOp::Send { to: vec!["oc-0.c1".into()], frame: frame.clone() }] };
+    relay.handle(now, Input::Down(&down.to_text()));
+    let relays_mark = std::iter::from_fn(|| relay.poll_output())
+        .any(|o| matches!(o, Output::Send { frame, .. } if frame.contains(r#""type":"mark""#)));
+    assert!(relays_mark, "the relay marked her stream");
+    let homes = Flow::new(secret).sent(frame.len() as u64, every).expect("the home's first mark");
+    let echo = format!(r#"{{"type":"mark","mark":"{homes}"}}"#);
+    relay.handle(now, Input::Text { conn: "oc-0.c1", text: &echo });
+    relay.handle(now, Input::Wake);
+    let up: Vec<String> = std::iter::from_fn(|| relay.poll_output())
+        .filter_map(|o| match o {
+            Output::Up(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(up.iter().any(|t| t.contains(&homes)), "the echo went to the home: {up:?}");
+    assert_eq!(relay.stats().echoes, 0, "the relay took none of its own");
+}
