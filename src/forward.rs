@@ -54,6 +54,7 @@ impl Forwarded {
             link: None,
             tail: None,
             relay_flow: false,
+            relay_welcome: false,
         }
     }
 }

@@ -113,6 +113,11 @@ impl Inner {
             }
             // The first thing the relay hears: which log the entries it learns are of.
             live.links.down.epoch(&tag.link, live.engine.epoch());
+            if version >= 3 {
+                // Its relay makes its clients' welcomes from the room's parts, told once.
+                let e = &live.engine;
+                live.links.down.room(&tag.link, e.name(), e.home(), e.limits());
+            }
             live.links.store_registry(&sql)?;
             Ok(true)
         })?;

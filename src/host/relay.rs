@@ -528,7 +528,7 @@ impl RelayInner {
             "signals_coalesced": s.signals_coalesced, "signals_shed": s.signals_shed,
             "recalls": s.recalls, "tail": live.engine.tail_len(),
             "tail_replays": s.tail_replays, "tail_frames": s.tail_frames, "tail_lost": s.tail_lost,
-            "echoes": s.echoes, "backlog_closes": s.backlog_closes,
+            "echoes": s.echoes, "backlog_closes": s.backlog_closes, "welcomes": s.welcomes,
             "stalled_closes": s.stalled_closes, "waiting_bytes": live.engine.waiting_bytes(),
         })
         .to_string()

@@ -159,9 +159,10 @@ impl Sockets {
                     }
                 }
                 Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip),
-                out @ (Output::Replay { .. } | Output::CatchUp { .. } | Output::Entries { .. }) => {
-                    link_work(links, out)
-                }
+                out @ (Output::Replay { .. }
+                | Output::CatchUp { .. }
+                | Output::Entries { .. }
+                | Output::Welcome(_)) => link_work(links, out),
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.by_conn.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));
@@ -214,12 +215,15 @@ pub fn send_shared(ws: &WebSocket, text: &JsValue) {
 
 /// What the room asks of a relayed connection's relay rather than of a socket: a catch-up from
 /// its tail ([`Output::Replay`]), entries its tail lacks ([`Output::Entries`]), a catch-up the
-/// room sends itself ([`Output::CatchUp`]). Nothing for a connection no link carries.
+/// room sends itself ([`Output::CatchUp`]), a welcome its relay makes ([`Output::Welcome`]).
+/// Nothing for a connection no link carries.
 fn link_work(links: &mut Links, out: Output) {
-    let (Output::Replay { conn, .. } | Output::CatchUp { conn, .. } | Output::Entries { conn, .. }) =
-        &out
-    else {
-        return;
+    let conn = match &out {
+        Output::Replay { conn, .. }
+        | Output::CatchUp { conn, .. }
+        | Output::Entries { conn, .. } => conn,
+        Output::Welcome(part) => &part.conn,
+        _ => return,
     };
     let Some(link) = links.link_of(conn).map(str::to_owned) else {
         return;
@@ -228,6 +232,7 @@ fn link_work(links: &mut Links, out: Output) {
         Output::Replay { conn, after, upto } => links.down.replay(&link, &conn, after, upto),
         Output::CatchUp { conn, bytes } => links.down.catch_up(&link, &conn, bytes),
         Output::Entries { frame, .. } => links.down.entries(&link, &frame),
+        Output::Welcome(part) => links.down.welcome(&link, *part),
         _ => {}
     }
 }

@@ -35,10 +35,12 @@ use serde::{Deserialize, Serialize};
 /// - 2: the relay keeps its clients' flow windows itself, takes [`DownOp::CatchUp`], and says
 ///   what it took of the home's messages ([`Up::heard`]), which the home holds to
 ///   [`LINK_WINDOW`].
+/// - 3: the relay makes its clients' welcomes: the home tells it the room's parts once per link
+///   ([`DownOp::Room`]) and each session's part ([`DownOp::Welcome`]), not the whole frame.
 ///
 /// An operation either end does not know is skipped (`Unknown`), not a reason to drop the
 /// message it came in.
-pub const LINK_VERSION: u32 = 2;
+pub const LINK_VERSION: u32 = 3;
 
 /// The most a link message is made to hold, in bytes: a turn's operations are split over as
 /// many messages as it takes, in order. The runtime closes a WebSocket whose peer sends a
@@ -204,9 +206,40 @@ pub enum DownOp {
     Keep { id: u64, to: Vec<String>, frame: String },
     /// Send the frame kept under `id` earlier in this message to these connections.
     Again { id: u64, to: Vec<String> },
+    /// The room's parts of every welcome, the first thing after [`DownOp::Epoch`] on a link of
+    /// version 3 on: its name, where it lives and its limits (JSON), which the relay puts in the
+    /// welcomes it makes ([`DownOp::Welcome`]).
+    Room {
+        room: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        home: Option<String>,
+        limits: String,
+    },
+    /// The home admitted a client: the relay makes its welcome (its first frame) from this
+    /// session's part, its open and the room's parts ([`DownOp::Room`]); the same bytes the
+    /// home would have sent.
+    Welcome(Welcome),
     /// An operation of a later version of the link: skipped.
     #[serde(other)]
     Unknown,
+}
+
+/// A session's part of its welcome ([`DownOp::Welcome`]): what the home decided about it, and
+/// the room's presence as the welcome shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub conn: String,
+    /// The room's latest `seq`.
+    pub seq: u64,
+    /// Whether exactly the missed messages follow (else a resync does, or nothing).
+    pub resumed: bool,
+    pub missed: u64,
+    /// When the room closes the connection because its token expires (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    /// The welcome's `presence` (JSON): the member list below the large-room line, and the
+    /// summary with the newcomer counted.
+    pub presence: String,
 }
 
 /// Why a link message was not understood.

@@ -84,35 +84,51 @@ pub struct PresenceList<'a> {
 /// settings they come from (`room/config.rs`).
 pub use crate::room::Limits;
 
-/// Every frame the server sends.
+/// The `welcome` frame: a connection's first. Not a [`ServerFrame`] variant so that a relay can
+/// make it too (from the session's part the home sends it, [`crate::protocol::link::Welcome`],
+/// and the room's parts it holds): both serialize this one struct, so a welcome is the same
+/// bytes whichever object made it.
+#[derive(Serialize)]
+pub struct Welcome<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub room: &'a str,
+    pub session: &'a str,
+    pub user: &'a str,
+    pub conn: &'a str,
+    pub region: &'a str,
+    pub epoch: &'a str,
+    /// Where the room lives (the location hint it was created with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home: Option<&'a str>,
+    pub seq: u64,
+    pub resumed: bool,
+    pub missed: u64,
+    /// A [`PresenceView`], serialized.
+    pub presence: &'a RawValue,
+    /// The room's [`Limits`], serialized (an added field).
+    pub limits: &'a RawValue,
+    /// When the room will close this connection because its token
+    /// expires, ms (an added field; absent without a token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    /// The relay that holds this connection for the room, e.g. `EU-0`
+    /// (an added field; absent for a socket of the room's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay: Option<&'a str>,
+}
+
+impl Welcome<'_> {
+    /// The frame as JSON text (see [`ServerFrame::to_text`]).
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Every other frame the server sends.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame<'a> {
-    Welcome {
-        room: &'a str,
-        session: &'a str,
-        user: &'a str,
-        conn: &'a str,
-        region: &'a str,
-        epoch: &'a str,
-        /// Where the room lives (the location hint it was created with).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        home: Option<&'a str>,
-        seq: u64,
-        resumed: bool,
-        missed: u64,
-        presence: PresenceView<'a>,
-        /// The room's limits (an added field).
-        limits: &'a Limits,
-        /// When the room will close this connection because its token
-        /// expires, ms (an added field; absent without a token).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        expires: Option<u64>,
-        /// The relay that holds this connection for the room, e.g. `EU-0`
-        /// (an added field; absent for a socket of the room's own).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        relay: Option<&'a str>,
-    },
     Resync {
         reason: &'static str,
         seq: u64,

@@ -148,6 +148,19 @@ impl Downlinks {
         self.push(link, DownOp::CatchUp { conn: conn.to_owned(), bytes });
     }
 
+    /// The room's parts of every welcome, for `link`'s relay (version 3 on), which makes its
+    /// clients' welcomes: said once, after [`Downlinks::epoch`], on a link the home accepts.
+    pub fn room(&mut self, link: &str, room: &str, home: Option<&str>, limits: &str) {
+        let (room, home, limits) = (room.to_owned(), home.map(str::to_owned), limits.to_owned());
+        self.push(link, DownOp::Room { room, home, limits });
+    }
+
+    /// The session's part of a welcome `link`'s relay makes (the engine's
+    /// [`crate::room::Output::Welcome`]).
+    pub fn welcome(&mut self, link: &str, part: crate::protocol::link::Welcome) {
+        self.push(link, DownOp::Welcome(part));
+    }
+
     /// Entries of the log (`frame`: a message, or a batch of them) for `link`'s relay's tail.
     pub fn entries(&mut self, link: &str, frame: &str) {
         self.push(link, DownOp::Entries { frame: frame.to_owned() });

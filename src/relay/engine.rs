@@ -3,11 +3,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
+use serde_json::value::RawValue;
+
 use super::{Input, Output, Tail};
 use crate::protocol::link::{
-    Back, Down, DownOp, Open, Up, UpOp, FRAME_MAX, HEARD_EVERY, MESSAGE_MAX,
+    Back, Down, DownOp, Open, Up, UpOp, Welcome, FRAME_MAX, HEARD_EVERY, MESSAGE_MAX,
 };
-use crate::protocol::server::ServerFrame;
+use crate::protocol::server::{self, ServerFrame};
 use crate::protocol::{parse, ClientFrame};
 use crate::room::flow::{Echo, Flow};
 use crate::room::outbox::{pack, Outbox};
@@ -59,6 +61,9 @@ pub struct RelayStats {
     /// Catch-ups the home left to the tail that the tail no longer held by the time the home's
     /// word came: the client was closed (1012) and resumed.
     pub tail_lost: u64,
+    /// Welcomes the relay made itself from the session's part the home sent
+    /// ([`DownOp::Welcome`], link version 3 on).
+    pub welcomes: u64,
     /// Operations from the home of a later version of the link, skipped.
     pub unknown_ops: u64,
     /// Echoes of the relay's own marks it took (they never cross the link).
@@ -145,7 +150,19 @@ pub struct Relay {
     /// window of what is in flight.
     heard: u64,
     told: u64,
+    /// What every welcome the relay makes says of the room ([`DownOp::Room`], [`DownOp::Epoch`]),
+    /// as the home told it on this link.
+    room: Option<RoomParts>,
+    log: Option<String>,
     stats: RelayStats,
+}
+
+/// The room's parts of a welcome ([`DownOp::Room`]).
+#[derive(Debug)]
+struct RoomParts {
+    room: String,
+    home: Option<String>,
+    limits: Box<RawValue>,
 }
 
 impl Relay {
@@ -173,6 +190,8 @@ impl Relay {
             tail: Tail::new(replay_limit),
             heard: 0,
             told: 0,
+            room: None,
+            log: None,
             stats: RelayStats::default(),
         }
     }
@@ -429,7 +448,15 @@ impl Relay {
                     }
                 }
                 DownOp::Recall { id, since } => self.recall(id, since),
-                DownOp::Epoch { epoch } => self.tail.label(&epoch),
+                DownOp::Epoch { epoch } => {
+                    self.tail.label(&epoch);
+                    self.log = Some(epoch);
+                }
+                DownOp::Room { room, home, limits } => match RawValue::from_string(limits) {
+                    Ok(limits) => self.room = Some(RoomParts { room, home, limits }),
+                    Err(_) => self.stats.bad_down += 1,
+                },
+                DownOp::Welcome(part) => self.welcome(part),
                 DownOp::Entries { frame } => self.tail.learn(&frame),
                 DownOp::Replay { conn, after, upto } => self.replay(conn, after, upto),
                 DownOp::CatchUp { conn, bytes } => self.allow(&conn, bytes),
@@ -501,6 +528,45 @@ impl Relay {
             })
             .collect();
         self.emit(conns, frame);
+    }
+
+    /// The home admitted `part.conn`: the relay makes its welcome, the same bytes the home
+    /// would have sent, from the session's part, its open and the room's parts. Without the
+    /// room's parts (a home that never said them) the client cannot be welcomed here: it is
+    /// closed (1012) and resumes.
+    fn welcome(&mut self, part: Welcome) {
+        let Some(c) = self.clients.get_mut(&part.conn) else {
+            return; // it left; the home will hear
+        };
+        let (Some(open), Some(room), Some(log)) = (c.hello.take(), &self.room, &self.log) else {
+            self.stats.bad_down += 1;
+            return self.close_client(&part.conn, RESTART, "relay_unwelcome");
+        };
+        c.admitted = true;
+        let Ok(presence) = RawValue::from_string(part.presence) else {
+            self.stats.bad_down += 1;
+            return self.close_client(&part.conn, RESTART, "relay_unwelcome");
+        };
+        let frame = server::Welcome {
+            kind: "welcome",
+            room: &room.room,
+            session: &open.session,
+            user: &open.user,
+            conn: &part.conn,
+            region: &open.region,
+            epoch: log,
+            home: room.home.as_deref(),
+            seq: part.seq,
+            resumed: part.resumed,
+            missed: part.missed,
+            presence: &presence,
+            limits: &room.limits,
+            expires: part.expires,
+            relay: Some(&self.name),
+        }
+        .to_text();
+        self.stats.welcomes += 1;
+        self.emit(vec![part.conn], frame.into());
     }
 
     /// The home's word: `conn`'s catch-up is entries `after + 1 ..= upto` of the tail, packed

@@ -60,6 +60,8 @@ pub struct Client {
     /// welcome, acks, messages, resyncs): what it resumes from.
     pub seq: u64,
     pub epoch: Option<String>,
+    /// The welcomes it was sent, as text (whichever object made them).
+    pub welcomes: Vec<String>,
 }
 
 /// Where a message on the wire goes.
@@ -93,6 +95,8 @@ pub struct Topo {
     /// Messages the home sent over links (one per link per turn at most), and their bytes.
     pub home_link_messages: u64,
     pub home_link_bytes: u64,
+    /// Whole welcome frames among them (a relay of link version 3 makes its clients' own).
+    pub home_link_welcomes: u64,
     /// Messages the relays sent the home, and the clients' mark echoes they carried (a relay
     /// takes its clients' echoes itself: none should cross).
     pub up_messages: u64,
@@ -110,6 +114,9 @@ pub struct Topo {
     pub tail_lost: u64,
     /// Links the home closed because their relays fell more than the link's window behind.
     pub behind_closed: u64,
+    /// The link version the home serves its relays in ([`LINK_VERSION`]; an earlier one for a
+    /// home of an earlier deployment).
+    pub link_version: u32,
 }
 
 impl Topo {
@@ -131,6 +138,7 @@ impl Topo {
             next_conn: 0,
             home_link_messages: 0,
             home_link_bytes: 0,
+            home_link_welcomes: 0,
             up_messages: 0,
             up_echoes: 0,
             stale_refused: 0,
@@ -139,6 +147,7 @@ impl Topo {
             hung_dropped: 0,
             tail_lost: 0,
             behind_closed: 0,
+            link_version: LINK_VERSION,
         }
     }
 
@@ -195,6 +204,7 @@ impl Topo {
             link: None,
             tail: None,
             relay_flow: false,
+            relay_welcome: false,
         };
         self.relay_input(&instance, Input::Open(hello));
         conn
@@ -497,6 +507,9 @@ impl Topo {
         assert!(c.open, "frame sent to closed client {conn}: {frame}");
         c.texts += 1;
         c.bytes += frame.len() as u64;
+        if frame.starts_with(r#"{"type":"welcome""#) {
+            c.welcomes.push(frame.to_owned());
+        }
         for v in frames {
             match v["type"].as_str() {
                 Some(kind @ ("ack" | "message")) => {
@@ -543,13 +556,7 @@ impl Topo {
                     self.home_link_closed(&old);
                     self.instance_replaced(&old);
                 }
-                self.home
-                    .links
-                    .insert(link.clone(), Link { open: true, relayed: true, ..Default::default() });
-                // As the adapter does on accepting a link: held to the window (its relay speaks
-                // this version), and the log's name comes first.
-                self.home.downlinks.hold(&link);
-                self.home.downlinks.epoch(&link, self.home.room.epoch());
+                self.home_accepts(&link);
                 link
             }
         };
@@ -597,11 +604,27 @@ impl Topo {
         self.flush_home();
     }
 
+    /// The home accepts a new link, as the adapter does: held to the window (its relay speaks
+    /// version 2 on), the log's name first, then the room's parts of a welcome (version 3 on).
+    fn home_accepts(&mut self, link: &str) {
+        let open = Link { open: true, relayed: true, ..Default::default() };
+        self.home.links.insert(link.to_owned(), open);
+        if self.link_version >= 2 {
+            self.home.downlinks.hold(link);
+        }
+        self.home.downlinks.epoch(link, self.home.room.epoch());
+        if self.link_version >= 3 {
+            let room = &self.home.room;
+            self.home.downlinks.room(link, room.name(), room.home(), room.limits());
+        }
+    }
+
     /// A relay's client opens at the home, unless the home knows it already (a recall's
     /// answer opens again those the home had not addressed).
     fn home_open(&mut self, link: &str, open: crate::protocol::link::Open) {
         if !self.home.room.knows(&open.conn) {
-            let hello = open.into_hello(link, LINK_VERSION).expect("the relays send JSON info");
+            let hello =
+                open.into_hello(link, self.link_version).expect("the relays send JSON info");
             self.home.open_hello(hello);
         }
     }
@@ -611,6 +634,7 @@ impl Topo {
         for (link, text) in self.home.downlinks.take() {
             self.home_link_messages += 1;
             self.home_link_bytes += text.len() as u64;
+            self.home_link_welcomes += text.matches(r#"{\"type\":\"welcome\""#).count() as u64;
             self.put(To::Relay(link), text);
         }
         // As the adapter does after every turn: a relay more than the link's window behind

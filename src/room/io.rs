@@ -49,6 +49,10 @@ pub struct Hello {
     /// room sends it everything at once, marks nothing, and names a catch-up it sends
     /// ([`Output::CatchUp`]). False: the room keeps the window, as for a socket of its own.
     pub relay_flow: bool,
+    /// Over a link: its far end (a relay of link version 3 on) makes the welcome from the
+    /// room's parts it was told once ([`crate::protocol::link::DownOp::Room`]): the room sends
+    /// only the session's part ([`Output::Welcome`]). False: the room sends the whole frame.
+    pub relay_welcome: bool,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -135,6 +139,10 @@ pub enum Output {
     /// end, which keeps the socket's flow window, lets it wait beyond the backlog bound, as the
     /// room lets its own connections' catch-ups. Only for a connection over a link.
     CatchUp { conn: String, bytes: u64 },
+    /// The session's part of `conn`'s welcome, for the far end of its link to make the frame
+    /// from ([`Hello::relay_welcome`]): in the place of the welcome among its frames. Only for
+    /// a connection over a link.
+    Welcome(Box<crate::protocol::link::Welcome>),
     /// Entries of the log (a `message` frame, or a `batch` of them) for the tail at the far
     /// end of `conn`'s link, which lacks them: sent to no client. A [`Output::Replay`] that
     /// needs them follows.

@@ -104,6 +104,8 @@ pub struct Sim {
     pub multicasts: Vec<usize>,
     /// Catch-ups the room left to a relay's tail ([`Output::Replay`]), across reloads.
     pub tail_replays: u64,
+    /// Welcomes the room left to a relay to make ([`Output::Welcome`]), across reloads.
+    pub relay_welcomes: u64,
     /// Makes the rules a reload runs (the open rules when `None`).
     pub rules: Option<Rc<dyn Fn() -> Box<dyn Rules>>>,
     next_conn: u64,
@@ -133,6 +135,7 @@ impl Sim {
             wake: None,
             multicasts: Vec::new(),
             tail_replays: 0,
+            relay_welcomes: 0,
             rules: None,
             next_conn: 0,
             loads: 0,
@@ -265,6 +268,7 @@ impl Sim {
             info,
             canary: std::mem::take(&mut self.canary_next),
             relay_flow: link.as_ref().is_some_and(|l| !self.links.get(l).is_some_and(|l| l.v1)),
+            relay_welcome: false,
             link,
             tail: None,
         };
@@ -440,10 +444,10 @@ impl Sim {
                     }
                 }
                 Output::Close { conn, code } => self.close(conn, code),
-                tail
-                @ (Output::Replay { .. } | Output::Entries { .. } | Output::CatchUp { .. }) => {
-                    self.tail_work(tail)
-                }
+                tail @ (Output::Replay { .. }
+                | Output::Entries { .. }
+                | Output::CatchUp { .. }
+                | Output::Welcome(_)) => self.tail_work(tail),
                 Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
@@ -493,14 +497,16 @@ impl Sim {
         }
     }
 
-    /// What the room asks of a relay's tail ([`Output::Replay`], [`Output::Entries`]) or its
-    /// flow window ([`Output::CatchUp`]) goes over the session's link.
+    /// What the room asks of a relay's tail ([`Output::Replay`], [`Output::Entries`]), its
+    /// flow window ([`Output::CatchUp`]) or its welcomes ([`Output::Welcome`]) goes over the
+    /// session's link.
     fn tail_work(&mut self, out: Output) {
-        let (Output::Replay { conn, .. }
-        | Output::Entries { conn, .. }
-        | Output::CatchUp { conn, .. }) = &out
-        else {
-            unreachable!("only a tail's outputs come here")
+        let conn = match &out {
+            Output::Replay { conn, .. }
+            | Output::Entries { conn, .. }
+            | Output::CatchUp { conn, .. } => conn,
+            Output::Welcome(part) => &part.conn,
+            _ => unreachable!("only a relay's outputs come here"),
         };
         let s = self.sockets.get(conn).expect("known socket");
         if matches!(out, Output::CatchUp { .. }) && !self.relayed(s) {
@@ -515,6 +521,10 @@ impl Sim {
             }
             Output::Entries { frame, .. } => self.downlinks.entries(&link, &frame),
             Output::CatchUp { conn, bytes } => self.downlinks.catch_up(&link, &conn, bytes),
+            Output::Welcome(part) => {
+                self.relay_welcomes += 1;
+                self.downlinks.welcome(&link, *part);
+            }
             _ => {}
         }
     }

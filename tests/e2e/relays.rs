@@ -101,6 +101,18 @@ async fn four_regions(ctx: Ctx) -> R {
             check!(c.welcome["region"] == region, "[{}] welcome region: {}", c.session, c.welcome);
             let relay = format!("{region}-0");
             check!(c.welcome["relay"] == relay.as_str(), "[{}] welcome: {}", c.session, c.welcome);
+            // Made by the relay (link version 3) from the home's part and the room's parts:
+            // all of them there.
+            let w = &c.welcome;
+            check!(
+                w["room"] == room.as_str()
+                    && w["limits"]["max_frame"].is_u64()
+                    && w["expires"].is_u64()
+                    && w["epoch"].is_string()
+                    && w["presence"]["summary"]["members"].is_u64(),
+                "[{}] welcome: {w}",
+                c.session
+            );
             members.push((region, c));
         }
     }
@@ -152,6 +164,7 @@ async fn four_regions(ctx: Ctx) -> R {
         check!(*n == PER_REGION, "link {name} carries {n}: {stats}");
         let r = relay_stats(ctx.port, &room, &format!("{region}-0")).await?;
         check!(r["clients"] == PER_REGION && r["link"] == "open", "relay {region}-0: {r}");
+        check!(r["welcomes"] == PER_REGION, "relay {region}-0 made its members' welcomes: {r}");
         // One link message a turn, not one per member frame: fewer downs than frames sent.
         let frames = total * PER_REGION;
         let downs = r["down"].as_u64().unwrap_or(u64::MAX) as usize;

@@ -35,7 +35,8 @@ use super::state::RoomState;
 use super::timer::Alarm;
 use super::users::Users;
 use super::{CloseCode, Error, RoomConfig};
-use crate::protocol::server::{Limits, PresenceView, ServerFrame};
+use crate::protocol::link::Welcome as WelcomePart;
+use crate::protocol::server::{Limits, PresenceView, ServerFrame, Welcome};
 use crate::protocol::{self, ClientFrame, FrameError};
 use crate::room::ids::Cause;
 use crate::room::Time;
@@ -137,8 +138,8 @@ pub struct Room {
     /// The `state` / `resync` frames of the current `seq`, made once.
     replies: Vec<(&'static str, Rc<str>)>,
     replies_seq: u64,
-    /// The limits every welcome announces.
-    limits: Limits,
+    /// The limits every welcome announces, serialized once.
+    limits: Box<RawValue>,
     /// The application's rules, and their timers (name -> due, ms).
     rules: Box<dyn Rules>,
     timers: BTreeMap<String, Time>,
@@ -238,7 +239,8 @@ impl Room {
             retain_at: None,
             replies: Vec::new(),
             replies_seq: 0,
-            limits: Limits::of(&config),
+            limits: serde_json::value::to_raw_value(&Limits::of(&config))
+                .unwrap_or_else(|_| empty_object()),
             rules,
             timers: snap.timers.into_iter().collect(),
             requests: 0,
@@ -275,6 +277,17 @@ impl Room {
 
     pub fn epoch(&self) -> &str {
         &self.epoch
+    }
+
+    /// Where the room lives (the location hint it was created with), as its welcomes say.
+    pub fn home(&self) -> Option<&str> {
+        self.home.as_deref()
+    }
+
+    /// The room's limits as its welcomes announce them (JSON): what a relay that makes its
+    /// clients' welcomes itself ([`Hello::relay_welcome`]) is told once per link.
+    pub fn limits(&self) -> &str {
+        self.limits.get()
     }
 
     /// The latest sequence number.
@@ -360,6 +373,7 @@ impl Room {
             link,
             tail,
             relay_flow,
+            relay_welcome,
         } = hello;
         let expires = expires.map(Time::ms);
         // What the far end of a link says it can replay itself (a relay's tail), from `since`.
@@ -397,7 +411,8 @@ impl Room {
         };
         self.join(now, joining);
         let replay = self.replay_for(since, epoch.as_deref());
-        self.welcome(now, &conn, &session, &user, &replay, expires);
+        let relayed = relay_welcome && self.conns.get(&conn).is_some_and(|c| c.link.is_some());
+        self.welcome(now, (&conn, relayed), &session, &user, &replay, expires);
         // A relay's tail only ever stands in for a replay's messages, never for a resync.
         let (catch_up, tail) = match replay {
             Ok(Some(frames)) => {
@@ -436,11 +451,12 @@ impl Room {
         }
     }
 
-    /// Sends a joined connection its welcome.
+    /// Sends a joined connection its welcome; to a relay that makes its clients' welcomes
+    /// itself (`relayed`, see [`Hello::relay_welcome`]), the session's part of it.
     fn welcome(
         &mut self,
         now: u64,
-        conn: &str,
+        (conn, relayed): (&str, bool),
         session: &str,
         user: &str,
         replay: &Result<Option<Vec<Rc<str>>>, &'static str>,
@@ -448,36 +464,58 @@ impl Room {
     ) {
         let member = self.presence.get(session).expect("joined");
         let summary = self.presence.summary(self.conns.len());
-        // A link is `relay#epoch`: the client is told the relay, not the instance.
-        let relay = self.conns.get(conn).and_then(|c| c.link.as_deref());
-        let relay = relay.map(|l| l.split_once('#').map_or(l, |(name, _)| name));
-        let welcome = ServerFrame::Welcome {
-            room: &self.name,
-            session,
-            user: &member.user,
-            conn,
-            region: &member.region,
-            epoch: &self.epoch,
-            home: self.home.as_deref(),
-            seq: self.seq,
-            resumed: matches!(replay, Ok(Some(_))),
-            missed: replay.as_ref().map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64)),
-            presence: PresenceView {
-                members: if self.large { Default::default() } else { self.presence.view() },
-                summary: &summary,
-                large: self.large,
-            },
-            limits: &self.limits,
-            expires,
-            relay,
+        let presence = PresenceView {
+            members: if self.large { Default::default() } else { self.presence.view() },
+            summary: &summary,
+            large: self.large,
+        };
+        let presence =
+            serde_json::value::to_raw_value(&presence).unwrap_or_else(|_| empty_object());
+        let resumed = matches!(replay, Ok(Some(_)));
+        let missed = replay.as_ref().map_or(0, |r| r.as_ref().map_or(0, |f| f.len() as u64));
+        if relayed {
+            // Its relay holds the room's parts (name, log, home, limits) and makes the frame;
+            // the user's reply budget pays for the frame all the same.
+            let bytes = presence.get().len() + self.limits.get().len() + WELCOME_FIELDS;
+            self.users.reply_after(&self.config, user, bytes as u64, now);
+            let part = WelcomePart {
+                conn: conn.to_owned(),
+                seq: self.seq,
+                resumed,
+                missed,
+                expires,
+                presence: presence.get().to_owned(),
+            };
+            self.push(Output::Welcome(Box::new(part)));
+        } else {
+            // A link is `relay#epoch`: the client is told the relay, not the instance.
+            let relay = self.conns.get(conn).and_then(|c| c.link.as_deref());
+            let relay = relay.map(|l| l.split_once('#').map_or(l, |(name, _)| name));
+            let welcome = Welcome {
+                kind: "welcome",
+                room: &self.name,
+                session,
+                user: &member.user,
+                conn,
+                region: &member.region,
+                epoch: &self.epoch,
+                home: self.home.as_deref(),
+                seq: self.seq,
+                resumed,
+                missed,
+                presence: &presence,
+                limits: &self.limits,
+                expires,
+                relay,
+            }
+            .to_text();
+            // The welcome is the connection's first frame and leaves at once,
+            // even when the room batches or a storm defers the replay. It costs
+            // its bytes from the user's reply budget all the same (a member list
+            // is not free to pull by reconnecting): what follows it waits for them.
+            self.users.reply_after(&self.config, user, welcome.len() as u64, now);
+            self.emit(conn, vec![welcome.into()]);
         }
-        .to_text();
-        // The welcome is the connection's first frame and leaves at once,
-        // even when the room batches or a storm defers the replay. It costs
-        // its bytes from the user's reply budget all the same (a member list
-        // is not free to pull by reconnecting): what follows it waits for them.
-        self.users.reply_after(&self.config, user, welcome.len() as u64, now);
-        self.emit(conn, vec![welcome.into()]);
         // Its counts are the newcomer's until the next summary: if they are
         // not the last ones broadcast, the next summary must reach it even
         // if it equals that last one.
@@ -687,6 +725,10 @@ impl Room {
         self.outputs.push_back(output);
     }
 }
+
+/// What a welcome's fields but its presence and limits take at most, in bytes (the names in
+/// it are bounded, `crate::protocol::names`): what a welcome a relay makes is charged for them.
+const WELCOME_FIELDS: usize = 768;
 
 fn empty_object() -> Box<RawValue> {
     RawValue::from_string("{}".into()).expect("valid JSON")

@@ -1,0 +1,126 @@
+//! A relay makes its clients' welcomes (link version 3): the home sends the session's part of
+//! each (what it decided: `seq`, `resumed`, `missed`, the presence the welcome shows) and the
+//! room's parts once per link, and the client gets the same bytes the home would have sent.
+
+use super::{REGIONS, RELAYS};
+use crate::protocol::link::{Down, DownOp, Welcome};
+use crate::relay::sim::Topo;
+use crate::relay::{Input, Output, Relay};
+use crate::room::{Hello, RoomConfig, Time};
+
+/// One scenario, with the home serving its relays in link `version`: members join over four
+/// relays (the room crosses the large-room line on the way), messages pass, one member drops
+/// and resumes, one resumes from a log it cannot know (a resync), one moves region. Returns
+/// the topology and every client's welcomes, in the order of their connections.
+fn scenario(version: u32) -> (Topo, Vec<String>) {
+    let config = RoomConfig { large_room: 5, ..RoomConfig::default() };
+    let mut t = Topo::new(config, 15);
+    t.link_version = version;
+    let mut all = Vec::new();
+    for i in 0..2 {
+        for (r, region) in RELAYS.iter().zip(REGIONS) {
+            let user = format!("{region}-user{i}");
+            all.push(t.connect(r, &format!("sess-{user}"), &user, region, None));
+            t.settle();
+        }
+    }
+    for i in 0..3 {
+        t.publish(&all[1], &format!("m-{i}"), r#"{"n":1}"#);
+    }
+    t.settle();
+    for conn in &all {
+        t.take(conn);
+    }
+    t.drop_client(&all[0]);
+    t.settle();
+    t.publish(&all[1], "m-3", r#"{"n":2}"#);
+    t.publish(&all[1], "m-4", r#"{"n":2}"#);
+    t.settle();
+    t.resume(&all[0], "oc-0");
+    t.settle();
+    t.drop_client(&all[2]);
+    t.connect("na-0", "sess-NA-user0", "NA-user0", "NA", Some((2, "e-not-this-log")));
+    t.resume_in(&all[3], "eu-0", "EU");
+    t.settle();
+    let welcomes = t.clients.values().flat_map(|c| c.welcomes.clone()).collect();
+    (t, welcomes)
+}
+
+#[test]
+fn a_relay_makes_its_clients_welcomes_the_same_bytes_the_home_would() {
+    let (old, before) = scenario(2);
+    let (new, after) = scenario(3);
+    assert_eq!(before.len(), 11, "every connect welcomed: {before:#?}");
+    for (home_made, relay_made) in before.iter().zip(&after) {
+        assert_eq!(home_made, relay_made, "the same bytes");
+    }
+    assert_eq!(before.len(), after.len());
+    // The scenario shows what a welcome can hold: a member list below the large-room line,
+    // none above it, a resume with what it missed, a resync's, a relay's name.
+    let has = |needle: &str| after.iter().any(|w| w.contains(needle));
+    assert!(has(r#""members":{"sess-"#) && has(r#""members":{},"#) && has(r#""large":true"#));
+    assert!(has(r#""resumed":true,"missed":2"#) && has(r#""resumed":false"#));
+    assert!(after.iter().all(|w| w.contains(r#""relay":""#) && w.contains(r#""limits":{"#)));
+
+    // Version 2: every welcome crossed the link whole; version 3: none did, each relay made its
+    // own, and the link carried less.
+    assert_eq!(old.home_link_welcomes, 11);
+    assert_eq!(new.home_link_welcomes, 0);
+    let made: u64 = new.nodes.values().map(|n| n.relay.stats().welcomes).sum();
+    assert_eq!(made, 11);
+    assert_eq!(new.home.relay_welcomes, 11);
+    assert!(
+        new.home_link_bytes < old.home_link_bytes,
+        "{} bytes of link text against {}",
+        new.home_link_bytes,
+        old.home_link_bytes
+    );
+}
+
+/// A welcome a relay cannot make (the home never told it the room's parts, as no home does
+/// unasked) closes the client to resume, rather than sending it a frame without them.
+#[test]
+fn a_welcome_without_the_rooms_parts_closes_the_client_to_resume() {
+    let mut relay = Relay::new("oc-0", 1, RoomConfig::default());
+    let now = Time::from_ms(1_000);
+    relay.handle(
+        now,
+        Input::Open(Hello {
+            conn: "oc-0.c1".into(),
+            session: "s-ann1234".into(),
+            user: "ann".into(),
+            region: "OC".into(),
+            since: None,
+            epoch: None,
+            rand: 7,
+            secret: 9,
+            expires: None,
+            info: None,
+            canary: false,
+            link: None,
+            tail: None,
+            relay_flow: false,
+            relay_welcome: false,
+        }),
+    );
+    let part = Welcome {
+        conn: "oc-0.c1".into(),
+        seq: 0,
+        resumed: false,
+        missed: 0,
+        expires: None,
+        presence: "{}".into(),
+    };
+    let epoch = DownOp::Epoch { epoch: "e-1".into() };
+    let down = Down { ops: vec![epoch, DownOp::Welcome(part)] }.to_text();
+    relay.handle(now, Input::Down(&down));
+    let outs: Vec<Output> = std::iter::from_fn(|| relay.poll_output()).collect();
+    assert!(
+        outs.iter().any(|o| matches!(o, Output::Close { conn, code: 1012, reason }
+            if conn == "oc-0.c1" && reason == "relay_unwelcome")),
+        "{outs:?}"
+    );
+    assert!(!outs.iter().any(|o| matches!(o, Output::Send { .. } | Output::Multicast { .. })));
+    assert_eq!(relay.stats().bad_down, 1);
+    assert_eq!(relay.clients(), 0);
+}
