@@ -54,7 +54,7 @@ impl Forwarded {
             link: None,
             tail: None,
             relay_flow: false,
-            relay_welcome: false,
+            relay_mirror: false,
         }
     }
 }

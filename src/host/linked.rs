@@ -114,9 +114,11 @@ impl Inner {
             // The first thing the relay hears: which log the entries it learns are of.
             live.links.down.epoch(&tag.link, live.engine.epoch());
             if version >= 3 {
-                // Its relay makes its clients' welcomes from the room's parts, told once.
-                let e = &live.engine;
+                // Its relay makes its clients' welcomes and state replies from the room's parts and
+                // state, told once (and every write after).
+                let e = &mut live.engine;
                 live.links.down.room(&tag.link, e.name(), e.home(), e.limits());
+                live.links.down.mirror(&tag.link, &e.state_text());
             }
             live.links.store_registry(&sql)?;
             Ok(true)

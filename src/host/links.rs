@@ -94,6 +94,17 @@ impl Links {
         Ok(links)
     }
 
+    /// Tells each link whose relay mirrors the room's state (version 3 on) the state of a home
+    /// just rebuilt ([`Downlinks::mirror`]), after its recall: the home before may have stored
+    /// a write it never told.
+    pub fn mirror_all(&mut self, state: &str) {
+        for (link, (tag, _)) in &self.sockets {
+            if tag.version >= 3 {
+                self.down.mirror(link, state);
+            }
+        }
+    }
+
     /// A new link's socket.
     pub fn open(&mut self, tag: &LinkTag, ws: WebSocket) {
         self.sockets.insert(tag.link.clone(), (tag.clone(), ws));

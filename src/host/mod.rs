@@ -670,11 +670,13 @@ impl Inner {
         snap.nonce = random_u64();
         let all = self.state.get_websockets();
         let sockets = Sockets::restore(&all, &mut snap.peers);
-        let links = Links::restore(&sql, &all, (snap.nonce, snap.seq))?;
+        let mut links = Links::restore(&sql, &all, (snap.nonce, snap.seq))?;
         let env = &self.env;
         let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));
-        let engine = Engine::restore_with(self.config.clone(), rules, snap, now());
+        let mut engine = Engine::restore_with(self.config.clone(), rules, snap, now());
+        // After each recall: the relays that mirror the state start again from this one.
+        links.mirror_all(&engine.state_text());
         let fields = serde_json::json!({
             "room": engine.name(), "epoch": engine.epoch(),
             "seq": engine.seq(), "sockets": engine.connections(),

@@ -529,6 +529,7 @@ impl RelayInner {
             "recalls": s.recalls, "tail": live.engine.tail_len(),
             "tail_replays": s.tail_replays, "tail_frames": s.tail_frames, "tail_lost": s.tail_lost,
             "echoes": s.echoes, "backlog_closes": s.backlog_closes, "welcomes": s.welcomes,
+            "state_replies": s.state_replies,
             "stalled_closes": s.stalled_closes, "waiting_bytes": live.engine.waiting_bytes(),
         })
         .to_string()

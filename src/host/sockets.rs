@@ -132,7 +132,13 @@ impl Sockets {
         let mut effects = Effects::default();
         while let Some(out) = engine.poll_output() {
             match out {
-                Output::Persist(commit) => storage::commit(sql, &commit)?,
+                Output::Persist(commit) => {
+                    storage::commit(sql, &commit)?;
+                    if let Some(w) = &commit.state {
+                        // The relays that mirror the state hear of the write (stored now).
+                        links.down.state_write(&w.key, w.value.get(), commit.entry.seq);
+                    }
+                }
                 Output::Send { conn, frame } => {
                     if let Some(ws) = self.by_conn.get(&conn) {
                         // A socket closing under us reports its close event next.
@@ -162,7 +168,8 @@ impl Sockets {
                 out @ (Output::Replay { .. }
                 | Output::CatchUp { .. }
                 | Output::Entries { .. }
-                | Output::Welcome(_)) => link_work(links, out),
+                | Output::Welcome(_)
+                | Output::State { .. }) => link_work(links, out),
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.by_conn.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));
@@ -215,13 +222,15 @@ pub fn send_shared(ws: &WebSocket, text: &JsValue) {
 
 /// What the room asks of a relayed connection's relay rather than of a socket: a catch-up from
 /// its tail ([`Output::Replay`]), entries its tail lacks ([`Output::Entries`]), a catch-up the
-/// room sends itself ([`Output::CatchUp`]), a welcome its relay makes ([`Output::Welcome`]).
+/// room sends itself ([`Output::CatchUp`]), a welcome its relay makes ([`Output::Welcome`]), a
+/// state reply from its relay's mirror ([`Output::State`]).
 /// Nothing for a connection no link carries.
 fn link_work(links: &mut Links, out: Output) {
     let conn = match &out {
         Output::Replay { conn, .. }
         | Output::CatchUp { conn, .. }
-        | Output::Entries { conn, .. } => conn,
+        | Output::Entries { conn, .. }
+        | Output::State { conn, .. } => conn,
         Output::Welcome(part) => &part.conn,
         _ => return,
     };
@@ -233,6 +242,7 @@ fn link_work(links: &mut Links, out: Output) {
         Output::CatchUp { conn, bytes } => links.down.catch_up(&link, &conn, bytes),
         Output::Entries { frame, .. } => links.down.entries(&link, &frame),
         Output::Welcome(part) => links.down.welcome(&link, *part),
+        Output::State { conn, seq, reason } => links.down.state(&link, &conn, seq, reason),
         _ => {}
     }
 }

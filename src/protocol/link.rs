@@ -35,8 +35,11 @@ use serde::{Deserialize, Serialize};
 /// - 2: the relay keeps its clients' flow windows itself, takes [`DownOp::CatchUp`], and says
 ///   what it took of the home's messages ([`Up::heard`]), which the home holds to
 ///   [`LINK_WINDOW`].
-/// - 3: the relay makes its clients' welcomes: the home tells it the room's parts once per link
-///   ([`DownOp::Room`]) and each session's part ([`DownOp::Welcome`]), not the whole frame.
+/// - 3: the relay makes its clients' welcomes and state replies: the home tells it the room's
+///   parts and state once per link ([`DownOp::Room`], [`DownOp::Snapshot`]) and every state
+///   write after ([`DownOp::Set`]), and sends each session's part of a welcome
+///   ([`DownOp::Welcome`]) and the word for a `state` or `resync` frame ([`DownOp::State`]),
+///   not the frames.
 ///
 /// An operation either end does not know is skipped (`Unknown`), not a reason to drop the
 /// message it came in.
@@ -219,6 +222,23 @@ pub enum DownOp {
     /// session's part, its open and the room's parts ([`DownOp::Room`]); the same bytes the
     /// home would have sent.
     Welcome(Welcome),
+    /// The room's state, whole (JSON, as a `state` frame carries it): the relay's mirror of it
+    /// starts again from this (on a link the home accepts, and after a recall: a home rebuilt
+    /// may hold a write the home before it stored and never told). Link version 3 on.
+    Snapshot { state: String },
+    /// A write to the room's state, stored by the home (`value` JSON; its version is the
+    /// write's `seq`), for the relay's mirror: sent to no client.
+    Set { key: String, value: String, version: u64 },
+    /// Send `conn` the room's state from the relay's mirror at `seq` (the home's latest, and
+    /// every write up to it came before this): a `state` frame, or with `reason` a `resync`
+    /// frame (a catch-up: it may wait beyond the backlog bound, as [`DownOp::CatchUp`]). In its
+    /// place among the home's frames for `conn`.
+    State {
+        conn: String,
+        seq: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// An operation of a later version of the link: skipped.
     #[serde(other)]
     Unknown,

@@ -125,6 +125,19 @@ impl Welcome<'_> {
     }
 }
 
+/// A `state` frame (`reason` `None`) or a `resync` frame with the whole room state at `seq`
+/// (`state`: the room state as JSON, [`StateMap`]): the home and a relay that mirrors its
+/// state make the same bytes.
+pub fn state_frame(reason: Option<&str>, seq: u64, state: &str) -> String {
+    match reason {
+        None => format!(r#"{{"type":"state","seq":{seq},"state":{state}}}"#),
+        Some(reason) => {
+            let reason = serde_json::to_string(reason).unwrap_or_default();
+            format!(r#"{{"type":"resync","reason":{reason},"seq":{seq},"state":{state}}}"#)
+        }
+    }
+}
+
 /// Every other frame the server sends.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

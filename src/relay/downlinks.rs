@@ -39,6 +39,9 @@ pub struct Downlinks {
     /// it and bytes it said it took: the difference is in flight. A relay of version 1 says
     /// nothing, and its link is held to no window.
     flight: BTreeMap<String, (u64, u64)>,
+    /// The links whose relays mirror the room's state (link version 3 on, told it whole by
+    /// [`Downlinks::mirror`]): every state write goes to each ([`Downlinks::state_write`]).
+    mirrored: std::collections::BTreeSet<String>,
 }
 
 impl Downlinks {
@@ -161,6 +164,30 @@ impl Downlinks {
         self.push(link, DownOp::Welcome(part));
     }
 
+    /// The room's state, whole (JSON), for `link`'s relay to mirror from here on (version 3
+    /// on): said on a link the home accepts, and again after a recall (a home rebuilt may hold
+    /// a write the one before it stored and never told). Every state write after goes to it.
+    pub fn mirror(&mut self, link: &str, state: &str) {
+        self.mirrored.insert(link.to_owned());
+        self.push(link, DownOp::Snapshot { state: state.to_owned() });
+    }
+
+    /// A write to the room's state the home stored (`value` JSON, its version the write's
+    /// `seq`): for every relay that mirrors the state, sent to no client.
+    pub fn state_write(&mut self, key: &str, value: &str, version: u64) {
+        for link in &self.mirrored {
+            let (key, value) = (key.to_owned(), value.to_owned());
+            self.ops.entry(link.clone()).or_default().push(DownOp::Set { key, value, version });
+        }
+    }
+
+    /// Has `link`'s relay send `conn` the state from its mirror, as of `seq` (the engine's
+    /// [`crate::room::Output::State`]).
+    pub fn state(&mut self, link: &str, conn: &str, seq: u64, reason: Option<&str>) {
+        let (conn, reason) = (conn.to_owned(), reason.map(str::to_owned));
+        self.push(link, DownOp::State { conn, seq, reason });
+    }
+
     /// Entries of the log (`frame`: a message, or a batch of them) for `link`'s relay's tail.
     pub fn entries(&mut self, link: &str, frame: &str) {
         self.push(link, DownOp::Entries { frame: frame.to_owned() });
@@ -171,6 +198,7 @@ impl Downlinks {
         self.ops.remove(link);
         self.kept.remove(link);
         self.flight.remove(link);
+        self.mirrored.remove(link);
     }
 
     /// `link`'s relay says it took `heard` bytes of the messages sent over it so far (since

@@ -14,6 +14,7 @@ use crate::protocol::{parse, ClientFrame};
 use crate::room::flow::{Echo, Flow};
 use crate::room::outbox::{pack, Outbox};
 use crate::room::rate::{Bucket, Meter};
+use crate::room::state::RoomState;
 use crate::room::{Hello, RoomConfig, Time};
 
 mod delivery;
@@ -64,6 +65,9 @@ pub struct RelayStats {
     /// Welcomes the relay made itself from the session's part the home sent
     /// ([`DownOp::Welcome`], link version 3 on).
     pub welcomes: u64,
+    /// `state` and `resync` frames the relay sent from its mirror of the room's state, at the
+    /// home's word ([`DownOp::State`], link version 3 on).
+    pub state_replies: u64,
     /// Operations from the home of a later version of the link, skipped.
     pub unknown_ops: u64,
     /// Echoes of the relay's own marks it took (they never cross the link).
@@ -154,6 +158,9 @@ pub struct Relay {
     /// as the home told it on this link.
     room: Option<RoomParts>,
     log: Option<String>,
+    /// The room's state as the home told it ([`DownOp::Snapshot`], then every [`DownOp::Set`]):
+    /// what the relay's `state` and `resync` frames are made from.
+    state: Option<RoomState>,
     stats: RelayStats,
 }
 
@@ -192,6 +199,7 @@ impl Relay {
             told: 0,
             room: None,
             log: None,
+            state: None,
             stats: RelayStats::default(),
         }
     }
@@ -279,6 +287,8 @@ impl Relay {
                 self.restart_all("relay_link_lost");
                 self.epoch = self.epoch.max(epoch);
                 (self.heard, self.told) = (0, 0); // the next link counts afresh
+                                                  // Not kept up to date since: the next link's home says them again first.
+                (self.room, self.log, self.state) = (None, None, None);
             }
             Input::Alarm => {
                 self.alarm = None;
@@ -448,15 +458,12 @@ impl Relay {
                     }
                 }
                 DownOp::Recall { id, since } => self.recall(id, since),
-                DownOp::Epoch { epoch } => {
-                    self.tail.label(&epoch);
-                    self.log = Some(epoch);
-                }
-                DownOp::Room { room, home, limits } => match RawValue::from_string(limits) {
-                    Ok(limits) => self.room = Some(RoomParts { room, home, limits }),
-                    Err(_) => self.stats.bad_down += 1,
-                },
-                DownOp::Welcome(part) => self.welcome(part),
+                op @ (DownOp::Epoch { .. }
+                | DownOp::Room { .. }
+                | DownOp::Welcome(_)
+                | DownOp::Snapshot { .. }
+                | DownOp::Set { .. }
+                | DownOp::State { .. }) => self.mirror_op(op),
                 DownOp::Entries { frame } => self.tail.learn(&frame),
                 DownOp::Replay { conn, after, upto } => self.replay(conn, after, upto),
                 DownOp::CatchUp { conn, bytes } => self.allow(&conn, bytes),
@@ -567,6 +574,73 @@ impl Relay {
         .to_text();
         self.stats.welcomes += 1;
         self.emit(vec![part.conn], frame.into());
+    }
+
+    /// What the home tells the relay of the room (its log, its parts, its state), and what it
+    /// has the relay make from them (a welcome, a state reply).
+    fn mirror_op(&mut self, op: DownOp) {
+        match op {
+            DownOp::Epoch { epoch } => {
+                self.tail.label(&epoch);
+                self.log = Some(epoch);
+            }
+            DownOp::Room { room, home, limits } => match RawValue::from_string(limits) {
+                Ok(limits) => self.room = Some(RoomParts { room, home, limits }),
+                Err(_) => self.stats.bad_down += 1,
+            },
+            DownOp::Welcome(part) => self.welcome(part),
+            DownOp::Snapshot { state } => self.mirror(&state),
+            DownOp::Set { key, value, version } => {
+                match (self.state.as_mut(), RawValue::from_string(value)) {
+                    (Some(state), Ok(value)) => state.set(key, value, version),
+                    _ => self.stats.bad_down += 1,
+                }
+            }
+            DownOp::State { conn, seq, reason } => self.state_reply(conn, seq, reason),
+            _ => {}
+        }
+    }
+
+    /// The home's state, whole: the mirror starts again from it.
+    fn mirror(&mut self, text: &str) {
+        #[derive(serde::Deserialize)]
+        struct Value {
+            value: Box<RawValue>,
+            version: u64,
+        }
+        match serde_json::from_str::<BTreeMap<String, Value>>(text) {
+            Ok(keys) => {
+                let mut state = RoomState::default();
+                for (key, v) in keys {
+                    state.set(key, v.value, v.version);
+                }
+                self.state = Some(state);
+            }
+            Err(_) => {
+                self.stats.bad_down += 1;
+                self.state = None;
+            }
+        }
+    }
+
+    /// The home's word: send `conn` the state as of `seq` from the mirror (every write up to it
+    /// came before the word), a `state` frame or with `reason` a `resync` frame (a catch-up: it
+    /// may wait beyond the backlog bound). The same bytes the home would have sent. Without a
+    /// mirror (a home that never told the state) the client is closed (1012) and resumes.
+    fn state_reply(&mut self, conn: String, seq: u64, reason: Option<String>) {
+        if !self.clients.contains_key(&conn) {
+            return; // it left; the home will hear
+        }
+        let Some(state) = self.state.as_mut() else {
+            self.stats.bad_down += 1;
+            return self.close_client(&conn, RESTART, "relay_unmirrored");
+        };
+        let frame = server::state_frame(reason.as_deref(), seq, &state.json());
+        self.stats.state_replies += 1;
+        if reason.is_some() {
+            self.allow(&conn, frame.len() as u64);
+        }
+        self.emit(vec![conn], frame.into());
     }
 
     /// The home's word: `conn`'s catch-up is entries `after + 1 ..= upto` of the tail, packed

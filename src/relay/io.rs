@@ -99,7 +99,7 @@ impl Open {
             link: Some(link.to_owned()),
             tail: self.tail,
             relay_flow: version >= 2,
-            relay_welcome: version >= 3,
+            relay_mirror: version >= 3,
         })
     }
 }

@@ -97,6 +97,9 @@ pub struct Topo {
     pub home_link_bytes: u64,
     /// Whole welcome frames among them (a relay of link version 3 makes its clients' own).
     pub home_link_welcomes: u64,
+    /// Whole `state` and `resync` frames among them (a relay of link version 3 makes them from
+    /// its mirror of the state).
+    pub home_link_states: u64,
     /// Messages the relays sent the home, and the clients' mark echoes they carried (a relay
     /// takes its clients' echoes itself: none should cross).
     pub up_messages: u64,
@@ -139,6 +142,7 @@ impl Topo {
             home_link_messages: 0,
             home_link_bytes: 0,
             home_link_welcomes: 0,
+            home_link_states: 0,
             up_messages: 0,
             up_echoes: 0,
             stale_refused: 0,
@@ -204,7 +208,7 @@ impl Topo {
             link: None,
             tail: None,
             relay_flow: false,
-            relay_welcome: false,
+            relay_mirror: false,
         };
         self.relay_input(&instance, Input::Open(hello));
         conn
@@ -503,6 +507,15 @@ impl Topo {
     fn deliver(&mut self, conn: &str, frame: &str) {
         let frames = crate::room::sim::unpack(frame);
         let stored = self.home.disk.seq;
+        // A `state` or `resync` frame is the room's state at its `seq` exactly, whoever made it
+        // (the home, or a relay from its mirror). A room deleted since started a new log.
+        for v in frames.iter().filter(|v| v["type"] == "state" || v["type"] == "resync") {
+            let seq = v["seq"].as_u64().expect("seq");
+            if self.home.disk.deleted == 0 {
+                let want = self.home.disk.state_at(seq);
+                assert_eq!(v["state"], want, "{conn} got the state at {seq} wrong");
+            }
+        }
         let c = self.clients.get_mut(conn).expect("known client");
         assert!(c.open, "frame sent to closed client {conn}: {frame}");
         c.texts += 1;
@@ -607,15 +620,17 @@ impl Topo {
     /// The home accepts a new link, as the adapter does: held to the window (its relay speaks
     /// version 2 on), the log's name first, then the room's parts of a welcome (version 3 on).
     fn home_accepts(&mut self, link: &str) {
-        let open = Link { open: true, relayed: true, ..Default::default() };
+        let mirror = self.link_version >= 3;
+        let open = Link { open: true, relayed: true, mirror, ..Default::default() };
         self.home.links.insert(link.to_owned(), open);
         if self.link_version >= 2 {
             self.home.downlinks.hold(link);
         }
         self.home.downlinks.epoch(link, self.home.room.epoch());
         if self.link_version >= 3 {
-            let room = &self.home.room;
+            let room = &mut self.home.room;
             self.home.downlinks.room(link, room.name(), room.home(), room.limits());
+            self.home.downlinks.mirror(link, &room.state_text());
         }
     }
 
@@ -635,6 +650,9 @@ impl Topo {
             self.home_link_messages += 1;
             self.home_link_bytes += text.len() as u64;
             self.home_link_welcomes += text.matches(r#"{\"type\":\"welcome\""#).count() as u64;
+            self.home_link_states += (text.matches(r#"{\"type\":\"state\""#).count()
+                + text.matches(r#"{\"type\":\"resync\""#).count())
+                as u64;
             self.put(To::Relay(link), text);
         }
         // As the adapter does after every turn: a relay more than the link's window behind

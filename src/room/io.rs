@@ -49,10 +49,11 @@ pub struct Hello {
     /// room sends it everything at once, marks nothing, and names a catch-up it sends
     /// ([`Output::CatchUp`]). False: the room keeps the window, as for a socket of its own.
     pub relay_flow: bool,
-    /// Over a link: its far end (a relay of link version 3 on) makes the welcome from the
-    /// room's parts it was told once ([`crate::protocol::link::DownOp::Room`]): the room sends
-    /// only the session's part ([`Output::Welcome`]). False: the room sends the whole frame.
-    pub relay_welcome: bool,
+    /// Over a link: its far end (a relay of link version 3 on) holds the room's parts and a
+    /// mirror of its state (told once per link, and every write after): the room sends the
+    /// session's part of its welcome ([`Output::Welcome`]) and the word for a state reply
+    /// ([`Output::State`]), not the frames. False: the room sends the frames.
+    pub relay_mirror: bool,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -139,8 +140,12 @@ pub enum Output {
     /// end, which keeps the socket's flow window, lets it wait beyond the backlog bound, as the
     /// room lets its own connections' catch-ups. Only for a connection over a link.
     CatchUp { conn: String, bytes: u64 },
+    /// The far end of `conn`'s link sends it the room's state from its mirror ([`Hello::relay_mirror`]),
+    /// as of `seq` (every state write up to it was persisted before): a `state` frame, or with
+    /// `reason` a `resync` (its catch-up). In its place among its frames.
+    State { conn: String, seq: u64, reason: Option<&'static str> },
     /// The session's part of `conn`'s welcome, for the far end of its link to make the frame
-    /// from ([`Hello::relay_welcome`]): in the place of the welcome among its frames. Only for
+    /// from ([`Hello::relay_mirror`]): in the place of the welcome among its frames. Only for
     /// a connection over a link.
     Welcome(Box<crate::protocol::link::Welcome>),
     /// Entries of the log (a `message` frame, or a `batch` of them) for the tail at the far
@@ -236,6 +241,9 @@ pub struct Peer {
     /// Its link's far end keeps its flow window (see [`Hello::relay_flow`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub relay_flow: bool,
+    /// Its link's far end mirrors the room's state (see [`Hello::relay_mirror`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relay_mirror: bool,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.

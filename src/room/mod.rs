@@ -17,7 +17,7 @@ pub(crate) mod outbox;
 mod presence;
 pub(crate) mod rate;
 pub mod rules;
-mod state;
+pub(crate) mod state;
 mod time;
 mod timer;
 mod users;

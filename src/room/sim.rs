@@ -41,6 +41,22 @@ pub struct Disk {
     pub epoch: Option<String>,
     /// The rules' timers as stored.
     pub timers: Vec<(String, Time)>,
+    /// Every state write stored (`seq`, key, value), never trimmed: what the state was at
+    /// any `seq`, for [`Disk::state_at`].
+    pub writes: Vec<(u64, String, Box<RawValue>)>,
+}
+
+impl Disk {
+    /// The room's state as of `seq`, as `state` and `resync` frames show it (`{key: {"value",
+    /// "version"}}`): every write up to it, none after.
+    pub fn state_at(&self, seq: u64) -> Value {
+        let mut state = serde_json::Map::new();
+        for (at, key, value) in self.writes.iter().filter(|(at, ..)| *at <= seq) {
+            let value: Value = serde_json::from_str(value.get()).expect("stored JSON");
+            state.insert(key.clone(), serde_json::json!({ "value": value, "version": at }));
+        }
+        Value::Object(state)
+    }
 }
 
 /// One client socket as the simulated runtime sees it.
@@ -79,6 +95,9 @@ pub struct Link {
     /// Its relay speaks link version 1 (it names none): the room keeps its sessions' flow
     /// windows ([`crate::protocol::link::LINK_VERSION`]).
     pub v1: bool,
+    /// Its relay mirrors the room's parts and state (link version 3 on): it makes its clients'
+    /// welcomes and state replies, and is told the state again after each recall.
+    pub mirror: bool,
 }
 
 pub struct Sim {
@@ -106,6 +125,8 @@ pub struct Sim {
     pub tail_replays: u64,
     /// Welcomes the room left to a relay to make ([`Output::Welcome`]), across reloads.
     pub relay_welcomes: u64,
+    /// State replies the room left to a relay's mirror ([`Output::State`]), across reloads.
+    pub relay_states: u64,
     /// Makes the rules a reload runs (the open rules when `None`).
     pub rules: Option<Rc<dyn Fn() -> Box<dyn Rules>>>,
     next_conn: u64,
@@ -136,6 +157,7 @@ impl Sim {
             multicasts: Vec::new(),
             tail_replays: 0,
             relay_welcomes: 0,
+            relay_states: 0,
             rules: None,
             next_conn: 0,
             loads: 0,
@@ -268,7 +290,7 @@ impl Sim {
             info,
             canary: std::mem::take(&mut self.canary_next),
             relay_flow: link.as_ref().is_some_and(|l| !self.links.get(l).is_some_and(|l| l.v1)),
-            relay_welcome: false,
+            relay_mirror: false,
             link,
             tail: None,
         };
@@ -401,6 +423,10 @@ impl Sim {
             }
             self.downlinks.recall(&link, id, since);
             self.recalls.start(&link, id);
+            if self.links[&link].mirror {
+                let state = self.room.state_text();
+                self.downlinks.mirror(&link, &state);
+            }
         }
         self.pump();
     }
@@ -447,7 +473,8 @@ impl Sim {
                 tail @ (Output::Replay { .. }
                 | Output::Entries { .. }
                 | Output::CatchUp { .. }
-                | Output::Welcome(_)) => self.tail_work(tail),
+                | Output::Welcome(_)
+                | Output::State { .. }) => self.tail_work(tail),
                 Output::SetWake(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
                 Output::SetAlarm(at) => {
                     self.alarm = Some(at);
@@ -490,6 +517,9 @@ impl Sim {
         self.disk.seq = c.entry.seq;
         if let Some(w) = &c.state {
             self.disk.state.insert(w.key.clone(), (w.value.clone(), c.entry.seq));
+            self.disk.writes.push((c.entry.seq, w.key.clone(), w.value.clone()));
+            // As the adapter does: the relays that mirror the state hear of the write.
+            self.downlinks.state_write(&w.key, w.value.get(), c.entry.seq);
         }
         self.disk.log.insert(c.entry.seq, c.entry);
         if let Some(t) = c.trim_through {
@@ -504,7 +534,8 @@ impl Sim {
         let conn = match &out {
             Output::Replay { conn, .. }
             | Output::Entries { conn, .. }
-            | Output::CatchUp { conn, .. } => conn,
+            | Output::CatchUp { conn, .. }
+            | Output::State { conn, .. } => conn,
             Output::Welcome(part) => &part.conn,
             _ => unreachable!("only a relay's outputs come here"),
         };
@@ -524,6 +555,10 @@ impl Sim {
             Output::Welcome(part) => {
                 self.relay_welcomes += 1;
                 self.downlinks.welcome(&link, *part);
+            }
+            Output::State { conn, seq, reason } => {
+                self.relay_states += 1;
+                self.downlinks.state(&link, &conn, seq, reason);
             }
             _ => {}
         }

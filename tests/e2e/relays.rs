@@ -190,15 +190,30 @@ async fn four_regions(ctx: Ctx) -> R {
         let s = c.until("the cursor signal", |f| f["type"] == "signal").await?;
         check!(s["session"] == from.as_str() && s["data"]["x"] == 1, "[{}] got {s}", c.session);
     }
+    // A state write by a member of another relay, then the state asked for at OC: the OC relay
+    // makes the reply from its mirror of the state (link version 3), with the write in it.
+    let (_, writer) = &mut members[PER_REGION];
+    let version = writer.set_acked("title-1", "title", json!("relayed"), None).await?;
     let (_, sender) = &mut members[0];
     sender.send(json!({"type":"get_state"})).await?;
-    let state = sender.expect_type("state").await?;
+    let state = sender.until("the state", |f| f["type"] == "state").await?;
+    check!(
+        state["state"]["title"] == json!({"value": "relayed", "version": version})
+            && state["seq"].as_u64() >= Some(version),
+        "the state from the OC relay: {state}"
+    );
     check!(
         !sender.history.iter().any(|f| f["type"] == "signal"),
         "the sender got its own signal back; then {state}"
     );
     let oc = relay_stats(ctx.port, &room, "OC-0").await?;
     check!(oc["local_signals"] == 1, "the OC relay delivered the signal itself: {oc}");
+    check!(oc["state_replies"] == 1, "the OC relay made the state reply: {oc}");
+    let mirrored = es::stats(ctx.port, &room).await?;
+    check!(
+        mirrored["mirror_replies"] == 1 && mirrored["relay_welcomes"] == members.len(),
+        "the home left the welcomes and the state reply to the relays: {mirrored}"
+    );
     Ok(())
 }
 

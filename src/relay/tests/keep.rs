@@ -50,15 +50,23 @@ fn a_big_frame_for_many_sessions_of_a_link_crosses_once() {
     assert!(matches!(&Down::parse(&next[0].1).unwrap().ops[0], DownOp::Keep { .. }));
 }
 
-#[test]
-fn a_resync_storm_through_a_relay_carries_the_state_once() {
+/// 25 members of one relay away for ten messages past a replay window of five come back in one
+/// turn of the relay (which kept its link: one member stayed), and resync: each gets the 40 KB
+/// state once. Under a home that serves link
+/// `version`; returns the bytes of link text the home sent for their return, the state's, and
+/// how many whole `state` or `resync` frames crossed the link in all.
+fn resync_storm(version: u32) -> (u64, u64, u64) {
     // Five entries of replay window: members away for ten messages resync.
     let config = RoomConfig { replay_limit: 5, ..RoomConfig::default() };
     let mut t = Topo::new(config, 20);
+    t.link_version = version;
     let writer = t.connect("eu-0", "sess-wri1", "wri", "EU", None);
     let members: Vec<String> = (0..25)
         .map(|i| t.connect("oc-0", &format!("sess-m{i}"), &format!("m{i}"), "OC", None))
         .collect();
+    // One who stays: the relay keeps its link (a relay with no client closes it, and the next
+    // link is told the room's state once more).
+    let stayer = t.connect("oc-0", "sess-stay", "stay", "OC", None);
     t.settle();
     let value = "v".repeat(10_000);
     for k in 0..4 {
@@ -79,13 +87,13 @@ fn a_resync_storm_through_a_relay_carries_the_state_once() {
     }
     t.settle();
     t.take(&writer);
+    t.take(&stayer);
     // All 25 come back in one turn of the relay: one message up, one turn of the home.
     let before = t.home_link_bytes;
     let back: Vec<String> = members.iter().map(|m| t.resume(m, "oc-0")).collect();
     t.settle();
     let sent = t.home_link_bytes - before;
     let state_bytes = 4 * value.len() as u64;
-    assert!(sent < 3 * state_bytes, "{sent} bytes over the link for 25 resyncs of {state_bytes}");
     for conn in &back {
         let got = t.take(conn);
         let resync: Vec<&serde_json::Value> =
@@ -95,4 +103,23 @@ fn a_resync_storm_through_a_relay_carries_the_state_once() {
         assert_eq!(resync[0]["state"].as_object().map(|s| s.len()), Some(4));
         assert_eq!(t.clients[conn].seq, 14);
     }
+    (sent, state_bytes, t.home_link_states)
+}
+
+#[test]
+fn a_resync_storm_through_a_relay_carries_the_state_once() {
+    // A home of link version 2 sends the state itself: once per link message.
+    let (sent, state_bytes, whole) = resync_storm(2);
+    assert!(sent < 3 * state_bytes, "{sent} bytes over the link for 25 resyncs of {state_bytes}");
+    assert_eq!(whole, 1, "the state crossed once");
+}
+
+#[test]
+fn a_resync_storm_through_a_relay_that_mirrors_the_state_carries_none_of_it() {
+    // Version 3: the relay makes each resync from its mirror; only the home's word crosses.
+    let (sent, state_bytes, whole) = resync_storm(3);
+    assert_eq!(whole, 0, "a state frame crossed the link");
+    // The rest of the turn (25 welcomes with the member list, the joins) is the same both ways.
+    let (before, _, _) = resync_storm(2);
+    assert!(sent + state_bytes < before, "{sent} bytes of link text against {before}");
 }

@@ -13,8 +13,8 @@ use crate::room::{Block, RoomConfig, Time};
 
 mod flow;
 mod keep;
+mod mirror;
 mod tail;
-mod welcome;
 
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
 const REGIONS: [&str; 4] = ["OC", "EU", "NA", "AS"];
@@ -615,7 +615,7 @@ fn a_relay_closes_its_silent_clients_and_the_home_hears_once() {
 fn fuzz_topologies() {
     let cases: u64 = std::env::var("TOPO_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let seed: u64 = std::env::var("TOPO_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let (mut ops, mut tails, mut lost) = (0u64, 0u64, 0u64);
+    let (mut ops, mut tails, mut lost, mut mirrored) = (0u64, 0u64, 0u64, 0u64);
     if let Some(one) = std::env::var("TOPO_CASE")
         .ok()
         .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
@@ -628,17 +628,18 @@ fn fuzz_topologies() {
         if std::env::var("TOPO_TRACE").is_ok() {
             eprintln!("case {case}: seed {case_seed:#x}");
         }
-        let (n, tail, tail_lost) = topo_case(case_seed);
-        (ops, tails, lost) = (ops + n, tails + tail, lost + tail_lost);
+        let (n, tail, tail_lost, mirror) = topo_case(case_seed);
+        (ops, tails, lost, mirrored) = (ops + n, tails + tail, lost + tail_lost, mirrored + mirror);
     }
     eprintln!(
         "fuzz_topologies: {cases} cases, {ops} ops, {tails} catch-ups from a relay's tail, \
-         {lost} of them lost to newer entries"
+         {lost} of them lost to newer entries, {mirrored} state replies from a relay's mirror"
     );
     // The walk reaches both ways a tail's catch-up goes (not idle: a tail that never claims
     // would make both 0).
     if cases >= 100 {
         assert!(tails > 0 && lost > 0, "tails {tails}, lost {lost}");
+        assert!(mirrored > 0, "no state reply came from a relay's mirror");
     }
 }
 
@@ -656,7 +657,7 @@ struct Walker {
 
 /// One case of the walk: its steps, the catch-ups the home left to a relay's tail, and those
 /// a relay no longer held when the home's word came.
-fn topo_case(seed: u64) -> (u64, u64, u64) {
+fn topo_case(seed: u64) -> (u64, u64, u64, u64) {
     let mut x = seed | 1;
     let mut rand = move |n: u64| {
         x ^= x << 13;
@@ -733,7 +734,7 @@ fn topo_case(seed: u64) -> (u64, u64, u64) {
         t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
     assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: members are the open sessions");
     assert_eq!(t.home.room.away(), 0, "seed {seed:#x}: every away member came back");
-    (steps, t.home.tail_replays, t.tail_lost)
+    (steps, t.home.tail_replays, t.tail_lost, t.home.relay_states)
 }
 
 /// No member outlives its clients by more than the grace: a session the home lists with no
@@ -761,6 +762,24 @@ fn no_ghost(t: &Topo, seed: u64) {
     }
 }
 
+/// A walker writes, if its client is open: a message, or every fourth time a write to the
+/// state (a relay's mirror hears of it).
+fn walk_write(t: &mut Topo, w: &mut Walker) {
+    if !t.clients[&w.conn].open {
+        return;
+    }
+    w.next_id += 1;
+    let id = format!("m{}", w.next_id);
+    w.pending.push(id.clone());
+    if w.next_id.is_multiple_of(4) {
+        let (key, n) = (w.next_id % 3, w.next_id);
+        let set = format!(r#"{{"type":"set","id":"{id}","key":"k{key}","value":{{"n":{n}}}}}"#);
+        t.send(&w.conn, &set);
+    } else {
+        t.publish(&w.conn, &id, r#"{"n":1}"#);
+    }
+}
+
 /// One op of the walk.
 fn topo_step(t: &mut Topo, walkers: &mut Vec<Walker>, op: u64, rand: &mut impl FnMut(u64) -> u64) {
     match op {
@@ -785,17 +804,14 @@ fn topo_step(t: &mut Topo, walkers: &mut Vec<Walker>, op: u64, rand: &mut impl F
         }
         10..=39 if !walkers.is_empty() => {
             let i = rand(walkers.len() as u64) as usize;
-            let w = &mut walkers[i];
-            if t.clients[&w.conn].open {
-                w.next_id += 1;
-                let id = format!("m{}", w.next_id);
-                w.pending.push(id.clone());
-                t.publish(&w.conn, &id, r#"{"n":1}"#);
-            }
+            walk_write(t, &mut walkers[i]);
         }
         40..=49 if !walkers.is_empty() => {
             let w = &walkers[rand(walkers.len() as u64) as usize];
-            if t.clients[&w.conn].open {
+            if t.clients[&w.conn].open && t.now.ms().is_multiple_of(3) {
+                // The state, from the home or the relay's mirror (checked by the topology).
+                t.send(&w.conn, r#"{"type":"get_state"}"#);
+            } else if t.clients[&w.conn].open {
                 t.signal(&w.conn, r#"{"x":1}"#);
             }
         }
@@ -1049,7 +1065,7 @@ fn hello(conn: &str, user: &str) -> crate::room::Hello {
         link: None,
         tail: None,
         relay_flow: false,
-        relay_welcome: false,
+        relay_mirror: false,
     }
 }
 

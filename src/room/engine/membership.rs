@@ -55,6 +55,7 @@ impl Room {
                 ),
                 expires: p.exp.map(Time::ms),
                 stalled_since: None,
+                mirror: p.relay_mirror && p.link.is_some(),
                 link: p.link,
             };
             self.add_conn(&p.conn, conn, now);
@@ -108,8 +109,10 @@ impl Room {
             }
             let missed: Option<Vec<Rc<str>>> =
                 self.history.replay_after(after, self.seq).map(|f| f.cloned().collect());
+            let resync = missed.is_none().then_some("gap");
             let missed = missed.unwrap_or_else(|| vec![self.state_reply("gap")]);
-            self.catch_up(now, &conn, &user, missed, None, None);
+            let from = super::CatchUpFrom { tail: None, resync };
+            self.catch_up(now, &conn, &user, missed, None, from);
         }
         self.presence_stale = true;
         self.summary_changed(now, None);
@@ -118,8 +121,19 @@ impl Room {
     /// Makes `conn` the connection of `session`, superseding an older one
     /// (of the same user: [`Room::refuse_open`] turned any other away).
     pub(super) fn join(&mut self, now: u64, joining: Joining<'_>) {
-        let Joining { conn, session, user, region, key, expires, info, canary, link, relay_flow } =
-            joining;
+        let Joining {
+            conn,
+            session,
+            user,
+            region,
+            key,
+            expires,
+            info,
+            canary,
+            link,
+            relay_flow,
+            relay_mirror,
+        } = joining;
         self.retain_at = None;
         let previous = self.presence.remove(session);
         // Back from away (its link closed): the member never left.
@@ -150,6 +164,7 @@ impl Room {
             flow: Flow::for_conn(key, relay_flow && link.is_some()),
             expires,
             stalled_since: None,
+            mirror: relay_mirror && link.is_some(),
             link,
         };
         let member = Member {
@@ -601,9 +616,9 @@ impl Room {
     }
 
     fn remember(&mut self, session: &str, m: &Member, now: u64) {
-        let (exp, key, link, relay_flow) = match self.conns.get(&m.conn) {
-            Some(c) => (c.expires, c.flow.key(), c.link.clone(), !c.flow.metered()),
-            None => (None, 0, None, false),
+        let (exp, key, link, relay_flow, relay_mirror) = match self.conns.get(&m.conn) {
+            Some(c) => (c.expires, c.flow.key(), c.link.clone(), !c.flow.metered(), c.mirror),
+            None => (None, 0, None, false, false),
         };
         self.push(Output::Remember(Peer {
             conn: m.conn.clone(),
@@ -620,6 +635,7 @@ impl Room {
             canary: m.canary,
             link,
             relay_flow,
+            relay_mirror,
         }));
     }
 }
@@ -638,4 +654,6 @@ pub(super) struct Joining<'a> {
     pub link: Option<String>,
     /// Its link's far end keeps its flow window ([`crate::room::Hello::relay_flow`]).
     pub relay_flow: bool,
+    /// Its link's far end mirrors the room ([`crate::room::Hello::relay_mirror`]).
+    pub relay_mirror: bool,
 }

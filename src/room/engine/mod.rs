@@ -65,6 +65,8 @@ struct Conn {
     /// The link it came over, if not a socket of its own: it lives as long
     /// as the link does (the link's far end watches its client).
     link: Option<String>,
+    /// Its link's far end mirrors the room's parts and state ([`Hello::relay_mirror`]).
+    mirror: bool,
 }
 
 impl Conn {
@@ -285,7 +287,7 @@ impl Room {
     }
 
     /// The room's limits as its welcomes announce them (JSON): what a relay that makes its
-    /// clients' welcomes itself ([`Hello::relay_welcome`]) is told once per link.
+    /// clients' welcomes itself ([`Hello::relay_mirror`]) is told once per link.
     pub fn limits(&self) -> &str {
         self.limits.get()
     }
@@ -373,7 +375,7 @@ impl Room {
             link,
             tail,
             relay_flow,
-            relay_welcome,
+            relay_mirror,
         } = hello;
         let expires = expires.map(Time::ms);
         // What the far end of a link says it can replay itself (a relay's tail), from `since`.
@@ -408,24 +410,26 @@ impl Room {
             canary,
             link,
             relay_flow,
+            relay_mirror,
         };
         self.join(now, joining);
         let replay = self.replay_for(since, epoch.as_deref());
-        let relayed = relay_welcome && self.conns.get(&conn).is_some_and(|c| c.link.is_some());
+        let relayed = self.conns.get(&conn).is_some_and(|c| c.mirror);
         self.welcome(now, (&conn, relayed), &session, &user, &replay, expires);
         // A relay's tail only ever stands in for a replay's messages, never for a resync.
-        let (catch_up, tail) = match replay {
+        let (catch_up, tail, resync) = match replay {
             Ok(Some(frames)) => {
                 self.resumes.add(now, 1);
-                (frames, tail)
+                (frames, tail, None)
             }
-            Ok(None) => (Vec::new(), None),
-            Err(reason) => (vec![self.state_reply(reason)], None),
+            Ok(None) => (Vec::new(), None, None),
+            Err(reason) => (vec![self.state_reply(reason)], None, Some(reason)),
         };
         if !catch_up.is_empty() {
             let storm =
                 since.is_some() && self.resumes.rate(now) > self.config.storm_resumes_per_sec;
-            self.catch_up(now, &conn, &user, catch_up, storm.then_some(rand), tail);
+            let from = CatchUpFrom { tail, resync };
+            self.catch_up(now, &conn, &user, catch_up, storm.then_some(rand), from);
         }
         // What the rules asked for when the member joined comes after its
         // welcome and catch-up (a `send` to the newcomer, writes of their own).
@@ -452,7 +456,7 @@ impl Room {
     }
 
     /// Sends a joined connection its welcome; to a relay that makes its clients' welcomes
-    /// itself (`relayed`, see [`Hello::relay_welcome`]), the session's part of it.
+    /// itself (`relayed`, see [`Hello::relay_mirror`]), the session's part of it.
     fn welcome(
         &mut self,
         now: u64,
@@ -486,6 +490,7 @@ impl Room {
                 expires,
                 presence: presence.get().to_owned(),
             };
+            self.stats.relay_welcomes += 1;
             self.push(Output::Welcome(Box::new(part)));
         } else {
             // A link is `relay#epoch`: the client is told the relay, not the instance.
@@ -541,17 +546,20 @@ impl Room {
         user: &str,
         frames: Vec<Rc<str>>,
         storm: Option<u64>,
-        tail: Option<(u64, u64)>,
+        from: CatchUpFrom,
     ) {
         let bytes = frames.iter().map(|f| f.len() as u64).sum();
         let mut wait = self.users.reply_after(&self.config, user, bytes, now);
         if wait > 0 {
             self.stats.held_replies += 1;
         }
-        if let Some((after, claim)) = tail.filter(|_| wait == 0) {
+        if let Some((after, claim)) = from.tail.filter(|_| wait == 0) {
             if self.replay_from_tail(conn, after, claim, &frames) {
                 return;
             }
+        }
+        if wait == 0 && from.resync.is_some() && self.state_from_mirror(conn, from.resync) {
+            return;
         }
         self.stats.catch_up_frames += frames.len() as u64;
         if self.conns.get(conn).is_some_and(|c| !c.flow.metered()) {
@@ -616,6 +624,33 @@ impl Room {
         true
     }
 
+    /// Has the far end of `conn`'s link send it the room's state from its mirror (a `state`
+    /// frame, or with `resync` a `resync` frame), when it mirrors the room
+    /// ([`Hello::relay_mirror`]): what waits for `conn` here goes first, so the frame keeps
+    /// its place. False when it does not mirror the room, or frames for it are held (a hold or
+    /// a signal window): the room sends the frame itself, in its place.
+    fn state_from_mirror(&mut self, conn: &str, resync: Option<&'static str>) -> bool {
+        let now = self.now;
+        let Some(c) = self.conns.get_mut(conn) else {
+            return false;
+        };
+        if !c.mirror || c.flow.metered() || c.out.holding(now) {
+            return false;
+        }
+        let frames = c.out.take_upto(u64::MAX);
+        self.emit(conn, frames);
+        let (conn, seq) = (conn.to_owned(), self.seq);
+        self.stats.mirror_replies += 1;
+        self.push(Output::State { conn, seq, reason: resync });
+        true
+    }
+
+    /// The state as JSON (`{key: {"value","version"}}`), as `state` frames carry it: what a
+    /// relay that mirrors the room ([`Hello::relay_mirror`]) starts its mirror from.
+    pub fn state_text(&mut self) -> Rc<str> {
+        self.state.json()
+    }
+
     /// The `state` frame (`reason` "state") or a `resync` frame with the
     /// whole state at the current `seq`, made once per `seq` and kind.
     fn state_reply(&mut self, reason: &'static str) -> Rc<str> {
@@ -627,14 +662,8 @@ impl Room {
             return frame.clone();
         }
         let state = self.state.json();
-        let frame: Rc<str> = match reason {
-            "state" => format!(r#"{{"type":"state","seq":{},"state":{state}}}"#, self.seq),
-            _ => format!(
-                r#"{{"type":"resync","reason":"{reason}","seq":{},"state":{state}}}"#,
-                self.seq
-            ),
-        }
-        .into();
+        let kind = Some(reason).filter(|r| *r != "state");
+        let frame: Rc<str> = crate::protocol::server::state_frame(kind, self.seq, &state).into();
         self.replies.push((reason, frame.clone()));
         frame
     }
@@ -702,7 +731,9 @@ impl Room {
         let bytes = frame.len() as u64;
         let user = &self.conns[conn].user;
         if self.users.reply(&self.config, user, bytes, now) {
-            self.send(conn, frame);
+            if !self.state_from_mirror(conn, None) {
+                self.send(conn, frame);
+            }
         } else {
             self.stats.rate_limited += 1;
             let per_sec = self.config.reply_bytes_per_sec;
@@ -724,6 +755,14 @@ impl Room {
     fn push(&mut self, output: Output) {
         self.outputs.push_back(output);
     }
+}
+
+/// Where a new connection's catch-up may come from other than this room: the tail of its
+/// link's far end (`after`, the far end's claim: [`Hello::tail`]), or for a resync (its
+/// reason) the far end's mirror of the state ([`Hello::relay_mirror`]).
+pub(super) struct CatchUpFrom {
+    pub tail: Option<(u64, u64)>,
+    pub resync: Option<&'static str>,
 }
 
 /// What a welcome's fields but its presence and limits take at most, in bytes (the names in

@@ -28,6 +28,11 @@ pub struct Counters {
     /// ([`crate::room::Output::Replay`]), and their frames.
     pub tail_replays: u64,
     pub tail_frames: u64,
+    /// Welcomes a relay made from the session's part the room sent it ([`crate::room::Output::Welcome`]).
+    pub relay_welcomes: u64,
+    /// `state` and `resync` frames a relay sent from its mirror of the state, at the room's word
+    /// ([`crate::room::Output::State`]).
+    pub mirror_replies: u64,
     /// Ranges of the log the room sent a relay's tail because it lacked them (once per link
     /// and range, however many members resume through it).
     pub tail_fills: u64,
@@ -79,7 +84,7 @@ impl Room {
             if c.deliveries == 0 { 0.0 } else { c.cross_region as f64 / c.deliveries as f64 };
         let regions: std::collections::BTreeMap<&str, usize> =
             self.presence.regions().iter().map(|(r, n)| (r.as_str(), *n)).collect();
-        serde_json::json!({
+        let mut stats = serde_json::json!({
             "room": self.name,
             "epoch": self.epoch,
             "home": self.home,
@@ -121,7 +126,10 @@ impl Room {
             "waiting_bytes": self.conns.values().map(|c| c.out.bytes()).sum::<u64>(),
             "unconfirmed_bytes": self.conns.values().map(|c| c.flow.unconfirmed()).sum::<u64>(),
             "limits": &self.limits,
-        })
-        .to_string()
+        });
+        // What the room left to its relays to make (one `json!` holds only so many fields).
+        stats["relay_welcomes"] = c.relay_welcomes.into();
+        stats["mirror_replies"] = c.mirror_replies.into();
+        stats.to_string()
     }
 }

@@ -1,6 +1,10 @@
-//! A relay makes its clients' welcomes (link version 3): the home sends the session's part of
-//! each (what it decided: `seq`, `resumed`, `missed`, the presence the welcome shows) and the
-//! room's parts once per link, and the client gets the same bytes the home would have sent.
+//! A relay makes its clients' welcomes and state replies (link version 3): the home sends the
+//! session's part of each welcome (what it decided: `seq`, `resumed`, `missed`, the presence
+//! the welcome shows) and the word for a `state` or `resync` frame, and tells each link the
+//! room's parts and state once (and every write after); the client gets the same frames the
+//! home would have sent.
+
+use serde_json::Value;
 
 use super::{REGIONS, RELAYS};
 use crate::protocol::link::{Down, DownOp, Welcome};
@@ -9,10 +13,12 @@ use crate::relay::{Input, Output, Relay};
 use crate::room::{Hello, RoomConfig, Time};
 
 /// One scenario, with the home serving its relays in link `version`: members join over four
-/// relays (the room crosses the large-room line on the way), messages pass, one member drops
-/// and resumes, one resumes from a log it cannot know (a resync), one moves region. Returns
-/// the topology and every client's welcomes, in the order of their connections.
-fn scenario(version: u32) -> (Topo, Vec<String>) {
+/// relays (the room crosses the large-room line on the way), messages and state writes pass,
+/// members ask for the state while writes are on their way to them, one member drops and
+/// resumes, one resumes from a log it cannot know (a resync), one moves region. Returns the
+/// topology, every client's welcomes as text and every frame each client got, in the order of
+/// their connections.
+fn scenario(version: u32) -> (Topo, Vec<String>, Vec<Vec<Value>>, u64) {
     let config = RoomConfig { large_room: 5, ..RoomConfig::default() };
     let mut t = Topo::new(config, 15);
     t.link_version = version;
@@ -24,13 +30,21 @@ fn scenario(version: u32) -> (Topo, Vec<String>) {
             t.settle();
         }
     }
+    // What the home sent its links for the joins.
+    let joins = t.home_link_bytes;
     for i in 0..3 {
         t.publish(&all[1], &format!("m-{i}"), r#"{"n":1}"#);
+        let set = format!(r#"{{"type":"set","id":"s-{i}","key":"k{i}","value":{{"v":{i}}}}}"#);
+        t.send(&all[2], &set);
+        // Asked for while the writes are on their way: the reply comes after them.
+        t.send(&all[5], r#"{"type":"get_state"}"#);
     }
     t.settle();
-    for conn in &all {
-        t.take(conn);
-    }
+    let big = format!(r#"{{"type":"set","id":"s-big","key":"k0","value":"{}"}}"#, "x".repeat(6000));
+    t.send(&all[3], &big);
+    t.settle();
+    t.send(&all[6], r#"{"type":"get_state"}"#);
+    t.settle();
     t.drop_client(&all[0]);
     t.settle();
     t.publish(&all[1], "m-3", r#"{"n":2}"#);
@@ -43,13 +57,15 @@ fn scenario(version: u32) -> (Topo, Vec<String>) {
     t.resume_in(&all[3], "eu-0", "EU");
     t.settle();
     let welcomes = t.clients.values().flat_map(|c| c.welcomes.clone()).collect();
-    (t, welcomes)
+    let conns: Vec<String> = t.clients.keys().cloned().collect();
+    let frames = conns.iter().map(|c| t.take(c)).collect();
+    (t, welcomes, frames, joins)
 }
 
 #[test]
-fn a_relay_makes_its_clients_welcomes_the_same_bytes_the_home_would() {
-    let (old, before) = scenario(2);
-    let (new, after) = scenario(3);
+fn a_relay_makes_its_clients_welcomes_and_state_replies_as_the_home_would() {
+    let (old, before, old_frames, old_joins) = scenario(2);
+    let (new, after, new_frames, new_joins) = scenario(3);
     assert_eq!(before.len(), 11, "every connect welcomed: {before:#?}");
     for (home_made, relay_made) in before.iter().zip(&after) {
         assert_eq!(home_made, relay_made, "the same bytes");
@@ -63,18 +79,27 @@ fn a_relay_makes_its_clients_welcomes_the_same_bytes_the_home_would() {
     assert!(after.iter().all(|w| w.contains(r#""relay":""#) && w.contains(r#""limits":{"#)));
 
     // Version 2: every welcome crossed the link whole; version 3: none did, each relay made its
-    // own, and the link carried less.
+    // own, and the joins took less link text (the room's parts and its state cross once per
+    // link instead; a state write crosses each link again for its mirror).
     assert_eq!(old.home_link_welcomes, 11);
     assert_eq!(new.home_link_welcomes, 0);
     let made: u64 = new.nodes.values().map(|n| n.relay.stats().welcomes).sum();
     assert_eq!(made, 11);
     assert_eq!(new.home.relay_welcomes, 11);
-    assert!(
-        new.home_link_bytes < old.home_link_bytes,
-        "{} bytes of link text against {}",
-        new.home_link_bytes,
-        old.home_link_bytes
-    );
+    assert!(new_joins < old_joins, "{new_joins} bytes of link text against {old_joins}");
+
+    // Every client got the same frames either way, the state replies among them (4 asked, and
+    // a resync), each the state at its `seq` (the topology checks each against the stored
+    // writes); under version 3 none of them crossed the link whole.
+    assert_eq!(old_frames, new_frames);
+    let states = |frames: &[Vec<Value>]| {
+        frames.iter().flatten().filter(|f| f["type"] == "state" || f["type"] == "resync").count()
+    };
+    assert_eq!(states(&new_frames), 5);
+    assert!(old.home_link_states >= 2, "{} whole state frames crossed", old.home_link_states);
+    assert_eq!(new.home_link_states, 0);
+    let replies: u64 = new.nodes.values().map(|n| n.relay.stats().state_replies).sum();
+    assert_eq!((replies, new.home.relay_states), (5, 5));
 }
 
 /// A welcome a relay cannot make (the home never told it the room's parts, as no home does
@@ -100,7 +125,7 @@ fn a_welcome_without_the_rooms_parts_closes_the_client_to_resume() {
             link: None,
             tail: None,
             relay_flow: false,
-            relay_welcome: false,
+            relay_mirror: false,
         }),
     );
     let part = Welcome {
