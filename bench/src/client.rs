@@ -307,15 +307,19 @@ pub async fn run(
         let signaling = can_publish && c.spec.signal_every.is_some();
         let pinging = c.protocol == Protocol::Homeroom;
         let draining = ctl.phase == Phase::Drain;
-        let mut ended: Option<Option<u16>> = None;
+        // The close code, and the key its count goes under (the code, and the reason if any).
+        let mut ended: Option<(Option<u16>, String)> = None;
         tokio::select! {
             frame = live.ws.next() => match frame {
                 Some(Ok(Message::Text(text))) => c.on_text(live, ctl.record, &text).await,
                 Some(Ok(Message::Close(frame))) => {
-                    ended = Some(Some(frame.map(|f| u16::from(f.code)).unwrap_or(1005)))
+                    let code = frame.as_ref().map_or(1005, |f| u16::from(f.code));
+                    let reason = frame.as_ref().map_or("", |f| f.reason.as_str());
+                    let key = if reason.is_empty() { code.to_string() } else { format!("{code} {reason}") };
+                    ended = Some((Some(code), key))
                 }
                 Some(Ok(_)) => {}
-                Some(Err(_)) | None => ended = Some(None),
+                Some(Err(_)) | None => ended = Some((None, "none".to_owned())),
             },
             _ = publish_tick.tick(), if publishing_every => { let _ = c.publish(live).await; }
             _ = signal_tick.tick(), if signaling => {
@@ -333,10 +337,9 @@ pub async fn run(
                 ctl = *control.borrow_and_update();
             }
         }
-        if let Some(code) = ended {
+        if let Some((code, key)) = ended {
             conn = None;
             c.result.unexpected_closes += 1;
-            let key = code.map_or("none".to_owned(), |c| c.to_string());
             *c.result.close_codes.entry(key).or_default() += 1;
             c.inflight = 0;
             connect_at =

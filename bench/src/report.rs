@@ -216,13 +216,16 @@ impl Report {
                 let _ = writeln!(
                     s,
                     "  home ({when}): {} messages, {} socket sends, {} link messages out, {} in, \
-                     {} catch-up frames sent, {} catch-ups left to relays' tails",
+                     {} catch-up frames sent, {} catch-ups left to relays' tails, {} welcomes made, \
+                     {} left to relays",
                     io.messages,
                     io.socket_sends,
                     io.link_out,
                     io.link_in,
                     io.catch_up_frames,
-                    io.tail_replays
+                    io.tail_replays,
+                    io.welcomes,
+                    io.relay_welcomes
                 );
             }
         }
@@ -291,6 +294,11 @@ pub struct HomeIo {
     /// Catch-ups the home left to a relay's own tail of the log.
     #[serde(default)]
     pub tail_replays: u64,
+    /// Welcomes the home made whole, and welcomes it left to relays to make.
+    #[serde(default)]
+    pub welcomes: u64,
+    #[serde(default)]
+    pub relay_welcomes: u64,
 }
 
 impl HomeIo {
@@ -305,6 +313,9 @@ impl HomeIo {
             // A server from before the relays' tails has neither: 0.
             catch_up_frames: stats["catch_up_frames"].as_u64().unwrap_or(0),
             tail_replays: stats["tail_replays"].as_u64().unwrap_or(0),
+            // A server from before the relays' welcomes has neither: 0.
+            welcomes: stats["welcomes"].as_u64().unwrap_or(0),
+            relay_welcomes: stats["relay_welcomes"].as_u64().unwrap_or(0),
         })
     }
 
@@ -317,6 +328,8 @@ impl HomeIo {
             link_in: later.link_in.saturating_sub(self.link_in),
             catch_up_frames: later.catch_up_frames.saturating_sub(self.catch_up_frames),
             tail_replays: later.tail_replays.saturating_sub(self.tail_replays),
+            welcomes: later.welcomes.saturating_sub(self.welcomes),
+            relay_welcomes: later.relay_welcomes.saturating_sub(self.relay_welcomes),
         }
     }
 

@@ -1043,6 +1043,15 @@ fn relays(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
             r.home_io_storm.map(|h| f(&h) as f64 / dropped)
         }
     };
+    // Through relays every welcome is the relay's to make: the home sends the session's part.
+    let made = per_member(|h| h.welcomes);
+    let (wd, wr) = (storm(H, &made), storm(L, &made));
+    w(format!(
+        "| welcomes the home made whole per resuming member, storm (relays make their own) | {} | {} | {} |",
+        num(wd, 2),
+        num(wr, 2),
+        num(ratio(wr, wd), 3)
+    ));
     // The live storm (its publishers stay and publish on): every resume has a catch-up.
     let live = |t: Target, f: &dyn Fn(&Report) -> Option<f64>| {
         med(runs, if t == L { "storm-live-relayed" } else { "storm-live" }, t, f)

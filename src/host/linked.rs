@@ -83,12 +83,15 @@ impl Inner {
         let opened = super::now().ms();
         let link = Relays::link(relay, epoch);
         let tag = LinkTag { link, nonce: random_u64(), opened, version };
-        self.state.accept_websocket_with_tags(&pair.server, &["link"]);
         let text = serde_json::to_string(&tag).unwrap_or_default();
-        pair.server.serialize_attachment(text)?;
         let server = pair.server;
         let sql = self.state.storage().sql();
         let (admitted, fx) = self.run(Some(origin), |live, now| {
+            // Accepted once the room is loaded: a room loaded by this very link would
+            // otherwise find it among its sockets and take it for a link it had before
+            // (and ask its relay for sessions it never had).
+            self.state.accept_websocket_with_tags(&server, &["link"]);
+            server.serialize_attachment(text)?;
             let old = match live.links.registry.admit(relay, epoch) {
                 Admit::Stale { current } => {
                     let mut refusal = Downlinks::default();
@@ -254,7 +257,7 @@ fn open_relayed(live: &mut Live, link: &str, prefix: &str, open: Open, now: Time
         return;
     }
     if let Ok(hello) = open.into_hello(link, live.links.version(link)) {
-        live.links.add(&hello.conn, link);
+        live.links.opening(&hello.conn, link);
         live.engine.handle(now, Input::Open(hello));
     }
 }

@@ -49,6 +49,11 @@ pub struct Links {
     conns: HashMap<String, String>,
     /// The sessions of each link.
     members: HashMap<String, HashSet<String>>,
+    /// Sessions opened in this turn whose welcome has not gone to their link yet: the engine's
+    /// outputs are applied after the turn's opens, so a broadcast it made before such a
+    /// session joined finds it among the link's members, and must not reach it (a frame
+    /// before the welcome).
+    fresh: HashSet<String>,
     /// The links asked for their sessions that have not answered yet.
     recalls: Recalls,
     /// What the room owes each link this turn.
@@ -179,10 +184,25 @@ impl Links {
         Ok(())
     }
 
-    /// A session of `link` (a relay's client the home is about to open).
+    /// A session of `link` (a relay's client the home is about to open, or one given back).
     pub fn add(&mut self, conn: &str, link: &str) {
         self.conns.insert(conn.to_owned(), link.to_owned());
         self.members.entry(link.to_owned()).or_default().insert(conn.to_owned());
+    }
+
+    /// A relay's client the home is about to open: a session of `link` whose welcome has not
+    /// gone yet ([`Links::welcomed`]).
+    pub fn opening(&mut self, conn: &str, link: &str) {
+        self.add(conn, link);
+        self.fresh.insert(conn.to_owned());
+    }
+
+    /// `conn`'s welcome (or its first frame, which is its welcome) goes to its link now: what
+    /// the room broadcasts from here on is for it too.
+    pub fn welcomed(&mut self, conn: &str) {
+        if !self.fresh.is_empty() {
+            self.fresh.remove(conn);
+        }
     }
 
     /// The link `conn` is on, if a relay holds it.
@@ -197,6 +217,7 @@ impl Links {
 
     /// A relay's session is gone (closed by the room, or by its relay).
     pub fn remove(&mut self, conn: &str) {
+        self.fresh.remove(conn);
         if let Some(link) = self.conns.remove(conn) {
             if let Some(m) = self.members.get_mut(&link) {
                 m.remove(conn);
@@ -242,11 +263,16 @@ impl Links {
 
     /// The engine's broadcast for every link: once per link with a session it is for, naming
     /// the link's sessions in `skip`. A link that owes the room its sessions gets it for the
-    /// sessions the room knows only: the others catch up when they come back.
+    /// sessions the room knows only, one by one (the others catch up when they come back), and
+    /// not for a session whose welcome has not gone yet (the broadcast came before it joined).
+    /// Elsewhere the relay gives an `all` only to clients it has welcomed.
     pub fn broadcast(&mut self, skip: &HashSet<&str>, frame: &str) {
         for (link, members) in &self.members {
             if self.recalls.owes(link) {
-                let to = members.iter().filter(|c| !skip.contains(c.as_str()));
+                let fresh = &self.fresh;
+                let to = members
+                    .iter()
+                    .filter(|c| !skip.contains(c.as_str()) && !fresh.contains(c.as_str()));
                 let to = to.map(|c| (c.as_str(), Some(link.as_str())));
                 self.down.send(to, frame);
                 continue;

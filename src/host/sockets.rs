@@ -145,6 +145,7 @@ impl Sockets {
                         let _ = ws.send_with_str(&*frame);
                         self.sends += 1;
                     } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
+                        links.welcomed(&conn); // a session's first frame is its welcome
                         links.down.send([(conn.as_str(), Some(link.as_str()))], &frame);
                     }
                 }
@@ -241,7 +242,10 @@ fn link_work(links: &mut Links, out: Output) {
         Output::Replay { conn, after, upto } => links.down.replay(&link, &conn, after, upto),
         Output::CatchUp { conn, bytes } => links.down.catch_up(&link, &conn, bytes),
         Output::Entries { frame, .. } => links.down.entries(&link, &frame),
-        Output::Welcome(part) => links.down.welcome(&link, *part),
+        Output::Welcome(part) => {
+            links.welcomed(&part.conn);
+            links.down.welcome(&link, *part);
+        }
         Output::State { conn, seq, reason } => links.down.state(&link, &conn, seq, reason),
         _ => {}
     }

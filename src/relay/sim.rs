@@ -583,7 +583,6 @@ impl Topo {
                     self.home
                         .room
                         .handle(self.now, crate::room::Input::Text { conn: &conn, text: &text });
-                    self.home.pump();
                 }
                 UpOp::Text { conn, .. } => {
                     // Its relay has not given it back yet: it resumes instead.
@@ -607,13 +606,14 @@ impl Topo {
                     self.home
                         .room
                         .handle(self.now, crate::room::Input::Recalled { link: l, peers });
-                    self.home.pump();
                     for open in back.opens {
                         self.home_open(&link, open);
                     }
                 }
             }
         }
+        // As the adapter does: the engine's outputs are applied after the message's operations.
+        self.home.pump();
         self.flush_home();
     }
 
@@ -640,7 +640,7 @@ impl Topo {
         if !self.home.room.knows(&open.conn) {
             let hello =
                 open.into_hello(link, self.link_version).expect("the relays send JSON info");
-            self.home.open_hello(hello);
+            self.home.open_deferred(hello);
         }
     }
 

@@ -75,6 +75,9 @@ pub struct Socket {
     pub bytes: u64,
     /// The client reads but never echoes a `mark` (a hostile or broken reader).
     pub silent: bool,
+    /// Its first frame (its welcome) went: a relayed session opened in a turn is not given a
+    /// broadcast the room made before it joined (see [`Sim::open_deferred`]).
+    pub welcomed: bool,
     /// The link it is reached over ([`Sim::connect_via`]), if not its own socket.
     pub link: Option<String>,
 }
@@ -249,11 +252,17 @@ impl Sim {
     /// Opens a connection as the adapter was told of it (a relay's client,
     /// over `hello.link`, which must be a known link).
     pub fn open_hello(&mut self, hello: Hello) {
+        self.open_deferred(hello);
+        self.pump();
+    }
+
+    /// [`Sim::open_hello`] without applying the outputs: as the adapter opens a relay's
+    /// clients, the turn's opens first, then the outputs of them all ([`Sim::pump`]).
+    pub fn open_deferred(&mut self, hello: Hello) {
         let conn = hello.conn.clone();
         let socket = Socket { open: true, link: hello.link.clone(), ..Default::default() };
         self.sockets.insert(conn, socket);
         self.room.handle(self.now, Input::Open(hello));
-        self.pump();
     }
 
     /// Connects the Worker's health canary (the rules are not asked about it).
@@ -554,6 +563,9 @@ impl Sim {
             Output::CatchUp { conn, bytes } => self.downlinks.catch_up(&link, &conn, bytes),
             Output::Welcome(part) => {
                 self.relay_welcomes += 1;
+                if let Some(s) = self.sockets.get_mut(&part.conn) {
+                    s.welcomed = true;
+                }
                 self.downlinks.welcome(&link, *part);
             }
             Output::State { conn, seq, reason } => {
@@ -587,18 +599,23 @@ impl Sim {
     /// link); returns the connections the simulator delivers to itself.
     fn relay_down(&mut self, conns: Vec<String>, frame: &str) -> Vec<String> {
         let mut links = std::collections::BTreeSet::new();
+        let mut welcomed = Vec::new();
         let routed: Vec<(String, Option<String>)> = conns
             .into_iter()
             .map(|c| match self.sockets.get(&c) {
                 Some(s) if self.relayed(s) => {
                     assert!(s.open, "frame sent to closed socket {c}: {frame}");
                     let link = s.link.clone().expect("relayed");
+                    welcomed.push(c.clone());
                     links.insert(link.clone());
                     (c, Some(link))
                 }
                 _ => (c, None),
             })
             .collect();
+        for c in welcomed {
+            self.sockets.get_mut(&c).expect("listed above").welcomed = true;
+        }
         let to = routed.iter().map(|(c, l)| (c.as_str(), l.as_deref()));
         let rest = self.downlinks.send(to, frame).into_iter().map(str::to_owned).collect();
         for link in links {
@@ -633,6 +650,13 @@ impl Sim {
             assert!(l.open, "a send over the closed link {link}");
             l.sends += 1;
             if self.recalls.owes(&link) {
+                // One by one, as the adapter sends them: not to a session opened in this turn
+                // whose welcome has not gone yet (the broadcast came before it joined).
+                let to = to.iter().filter(|c| self.sockets[c.as_str()].welcomed);
+                let to: Vec<&String> = to.collect();
+                if to.is_empty() {
+                    continue;
+                }
                 self.downlinks.send(to.iter().map(|c| (c.as_str(), Some(link.as_str()))), frame);
             } else {
                 self.downlinks.all(&link, skip, frame);
@@ -718,6 +742,9 @@ impl Sim {
     /// The runtime reports a close for `conn` whatever the engine thinks of
     /// it (e.g. the late close event of a socket the room superseded).
     pub fn runtime_close(&mut self, conn: &str) {
+        // What the room made before it heard of the close goes first (a relay's turn may hold
+        // a client's frames and then its close).
+        self.pump();
         if let Some(s) = self.sockets.get_mut(conn) {
             s.open = false;
         }

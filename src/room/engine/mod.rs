@@ -519,6 +519,7 @@ impl Room {
             // its bytes from the user's reply budget all the same (a member list
             // is not free to pull by reconnecting): what follows it waits for them.
             self.users.reply_after(&self.config, user, welcome.len() as u64, now);
+            self.stats.welcomes += 1;
             self.emit(conn, vec![welcome.into()]);
         }
         // Its counts are the newcomer's until the next summary: if they are

@@ -28,6 +28,9 @@ pub struct Counters {
     /// ([`crate::room::Output::Replay`]), and their frames.
     pub tail_replays: u64,
     pub tail_frames: u64,
+    /// Welcomes the room made whole (for sockets of its own, and over links to relays that do
+    /// not make them).
+    pub welcomes: u64,
     /// Welcomes a relay made from the session's part the room sent it ([`crate::room::Output::Welcome`]).
     pub relay_welcomes: u64,
     /// `state` and `resync` frames a relay sent from its mirror of the state, at the room's word
@@ -128,6 +131,7 @@ impl Room {
             "limits": &self.limits,
         });
         // What the room left to its relays to make (one `json!` holds only so many fields).
+        stats["welcomes"] = c.welcomes.into();
         stats["relay_welcomes"] = c.relay_welcomes.into();
         stats["mirror_replies"] = c.mirror_replies.into();
         stats.to_string()
