@@ -129,6 +129,7 @@ impl Links {
     pub fn close(&mut self, link: &str) -> Option<WebSocket> {
         for conn in self.members.remove(link).unwrap_or_default() {
             self.conns.remove(&conn);
+            self.fresh.remove(&conn);
         }
         self.down.forget(link);
         self.recalls.forget(link);

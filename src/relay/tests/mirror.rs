@@ -10,7 +10,7 @@ use super::{REGIONS, RELAYS};
 use crate::protocol::link::{Down, DownOp, Welcome};
 use crate::relay::sim::Topo;
 use crate::relay::{Input, Output, Relay};
-use crate::room::{Hello, RoomConfig, Time};
+use crate::room::{RoomConfig, Time};
 
 /// One scenario, with the home serving its relays in link `version`: members join over four
 /// relays (the room crosses the large-room line on the way), messages and state writes pass,
@@ -108,26 +108,7 @@ fn a_relay_makes_its_clients_welcomes_and_state_replies_as_the_home_would() {
 fn a_welcome_without_the_rooms_parts_closes_the_client_to_resume() {
     let mut relay = Relay::new("oc-0", 1, RoomConfig::default());
     let now = Time::from_ms(1_000);
-    relay.handle(
-        now,
-        Input::Open(Hello {
-            conn: "oc-0.c1".into(),
-            session: "s-ann1234".into(),
-            user: "ann".into(),
-            region: "OC".into(),
-            since: None,
-            epoch: None,
-            rand: 7,
-            secret: 9,
-            expires: None,
-            info: None,
-            canary: false,
-            link: None,
-            tail: None,
-            relay_flow: false,
-            relay_mirror: false,
-        }),
-    );
+    relay.handle(now, Input::Open(super::hello("oc-0.c1", "ann")));
     let part = Welcome {
         conn: "oc-0.c1".into(),
         seq: 0,
