@@ -111,18 +111,9 @@ impl Inner {
                 drop_link(&mut live.links, &mut live.engine, &old, now, REPLACED_LINK, answered);
             }
             live.links.open(&tag, server.clone());
-            if version >= 2 {
-                live.links.down.hold(&tag.link); // its relay says what it took
-            }
-            // The first thing the relay hears: which log the entries it learns are of.
-            live.links.down.epoch(&tag.link, live.engine.epoch());
-            if version >= 3 {
-                // Its relay makes its clients' welcomes and state replies from the room's parts and
-                // state, told once (and every write after).
-                let e = &mut live.engine;
-                live.links.down.room(&tag.link, e.name(), e.home(), e.limits());
-                live.links.down.mirror(&tag.link, &e.state_text());
-            }
+            // The first things the relay hears: which log the entries it learns are of, and
+            // (version 3 on) what it makes its clients' welcomes and state replies from.
+            live.links.down.accepted(&tag.link, version, &mut live.engine);
             live.links.store_registry(&sql)?;
             Ok(true)
         })?;

@@ -227,15 +227,7 @@ pub fn send_shared(ws: &WebSocket, text: &JsValue) {
 /// state reply from its relay's mirror ([`Output::State`]).
 /// Nothing for a connection no link carries.
 fn link_work(links: &mut Links, out: Output) {
-    let conn = match &out {
-        Output::Replay { conn, .. }
-        | Output::CatchUp { conn, .. }
-        | Output::Entries { conn, .. }
-        | Output::State { conn, .. } => conn,
-        Output::Welcome(part) => &part.conn,
-        _ => return,
-    };
-    let Some(link) = links.link_of(conn).map(str::to_owned) else {
+    let Some(link) = out.link_conn().and_then(|c| links.link_of(c)).map(str::to_owned) else {
         return;
     };
     match out {

@@ -136,7 +136,7 @@ impl Downlinks {
 
     /// Names the room's log (`epoch`) to `link`, which the home has just accepted: the entries
     /// its relay learns from here on are of this log (see [`crate::relay::Tail`]).
-    pub fn epoch(&mut self, link: &str, epoch: &str) {
+    fn epoch(&mut self, link: &str, epoch: &str) {
         self.push(link, DownOp::Epoch { epoch: epoch.to_owned() });
     }
 
@@ -151,9 +151,23 @@ impl Downlinks {
         self.push(link, DownOp::CatchUp { conn: conn.to_owned(), bytes });
     }
 
+    /// What the home says first on a link it has just accepted, whose relay speaks link
+    /// `version`: the link is held to the window (2 on), the room's log is named, then the
+    /// room's parts of a welcome and its state follow (3 on).
+    pub fn accepted(&mut self, link: &str, version: u32, room: &mut crate::room::Room) {
+        if version >= 2 {
+            self.hold(link); // its relay says what it took
+        }
+        self.epoch(link, room.epoch());
+        if version >= 3 {
+            self.room(link, room.name(), room.home(), room.limits());
+            self.mirror(link, &room.state_text());
+        }
+    }
+
     /// The room's parts of every welcome, for `link`'s relay (version 3 on), which makes its
     /// clients' welcomes: said once, after [`Downlinks::epoch`], on a link the home accepts.
-    pub fn room(&mut self, link: &str, room: &str, home: Option<&str>, limits: &str) {
+    fn room(&mut self, link: &str, room: &str, home: Option<&str>, limits: &str) {
         let (room, home, limits) = (room.to_owned(), home.map(str::to_owned), limits.to_owned());
         self.push(link, DownOp::Room { room, home, limits });
     }

@@ -545,15 +545,13 @@ impl Relay {
         let Some(c) = self.clients.get_mut(&part.conn) else {
             return; // it left; the home will hear
         };
-        let (Some(open), Some(room), Some(log)) = (c.hello.take(), &self.room, &self.log) else {
+        let presence = RawValue::from_string(part.presence).ok();
+        let parts = (c.hello.take(), &self.room, &self.log, presence);
+        let (Some(open), Some(room), Some(log), Some(presence)) = parts else {
             self.stats.bad_down += 1;
             return self.close_client(&part.conn, RESTART, "relay_unwelcome");
         };
         c.admitted = true;
-        let Ok(presence) = RawValue::from_string(part.presence) else {
-            self.stats.bad_down += 1;
-            return self.close_client(&part.conn, RESTART, "relay_unwelcome");
-        };
         let frame = server::Welcome {
             kind: "welcome",
             room: &room.room,

@@ -623,15 +623,7 @@ impl Topo {
         let mirror = self.link_version >= 3;
         let open = Link { open: true, relayed: true, mirror, ..Default::default() };
         self.home.links.insert(link.to_owned(), open);
-        if self.link_version >= 2 {
-            self.home.downlinks.hold(link);
-        }
-        self.home.downlinks.epoch(link, self.home.room.epoch());
-        if self.link_version >= 3 {
-            let room = &mut self.home.room;
-            self.home.downlinks.room(link, room.name(), room.home(), room.limits());
-            self.home.downlinks.mirror(link, &room.state_text());
-        }
+        self.home.downlinks.accepted(link, self.link_version, &mut self.home.room);
     }
 
     /// A relay's client opens at the home, unless the home knows it already (a recall's

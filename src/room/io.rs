@@ -154,6 +154,22 @@ pub enum Output {
     Entries { conn: String, frame: Rc<str> },
 }
 
+impl Output {
+    /// The connection an output is for when only the far end of its link can do it (a catch-up
+    /// from its tail, entries for the tail, a catch-up's bytes, a welcome or a state reply it
+    /// makes): what the adapter sends over that connection's link. `None` for every other.
+    pub fn link_conn(&self) -> Option<&str> {
+        match self {
+            Output::Replay { conn, .. }
+            | Output::Entries { conn, .. }
+            | Output::CatchUp { conn, .. }
+            | Output::State { conn, .. } => Some(conn),
+            Output::Welcome(part) => Some(&part.conn),
+            _ => None,
+        }
+    }
+}
+
 /// One durable, sequenced write.
 #[derive(Debug, Clone)]
 pub struct Commit {

@@ -540,14 +540,7 @@ impl Sim {
     /// flow window ([`Output::CatchUp`]) or its welcomes ([`Output::Welcome`]) goes over the
     /// session's link.
     fn tail_work(&mut self, out: Output) {
-        let conn = match &out {
-            Output::Replay { conn, .. }
-            | Output::Entries { conn, .. }
-            | Output::CatchUp { conn, .. }
-            | Output::State { conn, .. } => conn,
-            Output::Welcome(part) => &part.conn,
-            _ => unreachable!("only a relay's outputs come here"),
-        };
+        let conn = out.link_conn().expect("only a relay's outputs come here");
         let s = self.sockets.get(conn).expect("known socket");
         if matches!(out, Output::CatchUp { .. }) && !self.relayed(s) {
             return; // the sessions of this sim's own links read their frames here
