@@ -14,12 +14,30 @@ use crate::check;
 use crate::client::{Client, Dial, Event};
 use crate::edge_support::{self as es, token, TOKENS};
 use crate::harness::{shared, Spec};
+
+use super::budgets::HOLES_RELAYED;
 use crate::support::{self, check_contiguous, seq, Ctx, R};
 
 pub fn trials() -> Vec<Spec> {
     vec![
-        shared("attacks::amplification::get_state_costs_its_bytes", get_state_budget),
-        es::on("attacks::amplification::resyncs_of_a_reconnect_loop_are_held", &TOKENS, resyncs),
+        shared("attacks::amplification::get_state_costs_its_bytes", |ctx| {
+            get_state_budget(ctx, false)
+        }),
+        // Through relays the state frames are the relay's to make, from its mirror of the
+        // state: the home still charges them to the user's budget.
+        es::on(
+            "attacks::amplification::get_state_through_relays_costs_its_bytes",
+            &HOLES_RELAYED,
+            |ctx| get_state_budget(ctx, true),
+        ),
+        es::on("attacks::amplification::resyncs_of_a_reconnect_loop_are_held", &TOKENS, |ctx| {
+            resyncs(ctx, false)
+        }),
+        es::on(
+            "attacks::amplification::resyncs_of_a_reconnect_loop_through_relays_are_held",
+            &HOLES_RELAYED,
+            |ctx| resyncs(ctx, true),
+        ),
         shared("attacks::amplification::deep_values_are_refused", deep_values),
     ]
 }
@@ -61,12 +79,24 @@ fn named_size(message: &str) -> Option<usize> {
     message.split("the state is ").nth(1)?.split(' ').next()?.parse().ok()
 }
 
-/// (a) ~900 KB of state; a client that reads asks for it 20 times a second for 5 s.
-async fn get_state_budget(ctx: Ctx) -> R {
+/// A member `who` of `room`, with a token of its own on a runtime that wants one (`tokens`).
+fn member(ctx: &Ctx, room: &str, who: &str, tokens: bool) -> Dial {
+    let dial = ctx.dial(room, &support::session(who));
+    if tokens {
+        dial.token(&token(room, who))
+    } else {
+        dial
+    }
+}
+
+/// (a) ~900 KB of state; a client that reads asks for it 20 times a second for 5 s. Through
+/// relays (`relayed`, a runtime with tokens), every state frame it got came from its relay's
+/// mirror, at the home's word.
+async fn get_state_budget(ctx: Ctx, relayed: bool) -> R {
     let room = support::room("att-amp-state");
-    let mut victim = ctx.dial(&room, &support::session("vic")).connect().await?;
+    let mut victim = member(&ctx, &room, "vic", relayed).connect().await?;
     let filled = fill_state(&mut victim).await?;
-    let mut reader = ctx.dial(&room, &support::session("reader")).connect().await?;
+    let mut reader = member(&ctx, &room, "reader", relayed).connect().await?;
     check!(reader.welcome_seq() == filled, "reader's welcome: {}", reader.welcome);
 
     let attack = tokio::spawn(async move {
@@ -140,12 +170,21 @@ async fn get_state_budget(ctx: Ctx) -> R {
     check!(reader.closed.is_none(), "the reader was closed: {:?}", reader.closed);
     check_contiguous("victim", &victim.messages(), 1)?;
     check!(victim.messages().len() as u64 == next - 1, "the victim missed messages");
+    if relayed {
+        let stats = es::stats(ctx.port, &room).await?;
+        check!(
+            stats["mirror_replies"].as_u64() >= Some(states.len() as u64),
+            "{} states, from the relays' mirrors: {stats}",
+            states.len()
+        );
+    }
     Ok(())
 }
 
 /// (b) The attacker (one user) reconnects in a loop with `since=0` and a bogus `epoch`, so that
 /// every connect asks for a full `resync` of ~900 KB; a victim keeps publishing meanwhile.
-async fn resyncs(ctx: Ctx) -> R {
+/// Through relays (`relayed`) the resyncs the budget has at once come from the relay's mirror.
+async fn resyncs(ctx: Ctx, relayed: bool) -> R {
     let room = support::room("att-amp-resync");
     let mut victim = Dial::new(ctx.port, &room, &support::session("vic"))
         .token(&token(&room, "vic"))
@@ -236,6 +275,10 @@ async fn resyncs(ctx: Ctx) -> R {
     check_contiguous("victim", &victim.messages(), 1)?;
     check!(victim.messages().len() as u64 == next - 1, "the victim missed messages");
     check!(victim.closed.is_none(), "the victim was closed");
+    if relayed {
+        let stats = es::stats(ctx.port, &room).await?;
+        check!(stats["mirror_replies"].as_u64() >= Some(1), "no resync from a mirror: {stats}");
+    }
     Ok(())
 }
 

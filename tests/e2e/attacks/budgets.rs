@@ -31,7 +31,7 @@ use crate::runtime::LazyRuntime;
 use crate::support::{self, Ctx, R};
 
 /// [`HOLES`] with every connect through the relay of its region (`RELAY_ABOVE=0`).
-static HOLES_RELAYED: LazyRuntime = LazyRuntime::new("att-holes-relayed", || {
+pub(super) static HOLES_RELAYED: LazyRuntime = LazyRuntime::new("att-holes-relayed", || {
     let mut args = holes_args();
     args.extend(["--var", "RELAY_ABOVE:0"].map(str::to_owned));
     args
