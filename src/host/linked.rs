@@ -28,6 +28,13 @@ const BEHIND_LINK: (u16, &str) = (1013, "relay_behind");
 /// of life.
 pub const LINK_LEASE_MS: u64 = crate::protocol::link::LEASE_MS;
 
+/// How long after the room's last event (a frame, a connect, a close, from a client or a
+/// relay; not a ping the runtime answered, not the home's own alarm) the home keeps looking at
+/// its links every half lease. A room quiet for longer looks at them only as often as at its
+/// direct members' silence (`PRESENCE_TTL_MS`), so that it can hibernate with relays attached;
+/// a relay that dies closes its link, which wakes it.
+pub const LINK_REST_MS: u64 = 20_000;
+
 impl Inner {
     /// `Some` answer when a direct connect should go through a relay: the kind has relays and
     /// the room is at `RELAY_ABOVE` members (or was, and is still above half of it); and what
@@ -154,9 +161,9 @@ impl Inner {
                         live.links.remove(&conn);
                         live.engine.handle(now, Input::Closed { conn: &conn });
                     }
-                    UpOp::Text { conn, .. } if conn.starts_with(&prefix) => {
-                        // Its relay has not given it back yet: it resumes instead.
-                        live.links.unknown(&tag.link, &conn);
+                    UpOp::Text { conn, text } if conn.starts_with(&prefix) => {
+                        // Its relay has not given it back yet: it waits for the answer.
+                        live.links.stranger(&tag.link, &conn, text);
                     }
                     UpOp::Peers { recall, peers, opens } => {
                         let answer = (peers, opens);
@@ -170,6 +177,11 @@ impl Inner {
                         live.engine.handle(now, Input::Recalled { link, peers: back.peers });
                         for open in back.opens {
                             open_relayed(live, link, &prefix, open, now);
+                        }
+                        for (conn, text) in back.parked {
+                            if live.links.owns(link, &conn) {
+                                live.engine.handle(now, Input::Text { conn: &conn, text: &text });
+                            }
                         }
                     }
                     UpOp::Text { .. } | UpOp::Closed { .. } | UpOp::Unknown => {}

@@ -237,10 +237,12 @@ impl Links {
         true
     }
 
-    /// `conn` spoke over `link`, which owes the room its sessions, before the room knew it:
-    /// it is closed (1012, to resume), and not taken back when the answer comes.
-    pub fn unknown(&mut self, link: &str, conn: &str) {
-        if self.recalls.unknown(link, conn) == Some(true) {
+    /// `conn` spoke (`text`) over `link`, which owes the room its sessions, before the room
+    /// knew it: the frame waits for the answer ([`Recalls::park`]), or, past the bound, `conn`
+    /// is closed (1012, to resume) and not taken back when the answer comes. A link that owes
+    /// nothing speaks for a connection it does not hold: dropped.
+    pub fn stranger(&mut self, link: &str, conn: &str, text: String) {
+        if !self.recalls.park(link, conn, text) && self.recalls.unknown(link, conn) == Some(true) {
             self.down.restart(link, conn, "relay_session_unknown");
         }
     }

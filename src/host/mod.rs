@@ -79,6 +79,9 @@ struct Inner {
     relaying: Cell<bool>,
     /// The storage alarm this instance last set and has not seen fire.
     alarm_at: Cell<Option<Time>>,
+    /// When this instance last had an event other than its alarm or flush timer (ms; 0: not
+    /// yet): how often it looks at its links' leases ([`linked::LINK_REST_MS`]).
+    last_event: Cell<u64>,
 }
 
 impl Host {
@@ -109,12 +112,14 @@ impl Host {
             log_connections,
             relaying: Cell::new(false),
             alarm_at: Cell::new(None),
+            last_event: Cell::new(0),
         };
         Host { inner: Rc::new(inner) }
     }
 
     /// A request the Worker forwarded to the room.
     pub async fn fetch(&self, mut req: Request) -> Result<Response> {
+        self.inner.event();
         let Some(routed) = forward::read(&req) else {
             return Response::error("the room accepts only requests forwarded by the Worker", 400);
         };
@@ -144,6 +149,7 @@ impl Host {
         ws: WebSocket,
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
+        self.inner.event();
         let Some(conn) = sockets::conn_of(&ws) else {
             if let (Some(link), WebSocketIncomingMessage::String(text)) =
                 (links::link_of(&ws), &message)
@@ -173,11 +179,13 @@ impl Host {
         _reason: String,
         clean: bool,
     ) -> Result<()> {
+        self.inner.event();
         self.inner.gone(&ws, Some((code, clean))).await
     }
 
     /// A socket of the room failed.
     pub async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
+        self.inner.event();
         self.inner.gone(&ws, None).await
     }
 
@@ -615,10 +623,16 @@ impl Inner {
         }
     }
 
+    /// An event that is not the object's own timer: the room is not at rest.
+    fn event(&self) {
+        self.last_event.set(now().ms());
+    }
+
     /// When the storage alarm should fire, if it must be set (again): what the engine asked
     /// for, or, while the room has relays' links, no later than half a link lease from now
-    /// (the check that expires a hung relay's sessions), whichever is first. An alarm the
-    /// engine did not ask for only makes it look at its deadlines early.
+    /// (the check that expires a hung relay's sessions; at rest, [`linked::LINK_REST_MS`]
+    /// after its last event, no later than `presence_ttl_ms` from now), whichever is first.
+    /// An alarm the engine did not ask for only makes it look at its deadlines early.
     fn alarm_wanted(&self, asked: Option<Time>) -> Option<Time> {
         let now = now();
         // An alarm that is due but has not fired yet must not be replaced by a later one: that
@@ -630,9 +644,21 @@ impl Inner {
             .borrow()
             .as_ref()
             .filter(|l| l.links.any())
-            .map(|_| now.plus_ms(linked::LINK_LEASE_MS / 2));
+            .map(|_| now.plus_ms(self.lease_check_ms(now)));
         let want = [asked, lease, pending].into_iter().flatten().min()?;
         (Some(want) != pending).then_some(want)
+    }
+
+    /// How soon the home looks at its links' leases again: every half lease while the room
+    /// is busy, every `presence_ttl_ms` once it has been quiet for [`linked::LINK_REST_MS`]
+    /// (the runtime hibernates an object only after about 10 s with no event).
+    fn lease_check_ms(&self, now: Time) -> u64 {
+        let resting = now.ms() >= self.last_event.get() + linked::LINK_REST_MS;
+        if resting {
+            self.config.presence_ttl_ms.max(linked::LINK_LEASE_MS / 2)
+        } else {
+            linked::LINK_LEASE_MS / 2
+        }
     }
 
     /// The flush timer (see [`timer`]).

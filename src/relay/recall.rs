@@ -12,6 +12,13 @@ use crate::room::Peer;
 /// connections it spoke for meanwhile that the room did not know. Those are closed (to
 /// resume), and the answer, sent before the relay heard of the close, must not bring them back.
 ///
+/// A frame of a session the room does not know yet is first kept for the answer ([`park`]),
+/// up to [`PARKED_BYTES`] per link, and taken once the answer has given its session back: a
+/// room that wakes from hibernation because a relayed member wrote does not close her to
+/// resume. Past the bound, or once one of its frames was refused, the session is closed.
+///
+/// [`park`]: Recalls::park
+///
 /// ```
 /// use homeroom::relay::Recalls;
 ///
@@ -22,14 +29,32 @@ use crate::room::Peer;
 /// assert_eq!(recalls.unknown("oc-0#3", "oc-0.c9"), Some(false));
 /// // A link that owes no answer: its word for a stranger is dropped.
 /// assert_eq!(recalls.unknown("eu-0#1", "eu-0.c1"), None);
+/// // A frame of another stranger waits for the answer, which gives it back in order.
+/// assert!(recalls.park("oc-0#3", "oc-0.c2", "{\"type\":\"publish\"}".into()));
+/// assert!(!recalls.park("oc-0#3", "oc-0.c9", "{}".into())); // closed already
 /// // An answer to another recall is not this one's; this one's is taken once.
 /// assert!(recalls.answer("oc-0#3", 40, "oc-0.", vec![], vec![]).is_none());
-/// assert!(recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).is_some());
+/// let answer = recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).unwrap();
+/// assert_eq!(answer.parked, vec![("oc-0.c2".to_owned(), "{\"type\":\"publish\"}".to_owned())]);
 /// assert!(recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).is_none());
 /// ```
 #[derive(Debug, Default)]
 pub struct Recalls {
-    pending: HashMap<String, (u64, HashSet<String>)>,
+    pending: HashMap<String, Pending>,
+}
+
+/// The most bytes of frames kept for one link's answer ([`Recalls::park`]): about a second of
+/// a busy relay's writes; a relay that says more before answering has the rest of its
+/// strangers closed to resume, as before there was parking.
+pub const PARKED_BYTES: usize = 256 * 1024;
+
+/// One link's recall: its id, the connections closed meanwhile, the frames kept for the answer.
+#[derive(Debug, Default)]
+struct Pending {
+    id: u64,
+    refused: HashSet<String>,
+    parked: Vec<(String, String)>,
+    parked_bytes: usize,
 }
 
 /// What a link's answer gives back: its sessions' records, each with the `seq` it has had
@@ -42,19 +67,37 @@ pub struct Answer {
     pub peers: Vec<(Peer, u64)>,
     /// The opens of the clients the home had not addressed, to decide again.
     pub opens: Vec<Open>,
+    /// The frames kept for the answer, in the order they came (connection, text): each is the
+    /// engine's once the peers and opens are, if its connection is back.
+    pub parked: Vec<(String, String)>,
 }
 
 impl Recalls {
     /// `link` is asked for its sessions, as recall `id`.
     pub fn start(&mut self, link: &str, id: u64) {
-        self.pending.insert(link.to_owned(), (id, HashSet::new()));
+        self.pending.insert(link.to_owned(), Pending { id, ..Pending::default() });
+    }
+
+    /// `conn`, which the room does not know, sent `text` over `link` while `link` owes its
+    /// answer: kept for the answer (true), unless `conn` was closed already or the link's
+    /// frames kept would pass [`PARKED_BYTES`] (false: close it with [`Recalls::unknown`]).
+    pub fn park(&mut self, link: &str, conn: &str, text: String) -> bool {
+        let Some(p) = self.pending.get_mut(link) else {
+            return false;
+        };
+        if p.refused.contains(conn) || p.parked_bytes + text.len() > PARKED_BYTES {
+            return false;
+        }
+        p.parked_bytes += text.len();
+        p.parked.push((conn.to_owned(), text));
+        true
     }
 
     /// `conn` spoke over `link` and the room does not know it: `Some(true)` the first time
     /// while `link` owes its answer (close it), `Some(false)` again, `None` when `link` owes
     /// nothing (a relay's word for a connection it does not hold is dropped).
     pub fn unknown(&mut self, link: &str, conn: &str) -> Option<bool> {
-        Some(self.pending.get_mut(link)?.1.insert(conn.to_owned()))
+        Some(self.pending.get_mut(link)?.refused.insert(conn.to_owned()))
     }
 
     /// `link`'s answer to recall `id`: what it may give back (records parsed, of this link,
@@ -68,10 +111,10 @@ impl Recalls {
         peers: Vec<Back>,
         opens: Vec<Open>,
     ) -> Option<Answer> {
-        if self.pending.get(link).is_none_or(|(want, _)| *want != id) {
+        if self.pending.get(link).is_none_or(|p| p.id != id) {
             return None;
         }
-        let (_, refused) = self.pending.remove(link)?;
+        let Pending { refused, parked, .. } = self.pending.remove(link)?;
         let may = |conn: &str| conn.starts_with(prefix) && !refused.contains(conn);
         let peers = peers
             .iter()
@@ -79,7 +122,8 @@ impl Recalls {
             .filter(|(p, _)| may(&p.conn) && p.link.as_deref() == Some(link))
             .collect();
         let opens = opens.into_iter().filter(|o| may(&o.conn)).collect();
-        Some(Answer { peers, opens })
+        let parked = parked.into_iter().filter(|(conn, _)| !refused.contains(conn)).collect();
+        Some(Answer { peers, opens, parked })
     }
 
     /// Whether `link` owes its answer: its sessions are unknown to the room, but its relay

@@ -108,6 +108,8 @@ pub struct Topo {
     pub stale_refused: u64,
     /// Answers the home had from relays it asked for their sessions (after an eviction).
     pub recalled: u64,
+    /// Frames of sessions the home did not know yet that waited for their relay's answer.
+    pub parked: u64,
     /// Instances that hung with their link open (`name#epoch`), since when: they forward
     /// nothing and ping nothing, and the home's lease closes their link.
     pub hung: BTreeMap<String, Time>,
@@ -147,6 +149,7 @@ impl Topo {
             up_echoes: 0,
             stale_refused: 0,
             recalled: 0,
+            parked: 0,
             hung: BTreeMap::new(),
             hung_dropped: 0,
             tail_lost: 0,
@@ -584,9 +587,12 @@ impl Topo {
                         .room
                         .handle(self.now, crate::room::Input::Text { conn: &conn, text: &text });
                 }
-                UpOp::Text { conn, .. } => {
-                    // Its relay has not given it back yet: it resumes instead.
-                    if self.home.recalls.unknown(&link, &conn) == Some(true) {
+                UpOp::Text { conn, text } => {
+                    // Its relay has not given it back yet: it waits for the answer, or, past
+                    // the bound, it resumes instead.
+                    if self.home.recalls.park(&link, &conn, text) {
+                        self.parked += 1;
+                    } else if self.home.recalls.unknown(&link, &conn) == Some(true) {
                         self.home.downlinks.restart(&link, &conn, "relay_session_unknown");
                         if let Some(s) = self.home.sockets.get_mut(&conn) {
                             s.open = false;
@@ -608,6 +614,12 @@ impl Topo {
                         .handle(self.now, crate::room::Input::Recalled { link: l, peers });
                     for open in back.opens {
                         self.home_open(&link, open);
+                    }
+                    for (conn, text) in back.parked {
+                        if self.home.room.knows(&conn) {
+                            let text = crate::room::Input::Text { conn: &conn, text: &text };
+                            self.home.room.handle(self.now, text);
+                        }
                     }
                 }
             }

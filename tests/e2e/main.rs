@@ -31,6 +31,7 @@ mod presence_eviction;
 mod presence_large;
 mod presence_ttl;
 mod refusals;
+mod relay_rest;
 mod relays;
 mod restart;
 mod resume;
@@ -60,6 +61,7 @@ fn main() {
         supersede::trials(),
         refusals::trials(),
         relays::trials(),
+        relay_rest::trials(),
         bad_input::trials(),
         edge_auth::trials(),
         edge_cors::trials(),

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::check;
-use crate::client::{Client, Dial, Event};
+use crate::client::{Client, Dial};
 use crate::edge_support::{self as es, bearer_admin};
 use crate::harness::Spec;
 use crate::runtime::LazyRuntime;
@@ -616,7 +616,7 @@ async fn forget_home(port: u16, room: &str) -> R {
 /// The home loses its memory while its relays' links stay open (an eviction): it stores none
 /// of their sessions, asks the relays, and has them all back, on the same sockets, with no
 /// welcome again and no leave; a member whose frame reaches the home before her relay's
-/// answer is closed with 1012, resumes, and her write is stored once.
+/// answer waits for it, is not closed, and her write is stored once.
 async fn forget(ctx: Ctx) -> R {
     let room = support::room("relay-forget");
     let mut members = Vec::new();
@@ -665,40 +665,12 @@ async fn forget(ctx: Ctx) -> R {
         check!(leaves.is_empty(), "[{}] saw a leave: {leaves:?}", c.session);
     }
     // Forgotten again, and her write is likely the first thing the home hears: it does not
-    // know her yet, so she is closed to resume, and the write she sends again is stored once.
-    // (Something else may wake the home first, its lease check's alarm: then it has her back
-    // already and acks the write on her socket. Either way it is stored and delivered once.)
+    // know her yet, keeps the frame until her relay has given her back, and acks it on the
+    // socket she has (as when her write is what wakes a hibernated home). Stored once.
     forget_home(ctx.port, &room).await?;
-    let writer = &mut members[3];
-    writer.publish("early", "chat", json!("early")).await?;
-    let closed = loop {
-        match writer.next_event_within(es::T).await? {
-            Event::Closed(code) => break Some(code),
-            Event::Frame(f) if f["type"] == "ack" && f["id"] == "early" => break None,
-            Event::Frame(_) => {}
-        }
-    };
-    crate::presence::note(format!("forgotten home, the early write: closed {closed:?}"));
-    check!(
-        closed.is_none() || closed == Some(Some(1012)),
-        "the unknown session resumes: {closed:?}"
-    );
-    let since = writer.messages().last().map(seq).unwrap_or(first);
-    let mut again = match closed {
-        None => members.remove(3),
-        Some(_) => {
-            Dial::new(ctx.port, &room, &writer.session)
-                .token(&es::token(&room, &format!("{}-f1", PLACES[1].1)))
-                .via(PLACES[1].0 .0, PLACES[1].0 .1, PLACES[1].0 .2)
-                .since(since, &writer.epoch())
-                .connect()
-                .await?
-        }
-    };
-    let early = match closed {
-        None => again.message("early").await.map(|m| seq(&m))?,
-        Some(_) => again.publish_acked("early", "chat", json!("early")).await?,
-    };
+    let mut again = members.remove(3);
+    let early = again.publish_acked("early", "chat", json!("early")).await?;
+    again.message("early").await?;
     for c in members.iter_mut().filter(|c| c.session != again.session) {
         c.message("early").await?;
         let n = c.messages().iter().filter(|m| id(m) == "early").count();

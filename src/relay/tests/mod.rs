@@ -14,6 +14,7 @@ use crate::room::{Block, RoomConfig, Time};
 mod flow;
 mod keep;
 mod mirror;
+mod recall;
 mod tail;
 
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
@@ -371,31 +372,6 @@ fn an_instance_replaced_under_its_clients_loses_no_acked_write() {
     assert_eq!(t.home.room.members(), 3);
 }
 
-#[test]
-fn the_home_hibernates_with_relays_attached_and_wakes_for_them() {
-    let (mut t, all) = room(10, 2);
-    assert!(t.evict_home(), "no timer of the home's is pending");
-    // The home stores none of its relays' sessions: it knows them only when they answer.
-    assert_eq!(t.home.room.members(), 0);
-    t.settle();
-    assert_eq!(t.recalled, 4, "each relay gave its sessions back once");
-    assert_eq!(t.home.room.members(), 8, "the relays' sessions came back from the relays");
-    for conn in all.iter().flatten() {
-        assert!(t.clients[conn].open, "{conn} stayed connected");
-        let frames = t.take(conn);
-        assert!(of_type(&frames, "welcome").is_empty(), "{conn} was not welcomed again");
-    }
-    t.publish(&all[3][1], "m-1", r#"{"text":"after"}"#);
-    t.settle();
-    for conn in all.iter().flatten() {
-        assert_eq!(seqs(&t.take(conn), "message"), [1], "{conn}");
-    }
-    // And they are the home's again: a write of a recalled member is acked.
-    t.publish(&all[0][0], "m-2", r#"{"text":"mine"}"#);
-    t.settle();
-    assert_eq!(seqs(&t.take(&all[0][0]), "ack"), [2]);
-}
-
 /// The leaves told in the `presence` frames among `frames`, and the sessions they listed as
 /// joins.
 fn leaves_and_joins(frames: &[Value]) -> (Vec<String>, Vec<String>) {
@@ -509,63 +485,6 @@ fn a_relayed_room_is_not_deleted_while_its_members_are_away() {
         (Some("welcome"), Some(1))
     );
     assert_eq!(t.home.disk.deleted, 0);
-}
-
-#[test]
-fn a_session_that_moved_while_the_home_recalled_keeps_its_newer_connection() {
-    let (mut t, all) = room(10, 2);
-    let mover = all[0][0].clone();
-    assert!(t.evict_home());
-    // She reconnects at another relay before her old relay's answer reaches the home.
-    let moved = t.resume_in(&mover, "eu-0", "EU");
-    t.settle();
-    assert_eq!(t.home.room.members(), 8, "one member, not two");
-    assert_eq!(t.clients[&mover].closed, Some(4001), "the recalled connection is superseded");
-    assert!(t.clients[&moved].open);
-    let presence = t.operator(|home| home.room.presence_json());
-    assert_eq!(presence.matches("sess-OC-user0").count(), 1, "{presence}");
-}
-
-#[test]
-fn a_home_evicted_again_before_its_relays_answered_loses_no_message_for_them() {
-    let (mut t, all) = room(30, 2);
-    let reader = all[1][0].clone();
-    // A writer of the home's own (a direct socket): its writes go on while the relays'
-    // sessions are unknown to the home.
-    let direct = t.home.connect("sess-direct", "NA", None);
-    t.settle();
-    assert!(t.evict_home());
-    t.operator(|home| home.publish(&direct, "d1", r#"{"n":1}"#));
-    // Evicted again before the first recall's answer came (the link is 30 ms each way): the
-    // second load counts from a later seq, but the reader has had nothing since the first.
-    t.advance(10);
-    assert!(t.evict_home(), "no timer of the home's is pending");
-    t.operator(|home| home.publish(&direct, "d2", r#"{"n":2}"#));
-    t.settle();
-    assert_eq!(t.home.room.members(), 9);
-    assert_eq!(t.recalled, 4, "only the second load's recall was answered to a home that took it");
-    assert_eq!(seqs(&t.take(&reader), "message"), [1, 2], "caught up once each, in order");
-    for conn in all.iter().flatten() {
-        assert!(t.clients[conn].open, "{conn} stayed connected");
-    }
-}
-
-#[test]
-fn a_frame_of_a_session_the_home_has_not_recalled_yet_closes_it_to_resume() {
-    let (mut t, all) = room(10, 2);
-    let writer = all[1][0].clone();
-    assert!(t.evict_home());
-    // Her write crosses the home's recall on the wire: the home does not know her yet.
-    t.publish(&writer, "m-early", r#"{"text":"early"}"#);
-    t.settle();
-    assert_eq!(t.clients[&writer].closed, Some(1012));
-    assert_eq!(t.home.room.members(), 7, "she is not brought back by her relay's answer");
-    let again = t.resume(&writer, "eu-0");
-    t.settle();
-    t.publish(&again, "m-early", r#"{"text":"early"}"#);
-    t.settle();
-    assert_eq!(seqs(&t.take(&again), "ack"), [1]);
-    assert_eq!(t.home.room.members(), 8);
 }
 
 #[test]

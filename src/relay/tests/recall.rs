@@ -1,0 +1,111 @@
+//! A home rebuilt without its relays' sessions (an eviction, a hibernation at rest) asks each
+//! link for them (`recall`): they come back on the same sockets, and what their relays say
+//! before the answer waits for it, within [`crate::relay::PARKED_BYTES`].
+
+use super::{of_type, room, seqs};
+
+#[test]
+fn the_home_hibernates_with_relays_attached_and_wakes_for_them() {
+    let (mut t, all) = room(10, 2);
+    assert!(t.evict_home(), "no timer of the home's is pending");
+    // The home stores none of its relays' sessions: it knows them only when they answer.
+    assert_eq!(t.home.room.members(), 0);
+    t.settle();
+    assert_eq!(t.recalled, 4, "each relay gave its sessions back once");
+    assert_eq!(t.home.room.members(), 8, "the relays' sessions came back from the relays");
+    for conn in all.iter().flatten() {
+        assert!(t.clients[conn].open, "{conn} stayed connected");
+        let frames = t.take(conn);
+        assert!(of_type(&frames, "welcome").is_empty(), "{conn} was not welcomed again");
+    }
+    t.publish(&all[3][1], "m-1", r#"{"text":"after"}"#);
+    t.settle();
+    for conn in all.iter().flatten() {
+        assert_eq!(seqs(&t.take(conn), "message"), [1], "{conn}");
+    }
+    // And they are the home's again: a write of a recalled member is acked.
+    t.publish(&all[0][0], "m-2", r#"{"text":"mine"}"#);
+    t.settle();
+    assert_eq!(seqs(&t.take(&all[0][0]), "ack"), [2]);
+}
+
+#[test]
+fn a_session_that_moved_while_the_home_recalled_keeps_its_newer_connection() {
+    let (mut t, all) = room(10, 2);
+    let mover = all[0][0].clone();
+    assert!(t.evict_home());
+    // She reconnects at another relay before her old relay's answer reaches the home.
+    let moved = t.resume_in(&mover, "eu-0", "EU");
+    t.settle();
+    assert_eq!(t.home.room.members(), 8, "one member, not two");
+    assert_eq!(t.clients[&mover].closed, Some(4001), "the recalled connection is superseded");
+    assert!(t.clients[&moved].open);
+    let presence = t.operator(|home| home.room.presence_json());
+    assert_eq!(presence.matches("sess-OC-user0").count(), 1, "{presence}");
+}
+
+#[test]
+fn a_home_evicted_again_before_its_relays_answered_loses_no_message_for_them() {
+    let (mut t, all) = room(30, 2);
+    let reader = all[1][0].clone();
+    // A writer of the home's own (a direct socket): its writes go on while the relays'
+    // sessions are unknown to the home.
+    let direct = t.home.connect("sess-direct", "NA", None);
+    t.settle();
+    assert!(t.evict_home());
+    t.operator(|home| home.publish(&direct, "d1", r#"{"n":1}"#));
+    // Evicted again before the first recall's answer came (the link is 30 ms each way): the
+    // second load counts from a later seq, but the reader has had nothing since the first.
+    t.advance(10);
+    assert!(t.evict_home(), "no timer of the home's is pending");
+    t.operator(|home| home.publish(&direct, "d2", r#"{"n":2}"#));
+    t.settle();
+    assert_eq!(t.home.room.members(), 9);
+    assert_eq!(t.recalled, 4, "only the second load's recall was answered to a home that took it");
+    assert_eq!(seqs(&t.take(&reader), "message"), [1, 2], "caught up once each, in order");
+    for conn in all.iter().flatten() {
+        assert!(t.clients[conn].open, "{conn} stayed connected");
+    }
+}
+
+#[test]
+fn a_frame_of_a_session_the_home_has_not_recalled_yet_waits_for_its_relays_answer() {
+    let (mut t, all) = room(10, 2);
+    let writer = all[1][0].clone();
+    let reader = all[2][0].clone();
+    assert!(t.evict_home());
+    // Her write crosses the home's recall on the wire (as when her write is what wakes a
+    // hibernated home): the home does not know her yet, and keeps the frame for the answer.
+    t.publish(&writer, "m-early", r#"{"text":"early"}"#);
+    t.settle();
+    assert_eq!(t.parked, 1);
+    assert!(t.clients[&writer].open, "she is not closed to resume");
+    assert_eq!(seqs(&t.take(&writer), "ack"), [1], "acked once the answer gave her back");
+    assert_eq!(seqs(&t.take(&reader), "message"), [1]);
+    assert_eq!(t.home.room.members(), 8);
+    assert_eq!(t.home.disk.seq, 1);
+}
+
+#[test]
+fn a_relay_that_says_more_than_the_bound_before_answering_has_its_writer_resume() {
+    let (mut t, all) = room(10, 2);
+    let writer = all[1][0].clone();
+    assert!(t.evict_home());
+    // More than the home keeps for one link's answer (`PARKED_BYTES`), before it: the writer
+    // is closed to resume, and none of her frames is taken (her first ones either).
+    let big = format!(r#"{{"text":"{}"}}"#, "x".repeat(40_000));
+    let n = crate::relay::PARKED_BYTES / 40_000 + 2;
+    for i in 0..n {
+        t.publish(&writer, &format!("m-{i}"), &big);
+    }
+    t.settle();
+    assert_eq!(t.clients[&writer].closed, Some(1012));
+    assert_eq!(t.home.disk.seq, 0, "nothing of hers stored");
+    assert_eq!(t.home.room.members(), 7, "she is not brought back by her relay's answer");
+    let again = t.resume(&writer, "eu-0");
+    t.settle();
+    t.publish(&again, "m-0", &big);
+    t.settle();
+    assert_eq!(seqs(&t.take(&again), "ack"), [1]);
+    assert_eq!(t.home.room.members(), 8);
+}
