@@ -16,7 +16,7 @@ use crate::target::Target;
 /// The parts of `target`'s Worker, the edge (where clients connect) last.
 fn parts(target: Target) -> &'static [&'static str] {
     match target {
-        Target::Plain => &["home", "edge"],
+        Target::Plain | Target::PlainRust => &["home", "edge"],
         _ => &["home", "relays", "edge"],
     }
 }
@@ -27,10 +27,17 @@ fn binding(name: &str, class: &str, script: Option<&str>) -> String {
     format!("[[durable_objects.bindings]]\nname = \"{name}\"\nclass_name = \"{class}\"\n{script}")
 }
 
+/// The plain room's object in Rust, as bench/run builds it (bench/baselines/rust-floor).
+const RUST_FLOOR: &str = "bench/baselines/rust-floor/build/index.js";
+
 /// The config of `part` of `target`'s Worker: its script's name, its code, its bindings.
 fn config(root: &Path, target: Target, part: &str) -> String {
-    let (prefix, main) = match target {
-        Target::Plain => ("plain", root.join("bench/baselines/plain/src/index.js")),
+    let plain = root.join("bench/baselines/plain/src/index.js");
+    let (prefix, main) = match (target, part) {
+        (Target::Plain, _) => ("plain", plain),
+        // The object in Rust, under the plain room's JavaScript Worker.
+        (Target::PlainRust, "home") => ("plain-rust", root.join(RUST_FLOOR)),
+        (Target::PlainRust, _) => ("plain-rust", plain),
         _ => ("homeroom", root.join("worker/build/index.js")),
     };
     let script = |p: &str| format!("{prefix}-{p}");
@@ -44,6 +51,8 @@ fn config(root: &Path, target: Target, part: &str) -> String {
     let (bindings, classes): (Vec<String>, &[&str]) = match (target, part) {
         (Target::Plain, "home") => (vec![binding("ROOMS", "Room", None)], &["Room"]),
         (Target::Plain, _) => (vec![binding("ROOMS", "Room", Some(&home))], &[]),
+        (Target::PlainRust, "home") => (vec![binding("ROOMS", "Floor", None)], &["Floor"]),
+        (Target::PlainRust, _) => (vec![binding("ROOMS", "Floor", Some(&home))], &[]),
         (_, "home") => (
             vec![binding("ROOMS", "Room", None), binding("ROOM_RELAYS", "RoomRelay", None)],
             &["Room", "RoomRelay"],
@@ -106,7 +115,12 @@ pub async fn runs(
 ) -> Result<Vec<Run>, String> {
     let mut runs = Vec::new();
     for round in 1..=cfg.split_rounds {
-        for target in [Target::Homeroom, Target::Relayed, Target::Plain] {
+        let floor = root.join(RUST_FLOOR).exists();
+        if !floor && round == 1 {
+            eprintln!("[split] {RUST_FLOOR} not built: no rounds of the plain object in Rust");
+        }
+        let targets = [Target::Homeroom, Target::Relayed, Target::Plain, Target::PlainRust];
+        for target in targets.into_iter().filter(|t| floor || *t != Target::PlainRust) {
             let set = dir.join(format!("split-{round}-{}", target.name()));
             let parts = start(root, target, cfg, &set).await?;
             let (_, edge) = parts.last().ok_or("no parts")?;
@@ -132,7 +146,7 @@ pub async fn runs(
 
 /// The section of RESULTS.md: each part's CPU, homeroom's against the plain room's object.
 pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
-    use Target::{Homeroom as H, Plain as P, Relayed as L};
+    use Target::{Homeroom as H, Plain as P, PlainRust as R, Relayed as L};
     if !runs.iter().any(|r| r.report.scenario == "split") {
         return; // a suite without per-object rounds
     }
@@ -150,8 +164,10 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         cfg.split_rounds
     ));
     w(String::new());
-    w("| per part | homeroom direct | homeroom relayed | plain | homeroom / plain | goal |".into());
-    w("|---|---:|---:|---:|---:|---:|".into());
+    w("The column \"plain in Rust\" is the plain room's object written in Rust through workers-rs, as homeroom's objects are (bench/baselines/rust-floor, under the plain room's JavaScript Worker): what the same work costs a Rust object, before any of homeroom's.".into());
+    w(String::new());
+    w("| per part | homeroom direct | homeroom relayed | plain | plain in Rust | homeroom / plain | plain in Rust / plain | goal |".into());
+    w("|---|---:|---:|---:|---:|---:|---:|---:|".into());
     let frame = |t: Target, part: &'static str| {
         med(runs, "split", t, move |r| r.cpu_per_frame_us().get(part).copied())
     };
@@ -165,59 +181,40 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
     };
     let plain_frame = frame(P, "home");
     let plain_connect = connect(P, "home");
+    let (rust_frame, rust_connect) = (frame(R, "home"), connect(R, "home"));
     let rows = [
-        (
-            "home: CPU per delivered frame (µs)",
-            frame(H, "home"),
-            frame(L, "home"),
-            plain_frame,
-            1,
-            "≤ 1×",
-        ),
-        (
-            "a relay's CPU per delivered frame (µs)",
-            None,
-            frame(L, "relays"),
-            plain_frame,
-            1,
-            "≤ 1×",
-        ),
-        (
-            "home: CPU per connect (ms)",
-            connect(H, "home"),
-            connect(L, "home"),
-            plain_connect,
-            2,
-            "≤ 1.5×",
-        ),
-        ("a relay's CPU per connect (ms)", None, connect(L, "relays"), plain_connect, 2, "≤ 1.5×"),
-        (
-            "edge: CPU per connect (ms)",
-            connect(H, "edge"),
-            connect(L, "edge"),
-            connect(P, "edge"),
-            2,
-            "",
-        ),
+        ("home: CPU per delivered frame (µs)", [frame(H, "home"), frame(L, "home")], 1, "≤ 1×"),
+        ("a relay's CPU per delivered frame (µs)", [None, frame(L, "relays")], 1, "≤ 1×"),
+        ("home: CPU per connect (ms)", [connect(H, "home"), connect(L, "home")], 2, "≤ 1.5×"),
+        ("a relay's CPU per connect (ms)", [None, connect(L, "relays")], 2, "≤ 1.5×"),
+        ("edge: CPU per connect (ms)", [connect(H, "edge"), connect(L, "edge")], 2, ""),
     ];
-    for (name, direct, relayed, plain, digits, goal) in rows {
+    for (name, [direct, relayed], digits, goal) in rows {
+        let (plain, rust) = match name {
+            n if n.starts_with("edge") => (connect(P, "edge"), connect(R, "edge")),
+            n if n.contains("frame") => (plain_frame, rust_frame),
+            _ => (plain_connect, rust_connect),
+        };
         // The ratio of the row's object: the direct home's, or the relay's when there is none.
         let ours = direct.or(relayed);
         w(format!(
-            "| {name} | {} | {} | {} | {} | {goal} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {goal} |",
             cell(direct, digits),
             cell(relayed, digits),
             cell(plain, digits),
-            ratio(ours, plain)
+            cell(rust, digits),
+            ratio(ours, plain),
+            ratio(rust, plain)
         ));
     }
     w(String::new());
     let correct = |t: Target| crate::suite::correctness_of(runs, t, &["split"]);
     w(format!(
-        "Correctness of these runs: homeroom direct, {}; through relays, {}; plain, {}.",
+        "Correctness of these runs: homeroom direct, {}; through relays, {}; plain, {}; plain in Rust, {}.",
         correct(H),
         correct(L),
-        correct(P)
+        correct(P),
+        correct(R)
     ));
     w(String::new());
 }

@@ -21,6 +21,10 @@ pub enum Target {
     PlainDurable,
     /// The same room on the `partyserver` npm package.
     Partyserver,
+    /// The plain room's object written in Rust through workers-rs, as homeroom's objects are
+    /// (bench/baselines/rust-floor): what a connect and a frame cost a Rust object before any
+    /// of homeroom's work. In the per-object rounds only (not in [`Target::ALL`]).
+    PlainRust,
 }
 
 /// What the load generator speaks to a target.
@@ -50,13 +54,15 @@ impl Target {
             Target::Plain => "plain",
             Target::PlainDurable => "plain-durable",
             Target::Partyserver => "partyserver",
+            Target::PlainRust => "plain-rust",
         }
     }
 
     pub fn parse(name: &str) -> Result<Target, String> {
-        Target::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| {
+        let all = Target::ALL.into_iter().chain([Target::PlainRust]);
+        all.into_iter().find(|t| t.name() == name).ok_or_else(|| {
             format!(
-                "unknown target {name:?} (homeroom, homeroom-relayed, homeroom-rules, plain, plain-durable, partyserver)"
+                "unknown target {name:?} (homeroom, homeroom-relayed, homeroom-rules, plain, plain-durable, partyserver, plain-rust)"
             )
         })
     }
@@ -64,7 +70,9 @@ impl Target {
     pub fn protocol(self) -> Protocol {
         match self {
             Target::Homeroom | Target::Relayed | Target::Rules => Protocol::Homeroom,
-            Target::Plain | Target::PlainDurable | Target::Partyserver => Protocol::Raw,
+            Target::Plain | Target::PlainDurable | Target::Partyserver | Target::PlainRust => {
+                Protocol::Raw
+            }
         }
     }
 
@@ -87,6 +95,7 @@ impl Target {
             Target::Plain => "bench/baselines/plain/wrangler.toml",
             Target::PlainDurable => "bench/baselines/plain-durable/wrangler.toml",
             Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
+            Target::PlainRust => "bench/baselines/rust-floor/wrangler.toml",
         }
     }
 
@@ -102,7 +111,9 @@ impl Target {
                 }
                 p
             }
-            Target::Plain | Target::PlainDurable => format!("/rooms/{room}/ws"),
+            Target::Plain | Target::PlainDurable | Target::PlainRust => {
+                format!("/rooms/{room}/ws")
+            }
             Target::Partyserver => format!("/parties/room/{room}?_pk={session}"),
         }
     }
@@ -114,7 +125,7 @@ impl Target {
         match self {
             Target::Homeroom | Target::Relayed => Some(format!("/rooms/{room}/stats")),
             Target::Rules => Some(format!("/chat/{room}/stats")),
-            Target::Plain | Target::PlainDurable | Target::Partyserver => None,
+            Target::Plain | Target::PlainDurable | Target::Partyserver | Target::PlainRust => None,
         }
     }
 }

@@ -1,0 +1,109 @@
+//! The plain JavaScript room's object (bench/baselines/plain) written in Rust, twice: `Floor`
+//! through workers-rs's `#[durable_object]` (its Request and Response conversions, its futures
+//! turned into promises), and `BareFloor`, a wasm-bindgen class whose `fetch` answers at once.
+//! Each accepts every upgrade and sends every text to every socket; neither does anything of
+//! homeroom's. `bench/split` measures what a connect costs each, beside the plain object.
+
+use wasm_bindgen::prelude::*;
+use worker::worker_sys::{web_sys, DurableObjectState, WebSocketPair as RawPair};
+use worker::{
+    durable_object, DurableObject, Env, Request, Response, Result, State, WebSocket,
+    WebSocketIncomingMessage, WebSocketPair,
+};
+
+#[durable_object]
+pub struct Floor {
+    state: State,
+}
+
+impl DurableObject for Floor {
+    fn new(state: State, _env: Env) -> Self {
+        Floor { state }
+    }
+
+    async fn fetch(&self, _req: Request) -> Result<Response> {
+        let pair = WebSocketPair::new()?;
+        self.state.accept_web_socket(&pair.server);
+        Response::from_websocket(pair.client)
+    }
+
+    async fn websocket_message(
+        &self,
+        _ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> Result<()> {
+        if let WebSocketIncomingMessage::String(text) = message {
+            for ws in self.state.get_websockets() {
+                let _ = ws.send_with_str(&text);
+            }
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        code: usize,
+        reason: String,
+        _clean: bool,
+    ) -> Result<()> {
+        let code = if code == 1005 || code == 1006 { 1000 } else { code as u16 };
+        let _ = ws.close(Some(code), Some(reason));
+        Ok(())
+    }
+}
+
+#[wasm_bindgen]
+pub struct BareFloor {
+    state: DurableObjectState,
+}
+
+#[wasm_bindgen]
+impl BareFloor {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, _env: JsValue) -> BareFloor {
+        BareFloor { state }
+    }
+
+    pub fn fetch(&self, _req: web_sys::Request) -> std::result::Result<web_sys::Response, JsValue> {
+        let mut pair = RawPair::new()?;
+        let (client, server) = (pair.client()?, pair.server()?);
+        self.state.accept_websocket(&server)?;
+        let init = web_sys::ResponseInit::new();
+        init.set_status(101);
+        js_sys::Reflect::set(&init, &"webSocket".into(), &client)?;
+        web_sys::Response::new_with_opt_str_and_init(None, &init)
+    }
+
+    #[wasm_bindgen(js_name = webSocketMessage)]
+    pub fn websocket_message(&self, _ws: web_sys::WebSocket, message: JsValue) {
+        if let Some(text) = message.as_string() {
+            for ws in self.state.get_websockets().unwrap_or_default() {
+                let _ = ws.send_with_str(&text);
+            }
+        }
+    }
+
+    #[wasm_bindgen(js_name = webSocketClose)]
+    pub fn websocket_close(&self, ws: web_sys::WebSocket, code: u16, reason: String, _clean: bool) {
+        let code = if code == 1005 || code == 1006 { 1000 } else { code };
+        let _ = ws.close_with_code_and_reason(code, &reason);
+    }
+}
+
+/// The Worker: `GET /rooms/{room}/ws` to the room's object (of the class bound as `ROOMS`),
+/// anything else 404, as the plain room's Worker does.
+#[worker::event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: worker::Context) -> Result<Response> {
+    let path = req.path();
+    let room = path.strip_prefix("/rooms/").and_then(|p| p.strip_suffix("/ws"));
+    let upgrade =
+        req.headers().get("Upgrade")?.is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    match room {
+        Some(room) if upgrade && !room.is_empty() && room.len() <= 64 && !room.contains('/') => {
+            let ns = env.durable_object("ROOMS")?;
+            ns.id_from_name(room)?.get_stub()?.fetch_with_request(req).await
+        }
+        _ => Response::error("not found", 404),
+    }
+}
