@@ -163,7 +163,7 @@ impl Inner {
                     }
                     UpOp::Text { conn, text } if conn.starts_with(&prefix) => {
                         // Its relay has not given it back yet: it waits for the answer.
-                        live.links.stranger(&tag.link, &conn, text);
+                        live.links.stranger(&tag.link, &conn, text, now.ms());
                     }
                     UpOp::Peers { recall, peers, opens } => {
                         let answer = (peers, opens);

@@ -241,8 +241,25 @@ impl Links {
     /// knew it: the frame waits for the answer ([`Recalls::park`]), or, past the bound, `conn`
     /// is closed (1012, to resume) and not taken back when the answer comes. A link that owes
     /// nothing speaks for a connection it does not hold: dropped.
-    pub fn stranger(&mut self, link: &str, conn: &str, text: String) {
-        if !self.recalls.park(link, conn, text) && self.recalls.unknown(link, conn) == Some(true) {
+    pub fn stranger(&mut self, link: &str, conn: &str, text: String, now: u64) {
+        if !self.recalls.park(link, conn, text, now) {
+            self.unknown(link, conn);
+        }
+    }
+
+    /// Closes (1012, to resume) the connections whose frames waited for their relay's answer
+    /// for `wait` ms or longer at `now`; and returns when the next such wait ends, if frames
+    /// still wait: the home keeps a timer for it, so the runtime does not evict it with frames
+    /// only its memory holds.
+    pub fn parked(&mut self, now: u64, wait: u64) -> Option<u64> {
+        for (link, conn) in self.recalls.overdue(now, wait) {
+            self.unknown(&link, &conn);
+        }
+        self.recalls.holding_since().map(|at| at + wait)
+    }
+
+    fn unknown(&mut self, link: &str, conn: &str) {
+        if self.recalls.unknown(link, conn) == Some(true) {
             self.down.restart(link, conn, "relay_session_unknown");
         }
     }

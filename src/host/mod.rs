@@ -565,9 +565,17 @@ impl Inner {
         let live = slot.as_mut().expect("loaded above");
         let now = now();
         let out = f(live, now);
+        // Frames that waited a lease for their relay's answer: their writers resume instead.
+        let parked = live.links.parked(now.ms(), linked::LINK_LEASE_MS);
         let sql = self.state.storage().sql();
         let applied = live.sockets.apply(&mut live.engine, &mut live.links, &sql, now);
         let applied = applied.and_then(|fx| Ok(fx.and(self.close_behind(live, &sql, now)?)));
+        let applied = applied.map(|mut fx| {
+            if let Some(at) = parked.map(Time::from_ms) {
+                fx.wake = Some(fx.wake.map_or(at, |w| w.min(at)));
+            }
+            fx
+        });
         match applied {
             Ok(effects) => {
                 if effects.delete {

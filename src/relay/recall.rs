@@ -30,8 +30,15 @@ use crate::room::Peer;
 /// // A link that owes no answer: its word for a stranger is dropped.
 /// assert_eq!(recalls.unknown("eu-0#1", "eu-0.c1"), None);
 /// // A frame of another stranger waits for the answer, which gives it back in order.
-/// assert!(recalls.park("oc-0#3", "oc-0.c2", "{\"type\":\"publish\"}".into()));
-/// assert!(!recalls.park("oc-0#3", "oc-0.c9", "{}".into())); // closed already
+/// assert!(recalls.park("oc-0#3", "oc-0.c2", "{\"type\":\"publish\"}".into(), 1_000));
+/// assert!(!recalls.park("oc-0#3", "oc-0.c9", "{}".into(), 1_000)); // closed already
+/// assert_eq!(recalls.holding_since(), Some(1_000));
+/// // A frame that waited too long for its link's answer: its writer resumes instead.
+/// recalls.start("eu-0#1", 7);
+/// assert!(recalls.park("eu-0#1", "eu-0.c1", "{}".into(), 0));
+/// assert!(recalls.overdue(9_999, 10_000).is_empty());
+/// assert_eq!(recalls.overdue(10_000, 10_000), vec![("eu-0#1".to_owned(), "eu-0.c1".to_owned())]);
+/// assert_eq!(recalls.holding_since(), Some(1_000));
 /// // An answer to another recall is not this one's; this one's is taken once.
 /// assert!(recalls.answer("oc-0#3", 40, "oc-0.", vec![], vec![]).is_none());
 /// let answer = recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).unwrap();
@@ -55,6 +62,8 @@ struct Pending {
     refused: HashSet<String>,
     parked: Vec<(String, String)>,
     parked_bytes: usize,
+    /// When the first of them was kept (ms).
+    parked_at: u64,
 }
 
 /// What a link's answer gives back: its sessions' records, each with the `seq` it has had
@@ -78,19 +87,45 @@ impl Recalls {
         self.pending.insert(link.to_owned(), Pending { id, ..Pending::default() });
     }
 
-    /// `conn`, which the room does not know, sent `text` over `link` while `link` owes its
-    /// answer: kept for the answer (true), unless `conn` was closed already or the link's
-    /// frames kept would pass [`PARKED_BYTES`] (false: close it with [`Recalls::unknown`]).
-    pub fn park(&mut self, link: &str, conn: &str, text: String) -> bool {
+    /// `conn`, which the room does not know, sent `text` over `link` at `now` (ms) while
+    /// `link` owes its answer: kept for the answer (true), unless `conn` was closed already or
+    /// the link's frames kept would pass [`PARKED_BYTES`] (false: close it with
+    /// [`Recalls::unknown`]).
+    pub fn park(&mut self, link: &str, conn: &str, text: String, now: u64) -> bool {
         let Some(p) = self.pending.get_mut(link) else {
             return false;
         };
         if p.refused.contains(conn) || p.parked_bytes + text.len() > PARKED_BYTES {
             return false;
         }
+        if p.parked.is_empty() {
+            p.parked_at = now;
+        }
         p.parked_bytes += text.len();
         p.parked.push((conn.to_owned(), text));
         true
+    }
+
+    /// When the earliest frame still kept for an answer was kept (ms), if any: the home keeps
+    /// a timer for it, so that the runtime does not evict it with frames only its memory holds.
+    pub fn holding_since(&self) -> Option<u64> {
+        self.pending.values().filter(|p| !p.parked.is_empty()).map(|p| p.parked_at).min()
+    }
+
+    /// The connections whose frames were kept for an answer since `wait` ms before `now` or
+    /// longer, per link, their frames dropped: the caller closes each ([`Recalls::unknown`])
+    /// to resume, as if the answer had not come at all.
+    pub fn overdue(&mut self, now: u64, wait: u64) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (link, p) in &mut self.pending {
+            if !p.parked.is_empty() && p.parked_at + wait <= now {
+                let mut conns: Vec<String> = p.parked.drain(..).map(|(c, _)| c).collect();
+                conns.dedup();
+                p.parked_bytes = 0;
+                out.extend(conns.into_iter().map(|c| (link.clone(), c)));
+            }
+        }
+        out
     }
 
     /// `conn` spoke over `link` and the room does not know it: `Some(true)` the first time

@@ -402,7 +402,9 @@ impl Topo {
     /// gone, its sockets and its relays' links stay. Whether it was.
     pub fn evict_home(&mut self) -> bool {
         self.home.now = self.now;
-        let can = !self.home.waiting_for_echo() && self.home.hibernatable();
+        // The adapter keeps a timer while frames wait for a relay's answer.
+        let holding = self.home.recalls.holding_since().is_some();
+        let can = !holding && !self.home.waiting_for_echo() && self.home.hibernatable();
         if can {
             self.home.reload();
         }
@@ -590,7 +592,7 @@ impl Topo {
                 UpOp::Text { conn, text } => {
                     // Its relay has not given it back yet: it waits for the answer, or, past
                     // the bound, it resumes instead.
-                    if self.home.recalls.park(&link, &conn, text) {
+                    if self.home.recalls.park(&link, &conn, text, self.now.ms()) {
                         self.parked += 1;
                     } else if self.home.recalls.unknown(&link, &conn) == Some(true) {
                         self.home.downlinks.restart(&link, &conn, "relay_session_unknown");

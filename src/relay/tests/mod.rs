@@ -534,7 +534,7 @@ fn a_relay_closes_its_silent_clients_and_the_home_hears_once() {
 fn fuzz_topologies() {
     let cases: u64 = std::env::var("TOPO_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let seed: u64 = std::env::var("TOPO_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let (mut ops, mut tails, mut lost, mut mirrored) = (0u64, 0u64, 0u64, 0u64);
+    let (mut ops, mut tails, mut lost, mut mirrored, mut parked) = (0u64, 0u64, 0u64, 0u64, 0u64);
     if let Some(one) = std::env::var("TOPO_CASE")
         .ok()
         .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
@@ -547,18 +547,21 @@ fn fuzz_topologies() {
         if std::env::var("TOPO_TRACE").is_ok() {
             eprintln!("case {case}: seed {case_seed:#x}");
         }
-        let (n, tail, tail_lost, mirror) = topo_case(case_seed);
+        let (n, tail, tail_lost, mirror, park) = topo_case(case_seed);
         (ops, tails, lost, mirrored) = (ops + n, tails + tail, lost + tail_lost, mirrored + mirror);
+        parked += park;
     }
     eprintln!(
         "fuzz_topologies: {cases} cases, {ops} ops, {tails} catch-ups from a relay's tail, \
-         {lost} of them lost to newer entries, {mirrored} state replies from a relay's mirror"
+         {lost} of them lost to newer entries, {mirrored} state replies from a relay's mirror, \
+         {parked} frames that waited for a recall's answer"
     );
     // The walk reaches both ways a tail's catch-up goes (not idle: a tail that never claims
     // would make both 0).
     if cases >= 100 {
         assert!(tails > 0 && lost > 0, "tails {tails}, lost {lost}");
         assert!(mirrored > 0, "no state reply came from a relay's mirror");
+        assert!(parked > 0, "no frame waited for a recall's answer");
     }
 }
 
@@ -576,7 +579,7 @@ struct Walker {
 
 /// One case of the walk: its steps, the catch-ups the home left to a relay's tail, and those
 /// a relay no longer held when the home's word came.
-fn topo_case(seed: u64) -> (u64, u64, u64, u64) {
+fn topo_case(seed: u64) -> (u64, u64, u64, u64, u64) {
     let mut x = seed | 1;
     let mut rand = move |n: u64| {
         x ^= x << 13;
@@ -653,7 +656,7 @@ fn topo_case(seed: u64) -> (u64, u64, u64, u64) {
         t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
     assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: members are the open sessions");
     assert_eq!(t.home.room.away(), 0, "seed {seed:#x}: every away member came back");
-    (steps, t.home.tail_replays, t.tail_lost, t.home.relay_states)
+    (steps, t.home.tail_replays, t.tail_lost, t.home.relay_states, t.parked)
 }
 
 /// No member outlives its clients by more than the grace: a session the home lists with no

@@ -109,3 +109,19 @@ fn a_relay_that_says_more_than_the_bound_before_answering_has_its_writer_resume(
     assert_eq!(seqs(&t.take(&again), "ack"), [1]);
     assert_eq!(t.home.room.members(), 8);
 }
+
+#[test]
+fn a_home_holding_a_frame_for_its_relays_answer_is_not_evicted_before_it() {
+    let (mut t, all) = room(10, 2);
+    let writer = all[1][0].clone();
+    assert!(t.evict_home());
+    t.publish(&writer, "m-early", r#"{"text":"early"}"#);
+    // Her frame is at the home (10 ms), her relay's answer not yet (20 ms): the home keeps a
+    // timer, and the runtime does not evict it with a frame only its memory holds.
+    t.advance(15);
+    assert_eq!(t.parked, 1);
+    assert!(!t.evict_home(), "evicted while holding her frame");
+    t.settle();
+    assert_eq!(seqs(&t.take(&writer), "ack"), [1]);
+    assert!(t.evict_home(), "nothing held once the answer came");
+}
