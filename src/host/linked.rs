@@ -92,12 +92,12 @@ impl Inner {
         let tag = LinkTag { link, nonce: random_u64(), opened, version };
         let text = serde_json::to_string(&tag).unwrap_or_default();
         let server = pair.server;
-        let sql = self.state.storage().sql();
+        let sql = &self.sql;
         let (admitted, fx) = self.run(Some(origin), |live, now| {
             // Accepted once the room is loaded: a room loaded by this very link would
             // otherwise find it among its sockets and take it for a link it had before
             // (and ask its relay for sessions it never had).
-            self.state.accept_websocket_with_tags(&server, &["link"]);
+            self.state.accept_web_socket(&server);
             server.serialize_attachment(text)?;
             let old = match live.links.registry.admit(relay, epoch) {
                 Admit::Stale { current } => {
@@ -121,7 +121,7 @@ impl Inner {
             // The first things the relay hears: which log the entries it learns are of, and
             // (version 3 on) what it makes its clients' welcomes and state replies from.
             live.links.down.accepted(&tag.link, version, &mut live.engine);
-            live.links.store_registry(&sql)?;
+            live.links.store_registry(sql)?;
             Ok(true)
         })?;
         let admitted: Result<bool> = admitted;
@@ -143,6 +143,11 @@ impl Inner {
                 return Ok(Effects::default());
             }
         };
+        // What a relay's clients did wakes the room from rest; its answer to the home's recall
+        // after a wake does not (else every wake would keep the home awake for the rest).
+        if up.ops.iter().any(|op| !matches!(op, UpOp::Peers { .. })) {
+            self.event();
+        }
         let prefix = format!("{}.", up.relay);
         let (done, fx) = self.run(None, |live, now| -> Result<()> {
             if !live.links.is_current(tag) {

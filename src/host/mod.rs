@@ -77,6 +77,8 @@ struct Inner {
     log_connections: bool,
     /// New connects go through relays (`RELAY_ABOVE`, with its hysteresis).
     relaying: Cell<bool>,
+    /// The object's SQLite, fetched once: every event writes or may write.
+    sql: worker::SqlStorage,
     /// The storage alarm this instance last set and has not seen fire.
     alarm_at: Cell<Option<Time>>,
     /// When this instance last had an event other than its alarm or flush timer (ms; 0: not
@@ -102,7 +104,9 @@ impl Host {
             &env,
             settings::LOG_CONNECTIONS.name,
         ));
+        let sql = state.storage().sql();
         let inner = Inner {
+            sql,
             state,
             env,
             config,
@@ -149,7 +153,6 @@ impl Host {
         ws: WebSocket,
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
-        self.inner.event();
         let Some(conn) = sockets::conn_of(&ws) else {
             if let (Some(link), WebSocketIncomingMessage::String(text)) =
                 (links::link_of(&ws), &message)
@@ -159,6 +162,7 @@ impl Host {
             }
             return Ok(());
         };
+        self.inner.event();
         let ((), effects) = self.inner.run(None, |live, now| match &message {
             WebSocketIncomingMessage::String(text) => {
                 live.engine.handle(now, Input::Text { conn: &conn, text })
@@ -368,8 +372,7 @@ impl Inner {
             }
             Inbound::Log { since, limit } => {
                 let ((), fx) = self.run(Some(origin), |_, _| ())?;
-                let sql = self.state.storage().sql();
-                let entries = storage::log_after(&sql, since, limit)?;
+                let entries = storage::log_after(&self.sql, since, limit)?;
                 let frames: Vec<serde_json::Value> =
                     entries.iter().filter_map(|e| serde_json::from_str(&e.frame()).ok()).collect();
                 (json_response(200, serde_json::json!({ "messages": frames }).to_string()), fx)
@@ -398,9 +401,8 @@ impl Inner {
         let response = Response::from_websocket(pair.client)?;
         let rand = random_u64();
         let conn = room::conn_id(rand);
-        let session_tag = format!("s:{}", fwd.session);
-        let region_tag = format!("r:{}", fwd.region);
-        self.state.accept_websocket_with_tags(&pair.server, &[&conn, &session_tag, &region_tag]);
+        // No tags: nothing looks a socket up by tag (its attachment names its connection).
+        self.state.accept_web_socket(&pair.server);
         let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
         let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {
@@ -521,7 +523,7 @@ impl Inner {
         if self.live.borrow().is_some() {
             return Ok(true);
         }
-        storage::exists(&self.state.storage().sql())
+        storage::exists(&self.sql)
     }
 
     /// A socket closed (`code` and whether it was clean) or errored.
@@ -567,9 +569,9 @@ impl Inner {
         let out = f(live, now);
         // Frames that waited a lease for their relay's answer: their writers resume instead.
         let parked = live.links.parked(now.ms(), linked::LINK_LEASE_MS);
-        let sql = self.state.storage().sql();
-        let applied = live.sockets.apply(&mut live.engine, &mut live.links, &sql, now);
-        let applied = applied.and_then(|fx| Ok(fx.and(self.close_behind(live, &sql, now)?)));
+        let sql = &self.sql;
+        let applied = live.sockets.apply(&mut live.engine, &mut live.links, sql, now);
+        let applied = applied.and_then(|fx| Ok(fx.and(self.close_behind(live, sql, now)?)));
         let applied = applied.map(|mut fx| {
             if let Some(at) = parked.map(Time::from_ms) {
                 fx.wake = Some(fx.wake.map_or(at, |w| w.min(at)));
@@ -631,7 +633,8 @@ impl Inner {
         }
     }
 
-    /// An event that is not the object's own timer: the room is not at rest.
+    /// An event that is not the object's own timer (nor a relay's answer to the home's own
+    /// recall, which a wake from hibernation asks for): the room is not at rest.
     fn event(&self) {
         self.last_event.set(now().ms());
     }
@@ -694,17 +697,17 @@ impl Inner {
     }
 
     fn load(&self, origin: Option<Origin<'_>>) -> Result<Live> {
-        let sql = self.state.storage().sql();
-        storage::migrate(&sql)?;
+        let sql = &self.sql;
+        storage::migrate(sql)?;
         let recent = self.config.replay_limit.max(1);
         let room = origin.map(|o| o.room);
         let home = origin.and_then(|o| o.home);
         let new_epoch = || room::epoch_id(random_u64());
-        let mut snap = storage::load(&sql, room, home, new_epoch, recent, now())?;
+        let mut snap = storage::load(sql, room, home, new_epoch, recent, now())?;
         snap.nonce = random_u64();
         let all = self.state.get_websockets();
         let sockets = Sockets::restore(&all, &mut snap.peers);
-        let mut links = Links::restore(&sql, &all, (snap.nonce, snap.seq))?;
+        let mut links = Links::restore(sql, &all, (snap.nonce, snap.seq))?;
         let env = &self.env;
         let var = |name: &str| settings::read(env, name);
         let rules = (self.rules)(&Vars::new(&var));
@@ -746,10 +749,24 @@ fn now() -> Time {
 
 /// 64 random bits, for connection ids, epochs and the engine's jitter.
 fn random_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    if getrandom::fill(&mut bytes).is_err() {
-        // Unreachable on workerd (crypto.getRandomValues); fall back to time.
-        bytes = now().ms().to_le_bytes();
+    // Drawn 32 at a time: each draw is a call out to the runtime (a connect takes three).
+    thread_local! {
+        static POOL: RefCell<(Vec<u64>, usize)> = const { RefCell::new((Vec::new(), 0)) };
     }
-    u64::from_le_bytes(bytes)
+    POOL.with_borrow_mut(|(pool, next)| {
+        if *next >= pool.len() {
+            let mut bytes = [0u8; 256];
+            if getrandom::fill(&mut bytes).is_err() {
+                // Unreachable on workerd (crypto.getRandomValues); fall back to time.
+                return now().ms();
+            }
+            *pool = bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect();
+            *next = 0;
+        }
+        *next += 1;
+        pool[*next - 1]
+    })
 }

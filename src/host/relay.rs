@@ -240,7 +240,7 @@ impl RelayInner {
         let pair = WebSocketPair::new()?;
         let response = Response::from_websocket(pair.client)?;
         let conn = format!("{}.{}", via.relay, room::conn_id(random_u64()));
-        self.state.accept_websocket_with_tags(&pair.server, &[&conn]);
+        self.state.accept_web_socket(&pair.server);
         let attachment = serde_json::json!({ "conn": conn }).to_string();
         pair.server.serialize_attachment(attachment)?;
         let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
