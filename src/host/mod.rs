@@ -82,8 +82,10 @@ struct Inner {
     /// The storage alarm this instance last set and has not seen fire.
     alarm_at: Cell<Option<Time>>,
     /// When this instance last had an event other than its alarm or flush timer (ms; 0: not
-    /// yet): how often it looks at its links' leases ([`linked::LINK_REST_MS`]).
+    /// yet): how often it looks at its links' leases ([`linked::LINK_REST_MS`]). Set from the
+    /// clock the event's turn reads anyway (`busy` marks the turn).
     last_event: Cell<u64>,
+    busy: Cell<bool>,
 }
 
 impl Host {
@@ -117,6 +119,7 @@ impl Host {
             relaying: Cell::new(false),
             alarm_at: Cell::new(None),
             last_event: Cell::new(0),
+            busy: Cell::new(false),
         };
         Host { inner: Rc::new(inner) }
     }
@@ -566,6 +569,9 @@ impl Inner {
         }
         let live = slot.as_mut().expect("loaded above");
         let now = now();
+        if self.busy.replace(false) {
+            self.last_event.set(now.ms());
+        }
         let out = f(live, now);
         // Frames that waited a lease for their relay's answer: their writers resume instead.
         let parked = live.links.parked(now.ms(), linked::LINK_LEASE_MS);
@@ -636,7 +642,7 @@ impl Inner {
     /// An event that is not the object's own timer (nor a relay's answer to the home's own
     /// recall, which a wake from hibernation asks for): the room is not at rest.
     fn event(&self) {
-        self.last_event.set(now().ms());
+        self.busy.set(true);
     }
 
     /// When the storage alarm should fire, if it must be set (again): what the engine asked
