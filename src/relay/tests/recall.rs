@@ -125,3 +125,33 @@ fn a_home_holding_a_frame_for_its_relays_answer_is_not_evicted_before_it() {
     assert_eq!(seqs(&t.take(&writer), "ack"), [1]);
     assert!(t.evict_home(), "nothing held once the answer came");
 }
+
+/// The attacker's sequence: right after the home wakes, a member fills her relay's link's
+/// allowance for frames waiting on the recall (`PARKED_BYTES`). A victim at the same relay who
+/// writes in that window is closed to resume (what every writer in it got before frames could
+/// wait), and loses nothing; a member at another relay is not touched.
+#[test]
+fn a_member_who_fills_her_links_allowance_costs_a_neighbour_a_resume_and_nothing_else() {
+    let (mut t, all) = room(10, 2);
+    let (attacker, victim, elsewhere) = (all[1][0].clone(), all[1][1].clone(), all[0][0].clone());
+    assert!(t.evict_home());
+    let big = |n: usize| format!(r#"{{"text":"{}"}}"#, "x".repeat(n));
+    for i in 0..crate::relay::PARKED_BYTES / 41_000 {
+        t.publish(&attacker, &format!("a-{i}"), &big(40_000));
+    }
+    t.publish(&victim, "v-1", &big(30_000));
+    t.publish(&elsewhere, "e-1", r#"{"text":"hi"}"#);
+    t.settle();
+    assert!(t.clients[&attacker].open, "her own frames fit");
+    assert_eq!(t.clients[&victim].closed, Some(1012), "the victim's did not");
+    assert!(t.clients[&elsewhere].open, "another relay's link has its own allowance");
+    assert_eq!(seqs(&t.take(&elsewhere), "ack").len(), 1);
+    let again = t.resume(&victim, "eu-0");
+    t.settle();
+    t.publish(&again, "v-1", &big(30_000));
+    t.settle();
+    let acked = seqs(&t.take(&again), "ack");
+    assert_eq!(acked.len(), 1, "stored once after her resume");
+    let stored = t.home.disk.seq;
+    assert_eq!(stored, crate::relay::PARKED_BYTES as u64 / 41_000 + 2, "every write once");
+}
