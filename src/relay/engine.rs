@@ -134,11 +134,14 @@ pub struct Relay {
     /// and where each key is in it (a room of movers must not scan the list per signal).
     signals: Vec<Waiting>,
     waiting_at: HashMap<String, usize>,
-    /// The coalescing window: a local signal delivered at once opens it; signals inside it
+    /// The coalescing window: while the relay's members ask for more than `batch_above`
+    /// signal frames a second, a local signal delivered at once opens it; signals inside it
     /// wait for its end, the latest per sender and topic, and go together.
     window_until: Option<u64>,
     /// Frames the relay sent its clients per second (a batch counts once).
     outbound: Meter,
+    /// Local signal frames asked for per second (one per receiver, before coalescing).
+    asked: Meter,
     /// The liveness sweep's alarm, as last asked for.
     alarm: Option<u64>,
     now: u64,
@@ -189,6 +192,7 @@ impl Relay {
             waiting_at: HashMap::new(),
             window_until: None,
             outbound: Meter::default(),
+            asked: Meter::default(),
             alarm: None,
             now: 0,
             spent: false,

@@ -39,12 +39,25 @@ pub fn trials() -> Vec<Spec> {
         es::on("relays::a_member_moving_regions_is_never_a_leave", &RELAYED, moving),
         es::on("relays::a_relay_reset_mid_burst_loses_nothing", &RESET, reset_mid_burst),
         es::on("relays::a_hung_relays_members_leave_within_the_lease", &RELAYED, hung_relay),
-        es::on("relays::a_relay_coalesces_its_members_cursors", &RELAYED, cursors),
+        es::on(
+            "relays::a_relay_coalesces_its_members_cursors_past_batch_above",
+            &BATCHING,
+            cursors,
+        ),
+        es::on("relays::below_batch_above_a_relay_sends_every_cursor", &RELAYED, cursors_at_once),
         es::on("relays::a_home_that_forgets_gets_its_sessions_from_its_relays", &RELAYED, forget),
         es::on("relays::a_relay_that_loses_its_link_loses_no_member", &RELAYED, cut_link),
         es::on("relays::a_resume_catches_up_from_its_relays_tail", &RELAYED, tail_resume),
     ]
 }
+
+/// Relays from the first member, and coalescing from 20 frames asked for a second (the
+/// default, 5,000, is beyond what three members may send).
+static BATCHING: LazyRuntime = LazyRuntime::new("relay-batching", || {
+    let mut args = runtime_args("0");
+    args.extend(["--var", "BATCH_ABOVE:20"].map(str::to_owned));
+    args
+});
 
 /// Its own runtime: locally a Wasm reset takes every object of the Worker with it.
 static RESET: LazyRuntime = LazyRuntime::new("relay-reset", || runtime_args("0"));
@@ -556,11 +569,37 @@ async fn presence_frame(
     }
 }
 
-/// Ann moves her cursor as fast as her rate allows, 40 signals sent back to back, with Bob at
-/// her relay and Cat at another: the relay delivers the first to Bob at once and coalesces the
-/// rest inside its 50 ms window to her latest (as the home does for its own sockets), so Bob
-/// gets fewer signals than she sent, in order, ending with her last; Cat gets her last through
-/// the home; Ann gets none of her own.
+/// In a room under `BATCH_ABOVE` (the default), Ann's 10 cursor signals sent back to back
+/// reach Bob at her relay every one, in order: nothing waits for a window, nothing coalesces.
+async fn cursors_at_once(ctx: Ctx) -> R {
+    let room = support::room("relay-cursors-at-once");
+    let eu = PLACES[1].0;
+    let mut ann = dial(ctx.port, &room, "ann", eu).await?;
+    let mut bob = dial(ctx.port, &room, "bob", eu).await?;
+    ann.publish_acked("ready", "chat", json!(0)).await?;
+    bob.message("ready").await?;
+    let sent = 10;
+    for i in 0..sent {
+        ann.feed(json!({"type":"signal","topic":"cursor","data":{"i": i}})).await?;
+    }
+    ann.flush().await?;
+    let mut is = Vec::new();
+    while is.len() < sent as usize {
+        let f = bob.until("bob: ann's cursors", |f| f["type"] == "signal").await?;
+        is.push(f["data"]["i"].as_u64().ok_or_else(|| format!("a signal without i: {f}"))?);
+    }
+    check!(is == (0..sent).collect::<Vec<u64>>(), "bob got ann's cursors as {is:?}");
+    let stats = relay_stats(ctx.port, &room, "EU-0").await?;
+    check!(stats["signals_coalesced"].as_u64() == Some(0), "the relay coalesced: {stats}");
+    Ok(())
+}
+
+/// Past `BATCH_ABOVE` (20 frames asked for a second in this runtime), Ann moves her cursor as
+/// fast as her rate allows, 40 signals sent back to back, with Bob at her relay and Cat at
+/// another: the relay delivers the first ones to Bob at once and, once past the threshold,
+/// coalesces the rest inside its 50 ms window to her latest (as the home does for its own
+/// sockets), so Bob gets fewer signals than she sent, in order, ending with her last; Cat gets
+/// her last through the home; Ann gets none of her own.
 async fn cursors(ctx: Ctx) -> R {
     let room = support::room("relay-cursors");
     let (eu, na) = (PLACES[1].0, PLACES[2].0);

@@ -201,8 +201,8 @@ impl Relay {
 
     /// A signal from `from` for the relay's other members, as the home treats one for its
     /// own sockets: shed while the relay sends more than its outbound budget; at once when
-    /// no coalescing window is open (which it opens); else waiting for the window's end, the
-    /// latest per sender and topic. However many members move their cursors, each member
+    /// no coalescing window is open (which it opens while busy, see `open_window`); else
+    /// waiting for the window's end, the latest per sender and topic. However many members move their cursors, each member
     /// gets at most one frame of signals per window from the relay; one whose own window is
     /// full gets the latest of each when it has read.
     pub(super) fn local_signal(&mut self, from: &str, key: String, frame: Rc<str>) {
@@ -211,6 +211,8 @@ impl Relay {
             self.stats.signals_shed += 1;
             return;
         }
+        let receivers = self.clients.len().saturating_sub(1) as u64;
+        self.asked.add(now, receivers);
         if self.window_until.is_some_and(|until| until > now) {
             match self.waiting_at.get(&key) {
                 Some(&i) => {
@@ -227,7 +229,16 @@ impl Relay {
             return;
         }
         self.emit_all(&BTreeSet::from([from]), frame, Some(&key));
-        self.window_until = Some(now + self.config.batch_window_ms);
+        self.open_window();
+    }
+
+    /// Opens the coalescing window, only while the members ask for more than `batch_above`
+    /// signal frames a second (as the home's windows): below it, a signal sent at once costs
+    /// less than the wait.
+    fn open_window(&mut self) {
+        if self.asked.rate(self.now) > self.config.batch_above {
+            self.window_until = Some(self.now + self.config.batch_window_ms);
+        }
     }
 
     /// The window ended: what waited in it goes, packed, each member getting every waiting
@@ -268,7 +279,7 @@ impl Relay {
                 self.emit(to.clone(), frame);
             }
         }
-        self.window_until = Some(now + self.config.batch_window_ms);
+        self.open_window();
     }
 
     /// Queues the window's signals for each member that has frames waiting or a full window,

@@ -116,7 +116,11 @@ fn every_member_of_every_relay_gets_every_message_once_and_in_order() {
 
 /// Ann and Bob at `oc-0`, Cat at `eu-0`, welcomed and settled, over links of `delay_ms`.
 fn ann_bob_and_cat(delay_ms: u64) -> (Topo, String, String, String) {
-    let mut t = Topo::new(RoomConfig::default(), delay_ms);
+    ann_bob_and_cat_with(RoomConfig::default(), delay_ms)
+}
+
+fn ann_bob_and_cat_with(config: RoomConfig, delay_ms: u64) -> (Topo, String, String, String) {
+    let mut t = Topo::new(config, delay_ms);
     let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
     let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
     let cat = t.connect("eu-0", "sess-cat1", "cat", "EU", None);
@@ -565,6 +569,26 @@ fn fuzz_topologies() {
     }
 }
 
+/// A case's room: budgets wide, a replay window drawn (`replay_draw` of 3), coalescing from
+/// the seed's bits.
+fn topo_config(seed: u64, replay_draw: u64) -> RoomConfig {
+    // Budgets wide enough that the walk's reconnects are never paced: what
+    // is checked here is ordering and delivery, not the limits.
+    RoomConfig {
+        user_connect_burst: 10_000,
+        user_connections: 100,
+        user_burst: 10_000,
+        burst: 10_000,
+        // A short replay window now and then: resumes past it resync, and a relay's tail
+        // loses a catch-up it claimed to the entries that came before the home's word.
+        replay_limit: [2, 8, 100][replay_draw as usize],
+        // Half the cases coalesce every signal and batch every durable frame (the home's and
+        // the relays' windows); the other half are below the threshold, as a small room is.
+        batch_above: if (seed >> 9) & 1 == 0 { 0 } else { 5_000 },
+        ..RoomConfig::default()
+    }
+}
+
 /// A client as the walk tracks it, across its reconnects.
 struct Walker {
     conn: String,
@@ -587,18 +611,7 @@ fn topo_case(seed: u64) -> (u64, u64, u64, u64, u64) {
         x ^= x << 17;
         x % n
     };
-    // Budgets wide enough that the walk's reconnects are never paced: what
-    // is checked here is ordering and delivery, not the limits.
-    let config = RoomConfig {
-        user_connect_burst: 10_000,
-        user_connections: 100,
-        user_burst: 10_000,
-        burst: 10_000,
-        // A short replay window now and then: resumes past it resync, and a relay's tail
-        // loses a catch-up it claimed to the entries that came before the home's word.
-        replay_limit: [2, 8, 100][rand(3) as usize],
-        ..RoomConfig::default()
-    };
+    let config = topo_config(seed, rand(3));
     let mut t = Topo::new(config, 1 + rand(60));
     // Half the cases under a home that serves its relays in link version 2 (the relays of this
     // code speak 3: an older home sends whole welcomes), without a draw of the walk's.
@@ -925,12 +938,12 @@ fn a_member_flooding_signals_at_her_relay_gets_the_rooms_rate_and_then_4029() {
         "bob got {to_bob} of her signals; the burst is {}",
         config.burst
     );
-    // The relay delivers the first at once and the latest when its window ends: one topic of
-    // one sender coalesces to one signal per window.
-    assert!(to_bob >= 1, "the relay delivers her signals at once: {to_bob}");
+    // Two members ask for far less than `BATCH_ABOVE`: the relay delivers each signal it takes
+    // at once, and bob gets exactly those.
+    let taken = t.relay("oc-0").stats().local_signals;
+    assert_eq!(to_bob, taken, "the relay delivers every signal it takes, at once");
     let last = signals.last().and_then(|f| f["data"]["i"].as_u64());
     assert!(last >= Some(config.burst - 1), "the last one bob saw is her latest: {last:?}");
-    assert!(t.relay("oc-0").stats().signals_coalesced > 0);
     let to_cat = of_type(&t.take(&cat), "signal").len() as u64;
     assert!(to_cat <= config.burst, "cat, through the home, got {to_cat}");
     assert_eq!(t.clients[&mallory].closed, Some(4029), "the home closed the flood");
@@ -1128,14 +1141,15 @@ fn signal_is(frames: &[Value], sender: &str) -> Vec<u64> {
 }
 
 /// Ann and Dan move their cursors at one relay, a signal every 5 ms each for 200 ms, as
-/// cursors do. The relay delivers the first at once and then, like the home for its own
-/// sockets, coalesces each sender's topic to its latest inside a 50 ms window: Bob, at the
-/// same relay, gets a handful of texts instead of eighty, in order per sender and ending with
-/// each one's latest; neither sender gets their own; and the home still hears every signal for
-/// Cat at the other relay.
+/// cursors do, in a room past `BATCH_ABOVE` (here 0 frames asked for a second). The relay
+/// delivers the first at once and then, like the home for its own sockets, coalesces each
+/// sender's topic to its latest inside a 50 ms window: Bob, at the same relay, gets a handful
+/// of texts instead of eighty, in order per sender and ending with each one's latest; neither
+/// sender gets their own; and the home still hears every signal for Cat at the other relay.
 #[test]
 fn a_relay_coalesces_its_members_cursors_to_one_text_per_window() {
-    let (mut t, ann, bob, cat) = ann_bob_and_cat(10);
+    let config = RoomConfig { batch_above: 0, ..RoomConfig::default() };
+    let (mut t, ann, bob, cat) = ann_bob_and_cat_with(config, 10);
     let dan = t.connect("oc-0", "sess-dan1", "dan", "OC", None);
     t.settle();
     for c in [&ann, &bob, &cat, &dan] {
@@ -1169,6 +1183,24 @@ fn a_relay_coalesces_its_members_cursors_to_one_text_per_window() {
     assert!(stats.signals_coalesced >= rounds, "coalesced {}", stats.signals_coalesced);
     let at_cat = t.take(&cat);
     assert_eq!(signal_is(&at_cat, "sess-ann1").last(), Some(&(rounds - 1)), "cat, via the home");
+}
+
+/// The same cursors in a room under `BATCH_ABOVE`: nothing waits for a window; each of
+/// Ann's and Dan's signals reaches Bob, at their relay, the moment it is sent.
+#[test]
+fn below_batch_above_a_relay_sends_every_cursor_at_once() {
+    let (mut t, ann, bob, _cat) = ann_bob_and_cat(10);
+    let dan = t.connect("oc-0", "sess-dan1", "dan", "OC", None);
+    t.settle();
+    t.take(&bob);
+    for i in 0..40 {
+        t.signal(&ann, &format!(r#"{{"i":{i}}}"#));
+        t.signal(&dan, &format!(r#"{{"i":{i}}}"#));
+        let got = of_type(&t.take(&bob), "signal");
+        assert_eq!(got.len(), 2, "round {i}: both at once: {got:?}");
+        t.advance(5);
+    }
+    assert_eq!(t.relay("oc-0").stats().signals_coalesced, 0);
 }
 
 /// A relay over its outbound budget sheds its members' local signals (counted), as the home

@@ -300,6 +300,8 @@ impl Room {
             let c = self.conns.get_mut(conn).expect("listed above");
             self.echo_wait |= !c.flow.open(window);
             if c.out.push_signal(key, frame.clone()) {
+                // Asked for, though never sent: a room that coalesces keeps coalescing.
+                self.asked.add(now, 1);
                 self.stats.signals_coalesced += 1;
             } else if c.out.over(self.config.max_backlog) {
                 over.push(conn.clone());
@@ -408,7 +410,13 @@ impl Room {
         self.conns.values().any(|c| !c.out.is_empty() && !c.flow.open(window))
     }
 
+    /// Opens a signal coalescing window on `conn`, only while the room batches: below
+    /// `batch_above` frames asked for a second, sending each signal at once costs less than
+    /// the wait (a cursor a window late is the lag users see), as it does a durable frame.
     fn open_window(&mut self, conn: &str) {
+        if !self.batching() {
+            return;
+        }
         let until = self.now + self.config.batch_window_ms;
         if let Some(c) = self.conns.get_mut(conn) {
             if c.out.window_until.is_none_or(|t| t <= self.now) {

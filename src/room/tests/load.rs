@@ -14,9 +14,58 @@ fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
     frames.iter().filter(|f| f["type"] == kind).cloned().collect()
 }
 
+/// Below `BATCH_ABOVE` frames asked for a second, nothing waits for a window: two members'
+/// cursors at 200 signals a second reach the other member one by one, each as it is sent
+/// (the lag a window adds is what a user sees as a cursor trailing behind).
+#[test]
+fn below_batch_above_every_signal_goes_at_once() {
+    let mut s = Sim::new(RoomConfig::default());
+    let a = s.connect("sess-aaaa", "EU", None);
+    let b = s.connect("sess-bbbb", "EU", None);
+    s.run_until(s.now.plus_ms(5_000));
+    s.take(&b);
+    for n in 1..=20 {
+        s.send(&a, &signal("cursor", n));
+        let got = s.take(&b);
+        assert_eq!(got.len(), 1, "signal {n} at once, alone: {got:?}");
+        assert_eq!(got[0]["data"]["n"], n);
+        s.advance(5);
+    }
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert_eq!(stats["signals_coalesced"], 0, "{stats}");
+}
+
+/// A room that starts asking for more than `BATCH_ABOVE` frames a second (here 10) starts
+/// coalescing within that second, and stops again once a quiet second has passed.
+#[test]
+fn windows_open_past_batch_above_and_stop_when_the_room_calms() {
+    let mut s = Sim::new(RoomConfig { batch_above: 10, ..RoomConfig::default() });
+    let a = s.connect("sess-aaaa", "EU", None);
+    let b = s.connect("sess-bbbb", "EU", None);
+    s.run_until(s.now.plus_ms(5_000));
+    s.take(&b);
+    for n in 1..=20 {
+        s.send(&a, &signal("cursor", n));
+        s.advance(3);
+    }
+    s.run_until(s.now.plus_ms(500));
+    let got = s.take(&b);
+    assert!(got.len() < 20, "past the threshold, signals coalesced: {}", got.len());
+    assert!(got.len() >= 11, "the first ten or so went at once: {}", got.len());
+    assert_eq!(got.last().and_then(|f| f["data"]["n"].as_u64()), Some(20), "the latest last");
+    s.run_until(s.now.plus_ms(2_000));
+    for n in 21..=25 {
+        s.send(&a, &signal("cursor", n));
+        let got = s.take(&b);
+        assert_eq!(got.len(), 1, "calm again: signal {n} at once: {got:?}");
+        s.advance(5);
+    }
+}
+
+/// Past `BATCH_ABOVE` (here 0: always), a signal opens a window on each receiver.
 #[test]
 fn signals_in_one_window_arrive_as_one_per_topic() {
-    let mut s = Sim::new(RoomConfig::default());
+    let mut s = Sim::new(RoomConfig { batch_above: 0, ..RoomConfig::default() });
     let a = s.connect("sess-aaaa", "EU", None);
     let b = s.connect("sess-bbbb", "EU", None);
     s.run_until(s.now.plus_ms(5_000));
@@ -206,6 +255,7 @@ fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
 fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
     let config = RoomConfig {
         outbound_budget: 100,
+        batch_above: 200,
         rate_per_sec: 1_000,
         burst: 1_000,
         user_rate_per_sec: 1_000,
