@@ -62,6 +62,53 @@ fn windows_open_past_batch_above_and_stop_when_the_room_calms() {
     }
 }
 
+/// The attacker's bound on the threshold: five members of a room of 200 move cursors at
+/// their rate limit (20 signals a second each), which asks for about 20,000 texts a second.
+/// Below `BATCH_ABOVE` every signal would be a text to every member; past it (within the first
+/// second) each member gets the flood as one text (a batch) per 50 ms window, so from then on the room
+/// sends at most about 200 × 20 texts a second, not 20,000, and every member still ends with
+/// each mover's latest cursor.
+#[test]
+fn a_cursor_flood_costs_the_room_one_text_per_window_per_member() {
+    let mut s = Sim::new(RoomConfig::default());
+    let members: Vec<String> =
+        (0..200).map(|i| s.connect(&format!("sess-m{i:03}"), "EU", None)).collect();
+    s.run_until(s.now.plus_ms(5_000));
+    let raw = |s: &Sim| members.iter().map(|m| s.sockets[m].raw).sum::<usize>();
+    let movers = &members[..5];
+    let mut n = 0;
+    let mut flood = |s: &mut Sim, ms: u64| {
+        let until = s.now.plus_ms(ms);
+        while s.now < until {
+            n += 1;
+            for m in movers {
+                s.send(m, &signal("cursor", n));
+            }
+            s.run_until(s.now.plus_ms(50));
+        }
+    };
+    flood(&mut s, 1_000); // the room crosses the threshold
+    let before = raw(&s);
+    flood(&mut s, 2_000);
+    let texts = raw(&s) - before;
+    let signals = 5 * 40 * 199; // two seconds of the flood, one text per signal per receiver
+    assert!(texts <= 200 * 20 * 2 * 11 / 10, "{texts} texts in 2 s (uncoalesced: {signals})");
+    s.run_until(s.now.plus_ms(500));
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert!(stats["batches"].as_u64() > Some(0), "a window's signals leave as one batch: {stats}");
+    for m in &members[5..] {
+        let got = s.take(m);
+        for i in 0..5 {
+            let session = format!("sess-m{i:03}");
+            let last = got
+                .iter()
+                .rfind(|f| f["type"] == "signal" && f["session"] == session.as_str())
+                .and_then(|f| f["data"]["n"].as_u64());
+            assert_eq!(last, Some(n), "{m} has {session}'s latest cursor");
+        }
+    }
+}
+
 /// Past `BATCH_ABOVE` (here 0: always), a signal opens a window on each receiver.
 #[test]
 fn signals_in_one_window_arrive_as_one_per_topic() {
