@@ -14,16 +14,22 @@ fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
     frames.iter().filter(|f| f["type"] == kind).cloned().collect()
 }
 
+/// Two members, `a` and `b`, settled, with `b`'s inbox emptied.
+fn pair(config: RoomConfig) -> (Sim, String, String) {
+    let mut s = Sim::new(config);
+    let a = s.connect("sess-aaaa", "EU", None);
+    let b = s.connect("sess-bbbb", "EU", None);
+    s.run_until(s.now.plus_ms(5_000));
+    s.take(&b);
+    (s, a, b)
+}
+
 /// Below `BATCH_ABOVE` frames asked for a second, nothing waits for a window: two members'
 /// cursors at 200 signals a second reach the other member one by one, each as it is sent
 /// (the lag a window adds is what a user sees as a cursor trailing behind).
 #[test]
 fn below_batch_above_every_signal_goes_at_once() {
-    let mut s = Sim::new(RoomConfig::default());
-    let a = s.connect("sess-aaaa", "EU", None);
-    let b = s.connect("sess-bbbb", "EU", None);
-    s.run_until(s.now.plus_ms(5_000));
-    s.take(&b);
+    let (mut s, a, b) = pair(RoomConfig::default());
     for n in 1..=20 {
         s.send(&a, &signal("cursor", n));
         let got = s.take(&b);
@@ -39,11 +45,7 @@ fn below_batch_above_every_signal_goes_at_once() {
 /// coalescing within that second, and stops again once a quiet second has passed.
 #[test]
 fn windows_open_past_batch_above_and_stop_when_the_room_calms() {
-    let mut s = Sim::new(RoomConfig { batch_above: 10, ..RoomConfig::default() });
-    let a = s.connect("sess-aaaa", "EU", None);
-    let b = s.connect("sess-bbbb", "EU", None);
-    s.run_until(s.now.plus_ms(5_000));
-    s.take(&b);
+    let (mut s, a, b) = pair(RoomConfig { batch_above: 10, ..RoomConfig::default() });
     for n in 1..=20 {
         s.send(&a, &signal("cursor", n));
         s.advance(3);
@@ -112,11 +114,7 @@ fn a_cursor_flood_costs_the_room_one_text_per_window_per_member() {
 /// Past `BATCH_ABOVE` (here 0: always), a signal opens a window on each receiver.
 #[test]
 fn signals_in_one_window_arrive_as_one_per_topic() {
-    let mut s = Sim::new(RoomConfig { batch_above: 0, ..RoomConfig::default() });
-    let a = s.connect("sess-aaaa", "EU", None);
-    let b = s.connect("sess-bbbb", "EU", None);
-    s.run_until(s.now.plus_ms(5_000));
-    s.take(&b);
+    let (mut s, a, b) = pair(RoomConfig { batch_above: 0, ..RoomConfig::default() });
     let raw_before = s.sockets[&b].raw;
     for n in 1..=10 {
         s.send(&a, &signal("cursor", n));
@@ -151,11 +149,8 @@ fn signals_in_one_window_arrive_as_one_per_topic() {
 
 #[test]
 fn a_durable_message_is_not_held_by_a_signal_window() {
-    let mut s = Sim::new(RoomConfig::default());
-    let a = s.connect("sess-aaaa", "EU", None);
-    let b = s.connect("sess-bbbb", "EU", None);
-    s.run_until(s.now.plus_ms(5_000));
-    s.take(&b);
+    // Past `BATCH_ABOVE` (0: always), so that the signal opens a window.
+    let (mut s, a, b) = pair(RoomConfig { batch_above: 0, ..RoomConfig::default() });
     s.send(&a, &signal("cursor", 1)); // opens b's window
     s.send(&a, &signal("cursor", 2)); // held
     s.publish(&a, "m1", "1"); // goes now, after the held signal
