@@ -202,9 +202,9 @@ impl Relay {
     /// A signal from `from` for the relay's other members, as the home treats one for its
     /// own sockets: shed while the relay sends more than its outbound budget; at once when
     /// no coalescing window is open (which it opens while busy, see `open_window`); else
-    /// waiting for the window's end, the latest per sender and topic. However many members move their cursors, each member
-    /// gets at most one frame of signals per window from the relay; one whose own window is
-    /// full gets the latest of each when it has read.
+    /// waiting for the window's end, the latest per sender and topic. However many members
+    /// move their cursors, each member gets at most one frame of signals per window from the
+    /// relay; one whose own window is full gets the latest of each when it has read.
     pub(super) fn local_signal(&mut self, from: &str, key: String, frame: Rc<str>) {
         let now = self.now;
         if self.outbound.rate(now) > self.config.outbound_budget {

@@ -66,10 +66,10 @@ fn windows_open_past_batch_above_and_stop_when_the_room_calms() {
 
 /// The attacker's bound on the threshold: five members of a room of 200 move cursors at
 /// their rate limit (20 signals a second each), which asks for about 20,000 texts a second.
-/// Below `BATCH_ABOVE` every signal would be a text to every member; past it (within the first
-/// second) each member gets the flood as one text (a batch) per 50 ms window, so from then on the room
-/// sends at most about 200 × 20 texts a second, not 20,000, and every member still ends with
-/// each mover's latest cursor.
+/// Below `BATCH_ABOVE` every signal would be a text to every member; past it (within the
+/// first second) each member gets the flood as one text (a batch) per 50 ms window, so from
+/// then on the room sends at most about 200 × 20 texts a second, not 20,000, and every member
+/// still ends with each mover's latest cursor.
 #[test]
 fn a_cursor_flood_costs_the_room_one_text_per_window_per_member() {
     let mut s = Sim::new(RoomConfig::default());
