@@ -196,59 +196,37 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
     let frames = (frame(P, "home"), frame(R, "home"));
     let connects = |sc| (connect(sc, P, "home"), connect(sc, R, "home"));
     let edges = |sc| (connect(sc, P, "edge"), connect(sc, R, "edge"));
-    let (w_, c_) = (WARM, COLD);
-    let rows = [
+    let mut rows = vec![
         (
-            "home: CPU per delivered frame (µs)",
+            "home: CPU per delivered frame (µs)".to_owned(),
             [frame(H, "home"), frame(L, "home")],
             1,
             "≤ 1×",
             frames,
         ),
-        ("a relay's CPU per delivered frame (µs)", [None, frame(L, "relays")], 1, "≤ 1×", frames),
         (
-            "home: CPU per connect, warm (ms)",
-            [connect(w_, H, "home"), connect(w_, L, "home")],
-            2,
-            "≤ 1.5×",
-            connects(w_),
-        ),
-        (
-            "a relay's CPU per connect, warm (ms)",
-            [None, connect(w_, L, "relays")],
-            2,
-            "≤ 1.5×",
-            connects(w_),
-        ),
-        (
-            "edge: CPU per connect, warm (ms)",
-            [connect(w_, H, "edge"), connect(w_, L, "edge")],
-            2,
-            "",
-            edges(w_),
-        ),
-        (
-            "home: CPU per connect, fresh runtime (ms)",
-            [connect(c_, H, "home"), connect(c_, L, "home")],
-            2,
-            "",
-            connects(c_),
-        ),
-        (
-            "a relay's CPU per connect, fresh runtime (ms)",
-            [None, connect(c_, L, "relays")],
-            2,
-            "",
-            connects(c_),
-        ),
-        (
-            "edge: CPU per connect, fresh runtime (ms)",
-            [connect(c_, H, "edge"), connect(c_, L, "edge")],
-            2,
-            "",
-            edges(c_),
+            "a relay's CPU per delivered frame (µs)".to_owned(),
+            [None, frame(L, "relays")],
+            1,
+            "≤ 1×",
+            frames,
         ),
     ];
+    // Per connect, warm (the goals) and then on runtimes just started.
+    for (sc, when, goal) in [(WARM, "warm", "≤ 1.5×"), (COLD, "fresh runtime", "")] {
+        let home = [connect(sc, H, "home"), connect(sc, L, "home")];
+        rows.push((format!("home: CPU per connect, {when} (ms)"), home, 2, goal, connects(sc)));
+        let relay = [None, connect(sc, L, "relays")];
+        rows.push((
+            format!("a relay's CPU per connect, {when} (ms)"),
+            relay,
+            2,
+            goal,
+            connects(sc),
+        ));
+        let edge = [connect(sc, H, "edge"), connect(sc, L, "edge")];
+        rows.push((format!("edge: CPU per connect, {when} (ms)"), edge, 2, "", edges(sc)));
+    }
     for (name, [direct, relayed], digits, goal, (plain, rust)) in rows {
         // The ratio of the row's object: the direct home's, or the relay's when there is none.
         let ours = direct.or(relayed);
