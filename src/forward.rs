@@ -131,6 +131,8 @@ pub enum Inbound {
         #[serde(default = "link_v1")]
         version: u32,
     },
+    /// A request for a document kind's room ([`DocAsk`]).
+    Doc(DocAsk),
     /// Panic inside the object: a forced Wasm reset (test builds only).
     #[cfg(feature = "fault-injection")]
     Fault,
@@ -147,6 +149,29 @@ pub enum Inbound {
     /// next event rebuilds it from storage (test builds only).
     #[cfg(feature = "fault-injection")]
     Forget,
+}
+
+/// What a document kind's room is asked (PROTOCOL-DOCUMENTS.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum DocAsk {
+    /// Accept a document socket (the request carries the client's upgrade).
+    Connect {
+        /// The token's user; `None` in anonymous dev mode (the room names the socket).
+        user: Option<String>,
+        /// May read but not change the document.
+        read_only: bool,
+        /// Asked for homeroom's extension messages (`homeroom=1`).
+        extensions: bool,
+    },
+    /// The whole document as one Yjs update (admin).
+    Read,
+    /// Shared types of the document as JSON: `(name, type)` pairs, the type one of `text`,
+    /// `map`, `array`, `xml` (admin).
+    Json { roots: Vec<(String, String)> },
+    /// Apply the body, a Yjs update, as the room: stored and sent like a member's (admin).
+    Apply,
+    /// Counts: sockets, stored bytes (admin).
+    Stats,
 }
 
 /// The link version of a relay that names none (see [`Inbound::Link`]).
@@ -173,7 +198,7 @@ pub fn request(
     routed: &Routed,
     client: Option<&Request>,
     method: Method,
-    body: Option<String>,
+    body: Option<Vec<u8>>,
 ) -> worker::Result<Request> {
     // The client's headers in one call (a header at a time is two crossings of the Wasm
     // boundary each, the biggest share of building this request); a contract header the client
@@ -187,7 +212,7 @@ pub fn request(
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
     if let Some(body) = body {
-        init.with_body(Some(body.into()));
+        init.with_body(Some(worker::js_sys::Uint8Array::from(&body[..]).into()));
     }
     Request::new_with_init(&format!("https://room/{}", routed.room), &init)
 }

@@ -25,6 +25,8 @@
 //! ```
 
 pub mod auth;
+#[cfg(feature = "documents")]
+pub mod doc;
 pub mod edge;
 pub mod protocol;
 pub mod relay;
@@ -61,6 +63,11 @@ pub use worker as __worker;
 /// implements `host::Companion` (wasm32); the edge knows its binding as
 /// [`edge::Kind::companion`]. This is the seam the relays of a big room use.
 ///
+/// After the rooms' lines, a `documents { "notes" => Notes, binding "NOTES"; }` block
+/// declares document kinds (crate feature `documents`): each room holds a Yjs document that
+/// every Yjs editor opens at `/{path}/{room}` (PROTOCOL-DOCUMENTS.md), in the Durable Object
+/// class `Notes` (its binding and a `new_sqlite_classes` migration, as for rooms).
+///
 /// A line may end with `, public ["GET lot", ...]`: routes of the kind's
 /// rules (`GET /{path}/{room}/lot`) that callers with neither a room token
 /// nor the admin key may reach. Every other route turns such a caller away
@@ -76,7 +83,8 @@ pub use worker as __worker;
 macro_rules! worker {
     ($($path:literal => $class:ident($rules:expr), binding $binding:literal
         $(, companion $cclass:ident($cty:ty), binding $cbinding:literal)?
-        $(, public [$($public:literal),* $(,)?])?;)+) => {
+        $(, public [$($public:literal),* $(,)?])?;)+
+        $(documents { $($dpath:literal => $dclass:ident, binding $dbinding:literal;)+ })?) => {
         #[cfg(not(target_arch = "wasm32"))]
         const _: () = {
             fn makes_rules<M: $crate::room::rules::Make>(_: &M) {}
@@ -88,11 +96,13 @@ macro_rules! worker {
         #[cfg(target_arch = "wasm32")]
         $crate::worker!(@wasm $($path => $class($rules), binding $binding
             $(, companion $cclass($cty), binding $cbinding)?
-            $(, public [$($public),*])?;)+);
+            $(, public [$($public),*])?;)+
+            documents { $($($dpath => $dclass, binding $dbinding;)+)? });
     };
     (@wasm $($path:literal => $class:ident($rules:expr), binding $binding:literal
         $(, companion $cclass:ident($cty:ty), binding $cbinding:literal)?
-        $(, public [$($public:literal),* $(,)?])?;)+) => {
+        $(, public [$($public:literal),* $(,)?])?;)+
+        documents { $($dpath:literal => $dclass:ident, binding $dbinding:literal;)* }) => {
         // The classes live in a module of their own, where the names the
         // `durable_object` attribute expects are in scope.
         #[doc(hidden)]
@@ -114,11 +124,16 @@ macro_rules! worker {
                 $($crate::worker!(@class $cclass, $cty,
                     |state, env| <$cty as $crate::host::Companion>::new(state, env));)?
             )+
+            $(
+                $crate::worker!(@class $dclass, $crate::host::DocHost,
+                    |state, env| <$crate::host::DocHost as $crate::host::Companion>::new(state, env));
+            )*
         }
         $(
             pub use __homeroom_classes::$class;
             $(pub use __homeroom_classes::$cclass;)?
         )+
+        $(pub use __homeroom_classes::$dclass;)*
 
         static __HOMEROOM_KINDS: &[$crate::edge::Kind] = &[
             $($crate::edge::Kind {
@@ -126,7 +141,15 @@ macro_rules! worker {
                 binding: $binding,
                 companion: $crate::worker!(@some $($cbinding)?),
                 public: &[$($($public),*)?],
+                document: false,
             },)+
+            $($crate::edge::Kind {
+                path: $dpath,
+                binding: $dbinding,
+                companion: ::std::option::Option::None,
+                public: &[],
+                document: true,
+            },)*
         ];
 
         #[::worker::event(fetch)]

@@ -16,6 +16,8 @@ pub(crate) mod config;
 #[cfg(target_arch = "wasm32")]
 mod cors;
 #[cfg(target_arch = "wasm32")]
+mod docs;
+#[cfg(target_arch = "wasm32")]
 mod health;
 #[cfg(target_arch = "wasm32")]
 mod home;
@@ -54,6 +56,10 @@ pub struct Kind {
     /// `GET /{kind}/{room}/lot`). Every other rules route stops such a
     /// caller at the edge, before any object is reached.
     pub public: &'static [&'static str],
+    /// A document kind (`documents { .. }` in [`crate::worker!`]): its rooms hold a Yjs
+    /// document and speak the y-protocols messages at `/{path}/{room}`
+    /// (PROTOCOL-DOCUMENTS.md).
+    pub document: bool,
 }
 
 impl Kind {

@@ -10,7 +10,7 @@ use super::config::{AuthMode, Deployment};
 use super::refusal::HttpRefusal;
 use super::{home, log, region, relays, Kind};
 use crate::auth;
-use crate::forward::{self, Custom, Forwarded, Inbound, Routed};
+use crate::forward::{self, Custom, DocAsk, Forwarded, Inbound, Routed};
 use crate::protocol::names;
 
 /// An admin route that a room's home answers, or one of its relays with `?relay=EU-0`
@@ -99,13 +99,14 @@ pub async fn route(
         ["messages"] => {
             let body = admin_body(req, dep, Method::Post).await?;
             let region = region::locate(req, env).region;
-            ask(req, env, at, Inbound::Publish { region }, Method::Post, Some(body)).await
+            ask(req, env, at, Inbound::Publish { region }, Method::Post, Some(body.into_bytes()))
+                .await
         }
         ["drain"] => admin(req, env, dep, at, Method::Post, Inbound::Drain).await,
         ["stats"] => or_relay(req, env, dep, at, Method::Get, Inbound::Stats, true).await,
         ["kick"] => {
             let body = admin_body(req, dep, Method::Post).await?;
-            ask(req, env, at, Inbound::Kick, Method::Post, Some(body)).await
+            ask(req, env, at, Inbound::Kick, Method::Post, Some(body.into_bytes())).await
         }
         #[cfg(feature = "fault-injection")]
         ["fault"] => or_relay(req, env, dep, at, Method::Post, Inbound::Fault, true).await,
@@ -123,7 +124,7 @@ pub async fn route(
                 let body = admin_body(req, dep, Method::Put).await?;
                 let region = region::locate(req, env).region;
                 let what = Inbound::PutKey { key, region };
-                ask(req, env, at, what, Method::Put, Some(body)).await
+                ask(req, env, at, what, Method::Put, Some(body.into_bytes())).await
             } else {
                 admin(req, env, dep, at, Method::Get, Inbound::Key(key)).await
             }
@@ -229,7 +230,7 @@ async fn relayed_connect(
 /// An upgrade whose token was refused: accepted, then closed at once with
 /// 4401 and the refusal's stable code as the reason, which a browser can
 /// read (it cannot read an HTTP status). Plain HTTP routes keep 401/403.
-fn refused_socket(at: Target<'_>, e: auth::AuthError) -> Outcome {
+pub(super) fn refused_socket(at: Target<'_>, e: auth::AuthError) -> Outcome {
     let path = format!("/{}/{}/ws", at.kind.path, at.room);
     closed_socket(&path, 4401, e.code()).map_err(|_| HttpRefusal::Auth(e))
 }
@@ -290,7 +291,7 @@ async fn custom(
     }
     let body = match method {
         Method::Get | Method::Head => None,
-        _ => Some(body_of(req).await?),
+        _ => Some(body_of(req).await?.into_bytes()),
     };
     let what = Inbound::Custom(Custom { method: method.to_string(), path, query, admin, user });
     ask(req, env, at, what, method, body).await
@@ -321,7 +322,7 @@ async fn admin_body(
     body_of(req).await
 }
 
-async fn body_of(req: &mut Request) -> Result<String, HttpRefusal> {
+pub(super) async fn body_of(req: &mut Request) -> Result<String, HttpRefusal> {
     let body = req.text().await.map_err(|_| HttpRefusal::BadParam("body"))?;
     if body.len() > MAX_BODY {
         return Err(HttpRefusal::TooLarge);
@@ -330,7 +331,7 @@ async fn body_of(req: &mut Request) -> Result<String, HttpRefusal> {
 }
 
 /// The claims of a valid token, or `None` in anonymous dev mode.
-fn authorize(
+pub(super) fn authorize(
     req: &Request,
     dep: &Deployment,
     token: Option<&str>,
@@ -399,13 +400,13 @@ fn connect_query(req: &Request) -> Result<ConnectQuery, HttpRefusal> {
 
 /// The token of a request: the `token` query parameter, else
 /// `Authorization: Bearer <token>`.
-fn token_of(req: &Request) -> Result<Option<String>, HttpRefusal> {
+pub(super) fn token_of(req: &Request) -> Result<Option<String>, HttpRefusal> {
     let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
     let query = url.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
     Ok(query.or_else(|| bearer(req)))
 }
 
-fn expect_method(req: &Request, method: Method) -> Result<(), HttpRefusal> {
+pub(super) fn expect_method(req: &Request, method: Method) -> Result<(), HttpRefusal> {
     if req.method() == method {
         Ok(())
     } else {
@@ -413,7 +414,7 @@ fn expect_method(req: &Request, method: Method) -> Result<(), HttpRefusal> {
     }
 }
 
-fn expect_room(room: &str) -> Result<(), HttpRefusal> {
+pub(super) fn expect_room(room: &str) -> Result<(), HttpRefusal> {
     if names::valid_room(room) {
         Ok(())
     } else {
@@ -421,7 +422,7 @@ fn expect_room(room: &str) -> Result<(), HttpRefusal> {
     }
 }
 
-fn expect_admin(req: &Request, dep: &Deployment) -> Result<(), HttpRefusal> {
+pub(super) fn expect_admin(req: &Request, dep: &Deployment) -> Result<(), HttpRefusal> {
     if dep.admin_key.is_none() {
         return Err(HttpRefusal::AdminDisabled);
     }
@@ -486,17 +487,18 @@ fn stub(env: &Env, at: Target<'_>, hint: Option<&str>) -> worker::Result<Stub> {
 
 /// Asks the room object to do `what`. Any request may be the one that
 /// creates the room, so each carries the placement hint for the caller.
-async fn ask(
+pub(super) async fn ask(
     req: &Request,
     env: &Env,
     at: Target<'_>,
     what: Inbound,
     method: Method,
-    body: Option<String>,
+    body: Option<Vec<u8>>,
 ) -> Outcome {
     let place = region::locate(req, env);
     let hint = home::hint_for(env, at.room, place.continent.as_deref());
-    let client = matches!(what, Inbound::Connect(_)).then_some(req);
+    let upgrade = matches!(what, Inbound::Connect(_) | Inbound::Doc(DocAsk::Connect { .. }));
+    let client = upgrade.then_some(req);
     let routed = Routed { room: at.room.to_owned(), home: hint.clone(), what, via: None };
     let asked = async {
         let inner = forward::request(&routed, client, method, body)?;

@@ -4,7 +4,7 @@ use worker::{Env, Method, Request, Response, Result};
 
 use super::config::Deployment;
 use super::refusal::HttpRefusal;
-use super::{cors, health, log, probe, rooms, Kind};
+use super::{cors, docs, health, log, probe, rooms, Kind};
 
 /// Routes one request of the Worker: `/{kind}/{room}/...` to the room,
 /// `/probe`, `/region`, `/health`; anything else is 404.
@@ -37,7 +37,11 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
         [kind, room, rest @ ..] => match kinds.iter().find(|k| k.path == *kind) {
             Some(kind) => {
                 let at = rooms::Target { kind, room };
-                rooms::route(&mut req, &env, &dep, at, rest).await
+                if kind.document {
+                    docs::route(&mut req, &env, &dep, at, rest).await
+                } else {
+                    rooms::route(&mut req, &env, &dep, at, rest).await
+                }
             }
             // A connect to a kind this Worker does not serve is told so in a
             // close a browser can read, so a client stops instead of retrying.
@@ -66,7 +70,7 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
 }
 
 /// Whether the request asks for a WebSocket.
-fn is_upgrade(req: &Request) -> bool {
+pub(super) fn is_upgrade(req: &Request) -> bool {
     let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
     upgrade.eq_ignore_ascii_case("websocket")
 }

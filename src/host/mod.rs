@@ -8,6 +8,8 @@
 //! attachments of the sockets that stayed connected ([`sockets`]), with a
 //! fresh value of the kind's rules.
 
+#[cfg(feature = "documents")]
+mod doc;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod heartbeat;
@@ -32,6 +34,8 @@ use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
 use crate::room::{self, Block, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
+#[cfg(feature = "documents")]
+pub use doc::DocHost;
 use links::Links;
 pub use object::{Companion, Object};
 pub use relay::Relay;
@@ -318,9 +322,12 @@ impl Inner {
                 let body = req.text().await?;
                 self.server_set(origin, key, &body, region)?
             }
-            Inbound::State | Inbound::Key(_) | Inbound::Log { .. } | Inbound::Stats => {
-                self.read(origin, what)?
-            }
+            // A document's asks never reach a room kind's object (the edge routes by kind).
+            Inbound::State
+            | Inbound::Key(_)
+            | Inbound::Log { .. }
+            | Inbound::Stats
+            | Inbound::Doc(_) => self.read(origin, what)?,
             Inbound::Custom(custom) => {
                 let body = req.text().await.unwrap_or_default();
                 let request = crate::room::rules::Request {

@@ -1,0 +1,84 @@
+//! A document room's bounds and budgets, and the deployment variable that moves them.
+
+use crate::settings::{Shown, Variable};
+
+/// `DOC_MAX_BYTES`: the largest document, as stored (the whole document encoded once).
+pub const DOC_MAX_BYTES: Variable = Variable {
+    name: "DOC_MAX_BYTES",
+    default: Shown::Number(DocConfig::DEFAULT.max_doc_bytes as u64),
+    meaning: "the largest document a document kind's room stores (bytes, the whole document encoded once); an update that would pass it is refused (`document_too_large`)",
+};
+
+/// A document room's bounds (PROTOCOL-DOCUMENTS.md, "Bounds").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocConfig {
+    /// The largest document, as stored (`DOC_MAX_BYTES`).
+    pub max_doc_bytes: usize,
+    /// The log is folded into a snapshot when it holds more than this many bytes (and more
+    /// than the snapshot), and when the room empties.
+    pub compact_above: usize,
+    /// Largest awareness state (JSON bytes).
+    pub max_awareness_bytes: usize,
+    /// Most awareness states one socket holds (a tab is one Yjs client).
+    pub awareness_per_socket: usize,
+    /// A state not renewed for this long goes (y-protocols' `outdatedTimeout`; stock
+    /// clients renew every 15 s).
+    pub awareness_timeout_ms: u64,
+    /// Frames a user may send per second, and at once.
+    pub frames_per_sec: u64,
+    pub frame_burst: u64,
+    /// Bytes a user may send per second (at once: the whole document twice, so an offline
+    /// tab's sync fits).
+    pub bytes_per_sec: u64,
+    /// Bytes the room may send a user in sync replies per second (at once: the whole document
+    /// twice, so a late joiner's sync fits).
+    pub reply_bytes_per_sec: u64,
+}
+
+impl DocConfig {
+    pub const DEFAULT: DocConfig = DocConfig {
+        max_doc_bytes: 4 * 1024 * 1024,
+        compact_above: 1024 * 1024,
+        max_awareness_bytes: 8 * 1024,
+        awareness_per_socket: 4,
+        awareness_timeout_ms: 30_000,
+        frames_per_sec: 100,
+        frame_burst: 400,
+        bytes_per_sec: 256 * 1024,
+        reply_bytes_per_sec: 256 * 1024,
+    };
+
+    /// The largest frame a document socket takes: a sync step carrying the whole document.
+    pub fn max_frame(&self) -> usize {
+        self.max_doc_bytes + 64 * 1024
+    }
+
+    pub(crate) fn byte_burst(&self) -> u64 {
+        2 * self.max_frame() as u64
+    }
+
+    pub(crate) fn reply_burst(&self) -> u64 {
+        2 * self.max_frame() as u64
+    }
+
+    /// The config a deployment's variables give (`read` looks one up), with what was wrong.
+    pub fn from_vars(read: impl Fn(&str) -> Option<String>) -> (DocConfig, Vec<String>) {
+        let mut config = DocConfig::DEFAULT;
+        let mut problems = Vec::new();
+        if let Some(text) = read(DOC_MAX_BYTES.name) {
+            match text.trim().parse::<usize>() {
+                // At least 64 KiB; at most 64 MiB (a Durable Object has 128 MB of memory).
+                Ok(n) if (64 * 1024..=64 * 1024 * 1024).contains(&n) => config.max_doc_bytes = n,
+                _ => problems
+                    .push(format!("{} must be 65536..=67108864, got {text:?}", DOC_MAX_BYTES.name)),
+            }
+        }
+        (config, problems)
+    }
+}
+
+impl Default for DocConfig {
+    fn default() -> Self {
+        DocConfig::DEFAULT
+    }
+}

@@ -1,0 +1,423 @@
+//! The document room: one Yjs document, the sockets editing it, their awareness and their
+//! budgets, as a pure state machine. Time and ids come in; effects come out as data
+//! ([`Effect`]), in the order the adapter must apply them: an update's `Store` always comes
+//! before the frames that show it to anyone (stored before seen).
+
+use std::collections::BTreeMap;
+
+use yrs::updates::decoder::Decode;
+use yrs::{
+    ClientID, Doc, OffsetKind, Options, ReadTxn, StateVector, Transact, TransactionMut, Update,
+};
+
+use super::awareness::{Awareness, Bounds};
+use super::config::DocConfig;
+use super::error::{Consequence, DocError};
+use super::wire::{self, Entry, Message};
+use super::ConnId;
+use crate::room::rate::Bucket;
+
+/// Who holds a socket of the document, as the Worker admitted them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Member {
+    /// The token's user (anonymous dev mode: the socket's own id).
+    pub user: String,
+    /// May read the document but not change it.
+    pub read_only: bool,
+    /// Asked for homeroom's extension messages (`saved`, `refused`) with `homeroom=1`.
+    pub extensions: bool,
+}
+
+/// What the adapter does, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Append this update to the stored log.
+    Store(Vec<u8>),
+    /// Replace the stored snapshot with this encoding of the whole document and empty the
+    /// log (everything in the log is in it).
+    Compact(Vec<u8>),
+    /// A frame to one socket.
+    Send(ConnId, Vec<u8>),
+    /// A frame to every socket but `except`.
+    Broadcast { except: Option<ConnId>, frame: Vec<u8> },
+    /// Write the socket's record (its member and awareness, [`DocRoom::record`]) into the
+    /// socket, where it survives hibernation.
+    Remember(ConnId),
+    /// A refusal, for the log (the frames it causes are separate effects).
+    Refused(ConnId, DocError),
+    /// Close the socket with this code and reason.
+    Close(ConnId, u16, String),
+}
+
+/// A socket of the document.
+#[derive(Debug)]
+struct Socket {
+    member: Member,
+    /// Update messages received on it (each one is answered saved or refused, in order).
+    updates: u64,
+}
+
+/// A user's budgets, shared by their sockets.
+#[derive(Debug)]
+struct Budget {
+    frames: Bucket,
+    bytes: Bucket,
+    replies: Bucket,
+}
+
+/// What one socket keeps of itself across hibernation (its attachment).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Record {
+    pub member: Member,
+    pub updates: u64,
+    pub awareness: Vec<Entry>,
+}
+
+/// One document room.
+pub struct DocRoom {
+    config: DocConfig,
+    doc: Doc,
+    sockets: BTreeMap<ConnId, Socket>,
+    budgets: BTreeMap<String, Budget>,
+    awareness: Awareness,
+    /// Bytes of the stored snapshot and of the log after it: the document's stored size.
+    snapshot_bytes: usize,
+    log_bytes: usize,
+    out: Vec<Effect>,
+}
+
+impl DocRoom {
+    /// An empty document whose own edits (the server's) carry the Yjs client id `client`
+    /// (the adapter draws it at random each load, as a Yjs editor does).
+    pub fn new(config: DocConfig, client: u64) -> DocRoom {
+        let mut options =
+            Options::with_guid_and_client_id("homeroom".into(), ClientID::new(client));
+        options.offset_kind = OffsetKind::Utf16; // as Yjs counts, so server edits agree
+        options.skip_gc = false;
+        DocRoom {
+            config,
+            doc: Doc::with_options(options),
+            sockets: BTreeMap::new(),
+            budgets: BTreeMap::new(),
+            awareness: Awareness::default(),
+            snapshot_bytes: 0,
+            log_bytes: 0,
+            out: Vec::new(),
+        }
+    }
+
+    /// Loads what storage holds: the snapshot, then the log after it, in order. A stored
+    /// update that no longer decodes is skipped and counted (it cannot have been saved by
+    /// this room: everything stored was applied first).
+    pub fn restore<'a>(
+        &mut self,
+        snapshot: &[u8],
+        log: impl IntoIterator<Item = &'a [u8]>,
+    ) -> usize {
+        let mut skipped = 0;
+        let mut txn = self.doc.transact_mut();
+        if !snapshot.is_empty() {
+            skipped += usize::from(apply(&mut txn, snapshot).is_err());
+        }
+        self.snapshot_bytes = snapshot.len();
+        for update in log {
+            skipped += usize::from(apply(&mut txn, update).is_err());
+            self.log_bytes += update.len();
+        }
+        skipped
+    }
+
+    /// The effects to apply, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// A socket joins: it is sent the room's state vector (it answers with what the room
+    /// lacks) and everyone's awareness.
+    pub fn open(&mut self, now: u64, conn: ConnId, member: Member) {
+        let limits = self.config;
+        self.budgets.entry(member.user.clone()).or_insert_with(|| Budget {
+            frames: Bucket::full(limits.frame_burst, now),
+            bytes: Bucket::full(limits.byte_burst(), now),
+            replies: Bucket::full(limits.reply_burst(), now),
+        });
+        self.sockets.insert(conn, Socket { member, updates: 0 });
+        let sv = self.doc.transact().state_vector();
+        self.out.push(Effect::Send(conn, wire::sync_step1(&encode_sv(&sv))));
+        let states = self.awareness.all();
+        if !states.is_empty() {
+            self.out.push(Effect::Send(conn, wire::awareness(states.iter())));
+        }
+        self.out.push(Effect::Remember(conn));
+    }
+
+    /// A socket that stayed connected while the object hibernated, as its record says.
+    pub fn rejoin(&mut self, now: u64, conn: ConnId, record: Record) {
+        let Record { member, updates, awareness } = record;
+        let user = member.user.clone();
+        self.open_quietly(now, conn, member, updates);
+        // Its own states, as it last set them; renewed now (its tab is still there).
+        let _ = self.awareness.apply(conn, &user, awareness, now, self.bounds());
+    }
+
+    fn open_quietly(&mut self, now: u64, conn: ConnId, member: Member, updates: u64) {
+        let limits = self.config;
+        self.budgets.entry(member.user.clone()).or_insert_with(|| Budget {
+            frames: Bucket::full(limits.frame_burst, now),
+            bytes: Bucket::full(limits.byte_burst(), now),
+            replies: Bucket::full(limits.reply_burst(), now),
+        });
+        self.sockets.insert(conn, Socket { member, updates });
+    }
+
+    /// What socket `conn` keeps across hibernation.
+    pub fn record(&self, conn: ConnId) -> Option<Record> {
+        let socket = self.sockets.get(&conn)?;
+        Some(Record {
+            member: socket.member.clone(),
+            updates: socket.updates,
+            awareness: self.awareness.of_socket(conn),
+        })
+    }
+
+    /// A frame arrived on socket `conn`.
+    pub fn message(&mut self, now: u64, conn: ConnId, frame: &[u8]) {
+        let counted = self.sockets.get(&conn).map(|s| s.updates);
+        if let Err(refused) = self.handle(now, conn, frame) {
+            // The `refused` extension names the update refused (0: not an update).
+            let now_counted = self.sockets.get(&conn).map(|s| s.updates);
+            let index = if now_counted != counted { now_counted.unwrap_or(0) } else { 0 };
+            self.refuse(conn, refused, index);
+        }
+    }
+
+    fn handle(&mut self, now: u64, conn: ConnId, frame: &[u8]) -> Result<(), DocError> {
+        let Some(socket) = self.sockets.get(&conn) else { return Ok(()) };
+        if frame.len() > self.config.max_frame() {
+            return Err(DocError::FrameTooLarge);
+        }
+        let limits = self.config;
+        let budget =
+            self.budgets.get_mut(&socket.member.user).expect("every socket's user has a budget");
+        if !budget.frames.take(limits.frames_per_sec, limits.frame_burst, 1, now)
+            || !budget.bytes.take(
+                limits.bytes_per_sec,
+                limits.byte_burst(),
+                frame.len() as u64,
+                now,
+            )
+        {
+            return Err(DocError::RateLimited);
+        }
+        match wire::decode(frame)? {
+            Message::SyncStep1(sv) => {
+                let diff = self.doc.transact().encode_diff_v1(&sv);
+                let budget = self.budget_of(conn);
+                if !budget.replies.take(
+                    limits.reply_bytes_per_sec,
+                    limits.reply_burst(),
+                    diff.len() as u64,
+                    now,
+                ) {
+                    return Err(DocError::RateLimited);
+                }
+                self.out.push(Effect::Send(conn, wire::sync_step2(&diff)));
+            }
+            Message::Update { bytes, .. } => self.member_update(conn, bytes)?,
+            Message::Awareness(entries) => {
+                let user = self.sockets[&conn].member.user.clone();
+                let changed = self.awareness.apply(conn, &user, entries, now, self.bounds())?;
+                if !changed.is_empty() {
+                    // To the sender too, as y-websocket's own server does: a stock client
+                    // alone in the room hears its own renewals, or it takes the silence for a
+                    // dead socket after 30 s and reconnects.
+                    let frame = wire::awareness(changed.iter());
+                    self.out.push(Effect::Broadcast { except: None, frame });
+                    self.out.push(Effect::Remember(conn));
+                }
+            }
+            Message::QueryAwareness => {
+                let states = self.awareness.all();
+                self.out.push(Effect::Send(conn, wire::awareness(states.iter())));
+            }
+            Message::Ignored(_) => {}
+        }
+        Ok(())
+    }
+
+    /// An update from a member: counted, checked, applied, stored, then shown.
+    fn member_update(&mut self, conn: ConnId, bytes: Vec<u8>) -> Result<(), DocError> {
+        let socket = self.sockets.get_mut(&conn).expect("checked by the caller");
+        socket.updates += 1;
+        let (index, extensions, read_only) =
+            (socket.updates, socket.member.extensions, socket.member.read_only);
+        let update = Update::decode_v1(&bytes).map_err(|_| DocError::BadUpdate)?;
+        // An empty update (the sync step 2 of an editor with nothing new) changes nothing,
+        // whoever sends it.
+        if read_only && !update.is_empty() {
+            return Err(DocError::ReadOnly);
+        }
+        self.apply_and_store(update, &bytes, Some(conn))?;
+        if extensions {
+            self.out.push(Effect::Send(conn, wire::saved(index)));
+        }
+        self.out.push(Effect::Remember(conn));
+        Ok(())
+    }
+
+    /// An update made by the room itself (a backend route or the kind's rules): stored and
+    /// shown to every socket like a member's.
+    pub fn server_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
+        let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
+        self.apply_and_store(update, bytes, None)
+    }
+
+    /// A change made by the room itself in a transaction: `edit` changes the document; what
+    /// it changed is stored and shown to every socket like a member's update.
+    pub fn server_edit<R>(
+        &mut self,
+        edit: impl FnOnce(&mut TransactionMut<'_>) -> R,
+    ) -> Result<R, DocError> {
+        let (result, update) = {
+            let mut txn = self.doc.transact_mut();
+            let result = edit(&mut txn);
+            (result, txn.encode_update_v1())
+        };
+        if self.stored_bytes() + update.len() > self.config.max_doc_bytes {
+            // Already applied in memory: keep storage the truth by storing it anyway, then
+            // compacting; the bound is checked before member updates, which can be refused.
+            self.stored(update, None);
+            self.compact();
+            return Ok(result);
+        }
+        self.stored(update, None);
+        Ok(result)
+    }
+
+    /// Applies `update` (decoded from `bytes`), then stores and shows it.
+    fn apply_and_store(
+        &mut self,
+        update: Update,
+        bytes: &[u8],
+        from: Option<ConnId>,
+    ) -> Result<(), DocError> {
+        if update.is_empty() {
+            return Ok(()); // a sync step 2 of a client with nothing new
+        }
+        if self.stored_bytes() + bytes.len() > self.config.max_doc_bytes {
+            // The log overstates the document (it repeats what merges away): measure it.
+            self.compact();
+            if self.stored_bytes() + bytes.len() > self.config.max_doc_bytes {
+                return Err(DocError::TooLarge);
+            }
+        }
+        self.doc.transact_mut().apply_update(update).map_err(|_| DocError::BadUpdate)?;
+        self.stored(bytes.to_vec(), from);
+        Ok(())
+    }
+
+    /// Stores `update` (already applied), then shows it to every socket but its sender's.
+    fn stored(&mut self, update: Vec<u8>, from: Option<ConnId>) {
+        self.log_bytes += update.len();
+        let frame = wire::update(&update);
+        self.out.push(Effect::Store(update));
+        self.out.push(Effect::Broadcast { except: from, frame });
+        if self.log_bytes > self.config.compact_above.max(self.snapshot_bytes) {
+            self.compact();
+        }
+    }
+
+    /// Folds the log into a snapshot of the whole document.
+    pub fn compact(&mut self) {
+        let snapshot = self.doc.transact().encode_state_as_update_v1(&StateVector::default());
+        self.snapshot_bytes = snapshot.len();
+        self.log_bytes = 0;
+        self.out.push(Effect::Compact(snapshot));
+    }
+
+    /// A socket closed (or failed): its awareness states go, for the others; the last one out
+    /// folds the log into the snapshot.
+    pub fn close(&mut self, now: u64, conn: ConnId) {
+        let Some(socket) = self.sockets.remove(&conn) else { return };
+        let removed = self.awareness.drop_socket(conn, now, self.config.awareness_timeout_ms);
+        if !removed.is_empty() {
+            self.out
+                .push(Effect::Broadcast { except: None, frame: wire::awareness(removed.iter()) });
+        }
+        let user = socket.member.user;
+        if !self.sockets.values().any(|s| s.member.user == user) {
+            self.budgets.remove(&user);
+        }
+        if self.sockets.is_empty() && self.log_bytes > 0 {
+            self.compact();
+        }
+    }
+
+    /// Time passed: awareness states not renewed in time go. Returns when to call again.
+    pub fn tick(&mut self, now: u64) -> Option<u64> {
+        let removed = self.awareness.expire(now, self.config.awareness_timeout_ms);
+        if !removed.is_empty() {
+            self.out
+                .push(Effect::Broadcast { except: None, frame: wire::awareness(removed.iter()) });
+            let owners: Vec<ConnId> = self.sockets.keys().copied().collect();
+            self.out.extend(owners.into_iter().map(Effect::Remember));
+        }
+        self.awareness.next_expiry()
+    }
+
+    /// The whole document as one Yjs update (what a backend reads).
+    pub fn encoded(&self) -> Vec<u8> {
+        self.doc.transact().encode_state_as_update_v1(&StateVector::default())
+    }
+
+    /// The document, for reading (the backend's JSON view, the kind's rules).
+    pub fn doc(&self) -> &Doc {
+        &self.doc
+    }
+
+    /// The stored size: the snapshot and the log after it (bytes).
+    pub fn stored_bytes(&self) -> usize {
+        self.snapshot_bytes + self.log_bytes
+    }
+
+    /// Sockets open.
+    pub fn sockets(&self) -> usize {
+        self.sockets.len()
+    }
+
+    fn bounds(&self) -> Bounds {
+        Bounds {
+            max_state: self.config.max_awareness_bytes,
+            per_socket: self.config.awareness_per_socket,
+            timeout: self.config.awareness_timeout_ms,
+        }
+    }
+
+    fn budget_of(&mut self, conn: ConnId) -> &mut Budget {
+        let user = &self.sockets[&conn].member.user;
+        self.budgets.get_mut(user).expect("every socket's user has a budget")
+    }
+
+    /// A refusal: logged, told to a socket that asked for refusals, and closed if it must be.
+    fn refuse(&mut self, conn: ConnId, refused: DocError, index: u64) {
+        let Some(socket) = self.sockets.get(&conn) else { return };
+        if socket.member.extensions {
+            self.out.push(Effect::Send(conn, wire::refused(index, refused.code())));
+        }
+        if let Consequence::Close(code) = refused.consequence() {
+            self.out.push(Effect::Close(conn, code, refused.code().to_owned()));
+        }
+        self.out.push(Effect::Refused(conn, refused));
+    }
+}
+
+/// Applies one stored or sent update.
+fn apply(txn: &mut TransactionMut<'_>, bytes: &[u8]) -> Result<(), DocError> {
+    let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
+    txn.apply_update(update).map_err(|_| DocError::BadUpdate)
+}
+
+fn encode_sv(sv: &StateVector) -> Vec<u8> {
+    use yrs::updates::encoder::Encode;
+    sv.encode_v1()
+}

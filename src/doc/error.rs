@@ -1,0 +1,76 @@
+//! Why a document room refuses something a member sent, as a stable code, and what the
+//! refusal does to the member's socket (PROTOCOL-DOCUMENTS.md, "Refusals").
+
+/// A refusal. Nothing of a refused message is applied, stored or sent on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocError {
+    /// Not a y-protocols message, or one whose counts exceed its bytes.
+    Malformed,
+    /// An update `yrs` cannot decode or apply.
+    BadUpdate,
+    /// The member may read the document but not change it.
+    ReadOnly,
+    /// The update would take the document past its bound (`DOC_MAX_BYTES`).
+    TooLarge,
+    /// The frame is larger than a document socket takes.
+    FrameTooLarge,
+    /// The member sent more than its budget allows.
+    RateLimited,
+    /// An awareness state larger than allowed, or more Yjs clients on one socket than allowed.
+    AwarenessTooLarge,
+    /// An awareness entry for a Yjs client another user's socket holds.
+    NotYourClient,
+    /// The kind's rules refused the update (their code).
+    Rules(String),
+}
+
+/// What a refusal does to the socket that sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consequence {
+    /// The socket stays open: the message is dropped (and reported to a client that asked
+    /// for refusals). A stock client that resends it on every reconnect would loop if we
+    /// closed it.
+    Drop,
+    /// The socket is closed with this code: the client reconnects and resyncs, which carries
+    /// the dropped edit again once it is allowed (a rate limit), or the client is broken.
+    Close(u16),
+}
+
+impl DocError {
+    /// The stable code, as the `refused` extension message and the close reason carry it.
+    pub fn code(&self) -> &str {
+        match self {
+            DocError::Malformed => "malformed",
+            DocError::BadUpdate => "bad_update",
+            DocError::ReadOnly => "read_only",
+            DocError::TooLarge => "document_too_large",
+            DocError::FrameTooLarge => "frame_too_large",
+            DocError::RateLimited => "rate_limited",
+            DocError::AwarenessTooLarge => "awareness_too_large",
+            DocError::NotYourClient => "not_your_client",
+            DocError::Rules(code) => code,
+        }
+    }
+
+    /// What the refusal does to the socket.
+    pub fn consequence(&self) -> Consequence {
+        match self {
+            DocError::Malformed | DocError::FrameTooLarge => Consequence::Close(4400),
+            DocError::RateLimited => Consequence::Close(4429),
+            DocError::BadUpdate
+            | DocError::ReadOnly
+            | DocError::TooLarge
+            | DocError::AwarenessTooLarge
+            | DocError::NotYourClient
+            | DocError::Rules(_) => Consequence::Drop,
+        }
+    }
+}
+
+impl std::fmt::Display for DocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+impl std::error::Error for DocError {}

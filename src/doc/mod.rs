@@ -1,0 +1,36 @@
+//! The document kind: a room holding one Yjs document (`yrs`), spoken to with the
+//! y-protocols sync and awareness messages that every Yjs editor binding speaks
+//! (PROTOCOL-DOCUMENTS.md). Built with the crate feature `documents` only.
+//!
+//! - [`wire`]: the messages, decoded with every count bounded;
+//! - [`DocRoom`]: the room, a pure state machine like [`crate::room`]'s engine: every
+//!   update is stored before any socket sees it, awareness is kept in memory per socket;
+//! - [`DocConfig`]: its bounds and budgets;
+//! - [`DocError`]: why something a member sent was refused, and what that does to its socket.
+//!
+//! ```
+//! use homeroom::doc::{DocConfig, DocRoom, Effect, Member};
+//!
+//! let mut room = DocRoom::new(DocConfig::default(), 1);
+//! room.open(0, 7, Member { user: "ann".into(), read_only: false, extensions: false });
+//! // Ann is sent the room's state vector (sync step 1), and her socket's record is kept.
+//! assert!(matches!(room.take_effects()[..], [Effect::Send(7, _), Effect::Remember(7)]));
+//! ```
+
+mod awareness;
+mod config;
+mod engine;
+mod error;
+#[cfg(test)]
+mod tests;
+mod view;
+pub mod wire;
+
+pub use config::{DocConfig, DOC_MAX_BYTES};
+pub use engine::{DocRoom, Effect, Member, Record};
+pub use error::{Consequence, DocError};
+pub use view::TYPES;
+pub use wire::Entry;
+
+/// A socket of a document room, as its adapter numbers them.
+pub type ConnId = u64;

@@ -1,0 +1,121 @@
+//! Awareness: kept per socket, removed when the socket goes or stops renewing, never stored.
+
+use super::*;
+use crate::doc::wire::Entry;
+
+fn state(client: u64, clock: u32, json: &str) -> Vec<u8> {
+    wire::awareness([Entry { client, clock, json: json.into() }].iter())
+}
+
+/// The awareness entries editor `i` received, newest last.
+fn seen(sim: &Sim, i: usize) -> Vec<Entry> {
+    sim.editors[i]
+        .inbox
+        .iter()
+        .filter_map(|f| match wire::decode(f) {
+            Ok(Message::Awareness(entries)) => Some(entries),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn a_closed_sockets_state_is_removed_for_the_others_and_never_stored() {
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.connect(1);
+    sim.send(0, &state(100, 1, r#"{"name":"ann"}"#));
+    assert_eq!(seen(&sim, 1).last().unwrap().json, r#"{"name":"ann"}"#);
+    let stored = sim.stored.bytes();
+    sim.disconnect(0);
+    let last = seen(&sim, 1).pop().unwrap();
+    assert_eq!((last.client, last.clock, last.json.as_str()), (100, 2, "null"));
+    assert_eq!(sim.stored.bytes(), stored, "awareness is never stored");
+}
+
+#[test]
+fn a_state_not_renewed_goes_after_the_timeout() {
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.connect(1);
+    sim.send(0, &state(100, 1, "{}"));
+    let due = sim.room.tick(sim.now).expect("a state to expire");
+    assert_eq!(due, sim.now + 30_000);
+    sim.now = due - 1;
+    sim.room.tick(sim.now);
+    sim.apply();
+    assert!(!seen(&sim, 1).last().unwrap().is_removal());
+    // A renewal at the same clock keeps it alive.
+    sim.send(0, &state(100, 1, "{}"));
+    sim.now = due + 1;
+    sim.room.tick(sim.now);
+    sim.apply();
+    assert!(!seen(&sim, 1).last().unwrap().is_removal());
+    sim.now += 30_000;
+    sim.room.tick(sim.now);
+    sim.apply();
+    assert!(seen(&sim, 1).last().unwrap().is_removal());
+}
+
+#[test]
+fn a_late_joiner_sees_everyone_and_the_newest_socket_of_a_tab_wins() {
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect_as(0, member("ann"));
+    sim.send(0, &state(100, 1, r#"{"at":1}"#));
+    // Ann's tab reconnects on a new socket before the old one is seen to close.
+    let old = sim.editors[0].conn.unwrap();
+    sim.connect_as(0, member("ann"));
+    sim.send(0, &state(100, 2, r#"{"at":2}"#));
+    sim.room.close(sim.now, old);
+    sim.apply();
+    sim.connect(2);
+    let seen2 = seen(&sim, 2);
+    assert_eq!(seen2.len(), 1);
+    assert_eq!(seen2[0].json, r#"{"at":2}"#, "the old socket's close did not remove the tab");
+}
+
+#[test]
+fn a_member_cannot_take_or_remove_another_users_state() {
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect_as(0, member("ann"));
+    sim.connect_as(1, member("mallory"));
+    sim.connect_as(2, member("bob"));
+    sim.send(0, &state(100, 1, r#"{"name":"ann"}"#));
+    // Mallory learned Ann's client id from the broadcast and removes it, then poses as it.
+    sim.send(1, &state(100, 2, "null"));
+    sim.send(1, &state(100, 9, r#"{"name":"mallory"}"#));
+    let bob = seen(&sim, 2);
+    assert_eq!(bob.len(), 1, "Bob saw only Ann's own state");
+    assert_eq!(bob[0].json, r#"{"name":"ann"}"#);
+    assert!(sim.editors[1].conn.is_some(), "refused, not closed: a stock client would loop");
+}
+
+#[test]
+fn awareness_is_bounded_per_socket_and_per_state() {
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.connect(1);
+    for client in 0..10 {
+        sim.send(0, &state(1000 + client, 1, "{}"));
+    }
+    let states: std::collections::BTreeSet<u64> = seen(&sim, 1).iter().map(|e| e.client).collect();
+    assert_eq!(states.len(), DocConfig::default().awareness_per_socket);
+    let big = format!(r#"{{"x":"{}"}}"#, "x".repeat(9000));
+    let before = seen(&sim, 1).len();
+    sim.send(0, &state(1000, 2, &big));
+    assert_eq!(seen(&sim, 1).len(), before, "a 9 KB state is not sent on");
+}
+
+#[test]
+fn a_stock_clients_echo_of_anothers_state_is_ignored_not_refused() {
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect_as(0, member("ann"));
+    sim.connect_as(1, member("bob"));
+    sim.send(0, &state(100, 1, r#"{"name":"ann"}"#));
+    // y-websocket sends back every state it receives, at the clock it received.
+    sim.send(1, &state(100, 1, r#"{"name":"ann"}"#));
+    let refused = sim.trace.iter().any(|e| matches!(e, Effect::Refused(..)));
+    assert!(!refused, "an echo is no attack");
+    assert_eq!(seen(&sim, 0).len(), 1, "and changes nothing, so nothing is sent on");
+}

@@ -1,0 +1,102 @@
+//! The routes of a document kind (PROTOCOL-DOCUMENTS.md): its socket at `/{kind}/{room}`,
+//! where the stock `y-websocket` provider dials (`{server}/{room}?{params}`), and the
+//! operator's backend routes under it. Checked here, then handed to the room's object.
+
+use worker::{Env, Method, Request};
+
+use super::refusal::HttpRefusal;
+use super::rooms::{self, Caller, Target};
+use super::{config::Deployment, log, region};
+use crate::forward::{DocAsk, Inbound};
+
+/// Largest body `POST /{kind}/{room}/update` takes: the largest `DOC_MAX_BYTES` and a frame's
+/// slack (the room checks its own bound).
+const MAX_UPDATE_BODY: usize = 64 * 1024 * 1024 + 64 * 1024;
+
+type Outcome = std::result::Result<worker::Response, HttpRefusal>;
+
+/// Dispatches `/{kind}/{room}/{rest}` of a document kind.
+pub async fn route(
+    req: &mut Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    rest: &[&str],
+) -> Outcome {
+    rooms::expect_room(at.room)?;
+    match rest {
+        [] if super::serve::is_upgrade(req) => connect(req, env, dep, at).await,
+        ["update"] if req.method() == Method::Post => {
+            rooms::expect_admin(req, dep)?;
+            let body = req.bytes().await.map_err(|_| HttpRefusal::BadParam("body"))?;
+            if body.len() > MAX_UPDATE_BODY {
+                return Err(HttpRefusal::TooLarge);
+            }
+            let what = Inbound::Doc(DocAsk::Apply);
+            rooms::ask(req, env, at, what, Method::Post, Some(body)).await
+        }
+        ["update"] => admin(req, env, dep, at, DocAsk::Read).await,
+        ["json"] => {
+            let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+            let mut roots = Vec::new();
+            for (k, v) in url.query_pairs() {
+                if k == "types" {
+                    for pair in v.split(',').filter(|p| !p.is_empty()) {
+                        let (name, ty) = pair.split_once(':').unwrap_or((pair, "text"));
+                        roots.push((name.to_owned(), ty.to_owned()));
+                    }
+                }
+            }
+            if roots.is_empty() || roots.len() > 64 {
+                return Err(HttpRefusal::BadParam("types"));
+            }
+            admin(req, env, dep, at, DocAsk::Json { roots }).await
+        }
+        ["stats"] => admin(req, env, dep, at, DocAsk::Stats).await,
+        _ => Err(HttpRefusal::NotFound),
+    }
+}
+
+/// A GET route for the operator's backend.
+async fn admin(
+    req: &Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    what: DocAsk,
+) -> Outcome {
+    rooms::expect_method(req, Method::Get)?;
+    rooms::expect_admin(req, dep)?;
+    rooms::ask(req, env, at, Inbound::Doc(what), Method::Get, None).await
+}
+
+/// A document socket: the token from the `token` query parameter (the provider's `params`),
+/// refused as a closed socket a browser can read (4401 and the code).
+async fn connect(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) -> Outcome {
+    rooms::expect_method(req, Method::Get)?;
+    let token = rooms::token_of(req)?;
+    let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+    let extensions = url.query_pairs().any(|(k, v)| k == "homeroom" && v == "1");
+    let claims = match rooms::authorize(req, dep, token.as_deref(), at, Caller::Client) {
+        Ok(claims) => claims,
+        Err(HttpRefusal::Auth(e)) => return rooms::refused_socket(at, e),
+        Err(refusal) => return Err(refusal),
+    };
+    // A token whose `info` says `"read_only": true` opens the document read-only.
+    let read_only = claims
+        .as_ref()
+        .and_then(|c| c.info.as_ref())
+        .and_then(|info| serde_json::from_str::<serde_json::Value>(info.get()).ok())
+        .is_some_and(|info| info.get("read_only") == Some(&serde_json::Value::Bool(true)));
+    let user = claims.map(|c| c.sub);
+    if dep.log_connections {
+        let place = region::locate(req, env);
+        log(
+            "connect",
+            serde_json::json!({"room": at.room, "kind": at.kind.path, "region": place.region,
+                "colo": place.colo, "user": user, "read_only": read_only}),
+        );
+    }
+    let what = Inbound::Doc(DocAsk::Connect { user, read_only, extensions });
+    rooms::ask(req, env, at, what, Method::Get, None).await
+}

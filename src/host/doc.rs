@@ -1,0 +1,363 @@
+//! A document kind's Durable Object: a thin adapter around [`DocRoom`]. It loads the document
+//! from SQLite (a snapshot in chunks, then the log after it) on the first event after a start,
+//! an eviction or a reset, rejoins the sockets that stayed connected from their attachments,
+//! and applies the room's effects in order: SQLite writes are synchronous and the runtime's
+//! output gate holds every frame until they are durable, so a `Store` before a frame is
+//! stored before anyone sees it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use worker::{
+    js_sys, Env, Request, Response, Result, ScheduledTime, SqlStorage, SqlStorageValue as V, State,
+    WebSocket, WebSocketIncomingMessage, WebSocketPair,
+};
+
+use super::{now, random_u64, Companion, Object};
+use crate::doc::{ConnId, DocConfig, DocRoom, Effect, Member, Record};
+use crate::forward::{self, DocAsk, Inbound};
+use crate::logline::log;
+use crate::settings;
+
+/// A snapshot is stored in chunks of at most this many bytes (a SQLite value holds 2 MB).
+const CHUNK: usize = 1024 * 1024;
+
+/// The schema of a document room's storage.
+const SCHEMA: &str = include_str!("../../migrations/doc_0001.sql");
+
+/// A document room's object: the class a `documents { .. }` line of [`crate::worker!`]
+/// declares holds one.
+pub struct DocHost {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
+    state: State,
+    config: DocConfig,
+    sql: SqlStorage,
+    log_connections: bool,
+    /// The room and its sockets by id, present while the object is in memory.
+    live: RefCell<Option<Live>>,
+    /// The storage alarm this instance set and has not seen fire (ms).
+    alarm_at: Cell<Option<u64>>,
+    /// When the room next expires an awareness state (ms), as its last turn said.
+    due: Cell<Option<u64>>,
+}
+
+struct Live {
+    room: DocRoom,
+    sockets: HashMap<ConnId, WebSocket>,
+}
+
+/// What a socket's attachment holds: its id and its record.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Attachment {
+    conn: ConnId,
+    record: Record,
+}
+
+impl Companion for DocHost {
+    fn new(state: State, env: Env) -> Self {
+        console_error_panic_hook::set_once();
+        let (config, problems) = DocConfig::from_vars(|name| settings::read(&env, name));
+        for problem in problems {
+            log("config_error", serde_json::json!({ "problem": problem }));
+        }
+        let log_connections = crate::logline::connections_logged(settings::read(
+            &env,
+            settings::LOG_CONNECTIONS.name,
+        ));
+        let sql = state.storage().sql();
+        let inner = Inner {
+            state,
+            config,
+            sql,
+            log_connections,
+            live: RefCell::new(None),
+            alarm_at: Cell::new(None),
+            due: Cell::new(None),
+        };
+        DocHost { inner: Rc::new(inner) }
+    }
+}
+
+impl Object for DocHost {
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let Some(routed) = forward::read(&req) else {
+            return Response::error("the room accepts only requests forwarded by the Worker", 400);
+        };
+        let Inbound::Doc(ask) = routed.what else {
+            return Response::error("not a document kind's request", 400);
+        };
+        let inner = &self.inner;
+        let response = match ask {
+            DocAsk::Connect { user, read_only, extensions } => {
+                let pair = WebSocketPair::new()?;
+                let response = Response::from_websocket(pair.client)?;
+                let conn = random_u64() >> 11; // exact in JavaScript numbers
+                let user = user.unwrap_or_else(|| format!("anon-{conn:x}"));
+                let member = Member { user, read_only, extensions };
+                inner.state.accept_web_socket(&pair.server);
+                let attachment = Attachment {
+                    conn,
+                    record: Record { member: member.clone(), updates: 0, awareness: Vec::new() },
+                };
+                pair.server.serialize_attachment(serde_json::to_string(&attachment)?)?;
+                inner.with(|live, now| {
+                    live.sockets.insert(conn, pair.server);
+                    live.room.open(now, conn, member);
+                })?;
+                response
+            }
+            DocAsk::Read => {
+                let bytes = inner.with(|live, _| live.room.encoded())?;
+                let response = Response::from_bytes(bytes)?;
+                response.headers().set("content-type", "application/octet-stream")?;
+                response
+            }
+            DocAsk::Json { roots } => match inner.with(|live, _| live.room.json(&roots))? {
+                Ok(value) => Response::from_json(&value)?,
+                Err(ty) => error(400, "bad_param", &format!("unknown type {ty:?}"))?,
+            },
+            DocAsk::Apply => {
+                let body = req.bytes().await?;
+                match inner.with(|live, _| live.room.server_update(&body))? {
+                    Ok(()) => Response::from_json(&serde_json::json!({ "applied": true }))?,
+                    Err(e) => error(400, e.code(), "the update was refused; nothing was applied")?,
+                }
+            }
+            DocAsk::Stats => {
+                let stats = inner.with(|live, _| {
+                    serde_json::json!({
+                        "sockets": live.room.sockets(),
+                        "stored_bytes": live.room.stored_bytes(),
+                    })
+                })?;
+                Response::from_json(&stats)?
+            }
+        };
+        inner.schedule().await;
+        Ok(response)
+    }
+
+    async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> Result<()> {
+        let Some(conn) = conn_of(&ws) else { return Ok(()) };
+        let inner = &self.inner;
+        inner.with(|live, now| match &message {
+            WebSocketIncomingMessage::Binary(bytes) => live.room.message(now, conn, bytes),
+            // y-protocols is binary: a text frame is not one of its messages.
+            WebSocketIncomingMessage::String(text) => live.room.message(now, conn, text.as_bytes()),
+        })?;
+        inner.schedule().await;
+        Ok(())
+    }
+
+    async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        code: usize,
+        _reason: String,
+        clean: bool,
+    ) -> Result<()> {
+        self.gone(&ws, Some((code, clean))).await
+    }
+
+    async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
+        self.gone(&ws, None).await
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let inner = &self.inner;
+        inner.alarm_at.set(None);
+        if !inner.state.get_websockets().is_empty() {
+            inner.with(|_, _| ())?; // `with` ticks the room's clock
+            inner.schedule().await;
+        }
+        Response::ok("")
+    }
+}
+
+impl DocHost {
+    async fn gone(&self, ws: &WebSocket, close: Option<(usize, bool)>) -> Result<()> {
+        let Some(conn) = conn_of(ws) else { return Ok(()) };
+        let inner = &self.inner;
+        if inner.log_connections {
+            let (code, clean) = close.unzip();
+            log("close", serde_json::json!({"conn": conn, "code": code, "clean": clean}));
+        }
+        inner.with(|live, now| {
+            live.sockets.remove(&conn);
+            live.room.close(now, conn);
+        })?;
+        inner.schedule().await;
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Runs `f` on the room (loading it first if need be), then applies its effects and
+    /// expires what is due.
+    fn with<R>(&self, f: impl FnOnce(&mut Live, u64) -> R) -> Result<R> {
+        let mut slot = self.live.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(self.load()?);
+        }
+        let live = slot.as_mut().expect("loaded above");
+        let now = now().ms();
+        let result = f(live, now);
+        self.due.set(live.room.tick(now));
+        self.apply(live)?;
+        Ok(result)
+    }
+
+    /// The room from storage, and the sockets that stayed connected from their attachments.
+    fn load(&self) -> Result<Live> {
+        self.sql.exec(SCHEMA, None)?;
+        let generation = self.generation()?;
+        let mut snapshot = Vec::new();
+        let chunks = self.sql.exec(
+            "SELECT data FROM doc_snapshot WHERE generation = ? ORDER BY idx",
+            vec![V::Integer(generation)],
+        )?;
+        for row in chunks.raw() {
+            if let Some(V::Blob(bytes)) = row?.into_iter().next() {
+                snapshot.extend_from_slice(&bytes);
+            }
+        }
+        let mut log_rows = Vec::new();
+        for row in self.sql.exec("SELECT data FROM doc_log ORDER BY seq", None)?.raw() {
+            if let Some(V::Blob(bytes)) = row?.into_iter().next() {
+                log_rows.push(bytes);
+            }
+        }
+        let mut room = DocRoom::new(self.config, random_u64() >> 11);
+        let skipped = room.restore(&snapshot, log_rows.iter().map(Vec::as_slice));
+        if skipped > 0 {
+            log("storage_error", serde_json::json!({ "skipped_updates": skipped }));
+        }
+        let now = now().ms();
+        let mut sockets = HashMap::new();
+        for ws in self.state.get_websockets() {
+            let Some(a) = attachment_of(&ws) else { continue };
+            room.rejoin(now, a.conn, a.record);
+            sockets.insert(a.conn, ws);
+        }
+        let _ = room.take_effects();
+        Ok(Live { room, sockets })
+    }
+
+    /// The current snapshot's generation (0: none yet).
+    fn generation(&self) -> Result<i64> {
+        #[derive(serde::Deserialize)]
+        struct Row {
+            v: i64,
+        }
+        let rows: Vec<Row> =
+            self.sql.exec("SELECT v FROM doc_meta WHERE k = 'generation'", None)?.to_array()?;
+        Ok(rows.first().map_or(0, |r| r.v))
+    }
+
+    /// Applies the room's effects in order, until it has none.
+    fn apply(&self, live: &mut Live) -> Result<()> {
+        loop {
+            let effects = live.room.take_effects();
+            if effects.is_empty() {
+                return Ok(());
+            }
+            for effect in effects {
+                self.effect(live, effect)?;
+            }
+        }
+    }
+
+    fn effect(&self, live: &mut Live, effect: Effect) -> Result<()> {
+        match effect {
+            Effect::Store(update) => {
+                self.sql.exec("INSERT INTO doc_log (data) VALUES (?)", vec![V::Blob(update)])?;
+            }
+            Effect::Compact(snapshot) => self.compact(&snapshot)?,
+            Effect::Send(conn, frame) => {
+                if let Some(ws) = live.sockets.get(&conn) {
+                    let _ = ws.send_with_bytes(&frame);
+                }
+            }
+            Effect::Broadcast { except, frame } => {
+                for (conn, ws) in &live.sockets {
+                    if Some(*conn) != except {
+                        let _ = ws.send_with_bytes(&frame);
+                    }
+                }
+            }
+            Effect::Remember(conn) => {
+                if let (Some(ws), Some(record)) = (live.sockets.get(&conn), live.room.record(conn))
+                {
+                    let text = serde_json::to_string(&Attachment { conn, record })?;
+                    let _ = ws.serialize_attachment(text);
+                }
+            }
+            Effect::Refused(conn, why) => {
+                log("doc_refused", serde_json::json!({"conn": conn, "code": why.code()}));
+            }
+            Effect::Close(conn, code, reason) => {
+                if let Some(ws) = live.sockets.remove(&conn) {
+                    let _ = ws.close(Some(code), Some(reason));
+                }
+                live.room.close(now().ms(), conn);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the snapshot as a new generation of chunks, points at it, then drops the old
+    /// generation and the log it folds in. A reader sees the old generation or the new one,
+    /// never a mix; the log rows it folds in are harmless if left (updates are idempotent).
+    fn compact(&self, snapshot: &[u8]) -> Result<()> {
+        let generation = self.generation()? + 1;
+        for (idx, chunk) in snapshot.chunks(CHUNK).enumerate() {
+            self.sql.exec(
+                "INSERT INTO doc_snapshot (generation, idx, data) VALUES (?, ?, ?)",
+                vec![V::Integer(generation), V::Integer(idx as i64), V::Blob(chunk.to_vec())],
+            )?;
+        }
+        self.sql.exec(
+            "INSERT INTO doc_meta (k, v) VALUES ('generation', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+            vec![V::Integer(generation)],
+        )?;
+        self.sql
+            .exec("DELETE FROM doc_snapshot WHERE generation <> ?", vec![V::Integer(generation)])?;
+        self.sql.exec("DELETE FROM doc_log", None)?;
+        Ok(())
+    }
+
+    /// Sets the storage alarm for the next awareness expiry, if it is earlier than the one set.
+    async fn schedule(&self) {
+        let Some(at) = self.due.get() else { return };
+        if self.alarm_at.get().is_some_and(|set| set <= at) {
+            return;
+        }
+        self.alarm_at.set(Some(at));
+        let when = ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
+        if let Err(e) = self.state.storage().set_alarm(when).await {
+            log("alarm_error", serde_json::json!({ "error": e.to_string() }));
+        }
+    }
+}
+
+fn attachment_of(ws: &WebSocket) -> Option<Attachment> {
+    let text: String = ws.deserialize_attachment().ok()??;
+    serde_json::from_str(&text).ok()
+}
+
+fn conn_of(ws: &WebSocket) -> Option<ConnId> {
+    attachment_of(ws).map(|a| a.conn)
+}
+
+fn error(status: u16, code: &str, message: &str) -> Result<Response> {
+    let body = serde_json::json!({ "error": code, "message": message });
+    Ok(Response::from_json(&body)?.with_status(status))
+}
