@@ -322,12 +322,11 @@ impl Inner {
                 let body = req.text().await?;
                 self.server_set(origin, key, &body, region)?
             }
-            // A document's asks never reach a room kind's object (the edge routes by kind).
-            Inbound::State
-            | Inbound::Key(_)
-            | Inbound::Log { .. }
-            | Inbound::Stats
-            | Inbound::Doc(_) => self.read(origin, what)?,
+            // (A document's ask never comes here: the edge routes by kind. `read` refuses it.)
+            Inbound::State | Inbound::Key(_) | Inbound::Log { .. } | Inbound::Stats => {
+                self.read(origin, what)?
+            }
+            Inbound::Doc(_) => self.read(origin, what)?,
             Inbound::Custom(custom) => {
                 let body = req.text().await.unwrap_or_default();
                 let request = crate::room::rules::Request {

@@ -13,6 +13,7 @@ mod support;
 mod attacks;
 mod bad_input;
 mod cas;
+mod docs;
 mod edge_admin;
 mod edge_auth;
 mod edge_cors;
@@ -43,6 +44,7 @@ fn main() {
     // Longest first: they wait on purpose (restarts, idle eviction) while the rest runs.
     let specs = [
         restart::trials(),
+        docs::trials(),
         rules::trials(),
         attacks::trials(),
         wasm_reset::trials(),

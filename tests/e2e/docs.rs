@@ -1,0 +1,151 @@
+//! The document kind (`/docs/{room}`) with stock Yjs editors: `y-websocket`'s provider from npm,
+//! unmodified, in Node (tests/docs/editors.mjs runs each scenario and prints what its editors
+//! ended with; the checks are here). Converging, a late joiner, an offline edit, a read-only
+//! member, a backend's edit, awareness of a killed tab, and a restart that loses nothing saved.
+
+use std::time::Duration;
+
+use homeroom::auth::{mint, Claims, Key};
+use serde_json::{json, Value};
+
+use crate::check;
+use crate::edge_support::{now_secs, on, token_for, ADMIN_KEY, SECRET, TOKENS};
+use crate::harness::{alone, Spec};
+use crate::runtime::Runtime;
+use crate::support::{self, R};
+
+pub fn trials() -> Vec<Spec> {
+    vec![
+        alone("docs::a_restart_loses_no_saved_edit", restart_loses_nothing_saved),
+        on("docs::two_stock_editors_converge_and_a_late_joiner_gets_it_all", &TOKENS, converge),
+        on("docs::an_offline_edit_merges_on_reconnect", &TOKENS, offline),
+        on("docs::a_read_only_members_update_is_refused_and_changes_nothing", &TOKENS, read_only),
+        on("docs::a_backend_edit_reaches_every_editor", &TOKENS, server_edit),
+        on("docs::a_killed_tabs_awareness_goes_for_the_others", &TOKENS, awareness_of_killed_tab),
+    ]
+}
+
+/// Runs scenario `name` of tests/docs/editors.mjs; its last line of output, as JSON.
+async fn editors(name: &str, args: Value) -> R<Value> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let run = tokio::process::Command::new("node")
+        .arg("tests/docs/editors.mjs")
+        .arg(name)
+        .arg(args.to_string())
+        .current_dir(root)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .map_err(|_| format!("{name}: the editors took more than 60 s"))?
+        .map_err(|e| format!("{name}: node: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    check!(
+        out.status.success(),
+        "{name}: the editors failed ({}):\n{}\n{stdout}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).map_err(|e| format!("{name}: no JSON result ({e}): {stdout}"))
+}
+
+/// A token for the document `room` (kind `docs`), read-only if `read_only`.
+fn doc_token(room: &str, sub: &str, read_only: bool) -> String {
+    if !read_only {
+        return token_for("docs", room, sub);
+    }
+    let info = serde_json::value::RawValue::from_string(r#"{"read_only":true}"#.into()).unwrap();
+    let claims =
+        Claims { info: Some(info), ..Claims::new(room, sub, now_secs() + 3600).with_kind("docs") };
+    mint(&Key::new(SECRET.as_bytes()), &claims)
+}
+
+fn args_for(port: u16, room: &str) -> Value {
+    let tokens: serde_json::Map<String, Value> = ["ann", "bob", "cat"]
+        .iter()
+        .map(|u| (u.to_string(), Value::String(doc_token(room, u, false))))
+        .chain([("reader".to_string(), Value::String(doc_token(room, "reader", true)))])
+        .collect();
+    json!({"url": format!("ws://127.0.0.1:{port}/docs"), "room": room, "tokens": tokens, "admin": ADMIN_KEY})
+}
+
+async fn converge(ctx: support::Ctx) -> R {
+    let room = support::room("doc-converge");
+    let r = editors("converge", args_for(ctx.port, &room)).await?;
+    let ann = r["ann"].as_str().unwrap_or_default();
+    check!(ann.len() == 240, "ann ended with {ann:?}");
+    for i in 0..20 {
+        check!(ann.contains(&format!("ann{i:02};")), "ann's word {i} is there: {ann:?}");
+        check!(ann.contains(&format!("bob{i:02};")), "bob's word {i} reached ann: {ann:?}");
+    }
+    check!(r["bob"] == r["ann"] && r["cat"] == r["ann"], "not converged: {r}");
+    Ok(())
+}
+
+async fn offline(ctx: support::Ctx) -> R {
+    let room = support::room("doc-offline");
+    let r = editors("offline", args_for(ctx.port, &room)).await?;
+    check!(r["apart"] == true, "bob's edit was offline, the texts differed: {r}");
+    let ann = r["ann"].as_str().unwrap_or_default();
+    check!(ann.contains("offline-bob ") && ann.contains("online-ann "), "both edits kept: {r}");
+    check!(r["bob"] == r["ann"], "merged: {r}");
+    Ok(())
+}
+
+async fn read_only(ctx: support::Ctx) -> R {
+    let room = support::room("doc-readonly");
+    let r = editors("readonly", args_for(ctx.port, &room)).await?;
+    check!(r["writer"] == "kept ", "the writer saw nothing of the vandal: {r}");
+    check!(r["fresh"] == "kept ", "nor did a fresh reader (nothing stored): {r}");
+    // The stock provider keeps the refused change locally: it is the reader's own view.
+    check!(r["reader"] == "kept vandal", "the reader's local view: {r}");
+    let refused = r["refused"].as_array().cloned().unwrap_or_default();
+    check!(refused.iter().all(|x| x["code"] == "read_only"), "refused read_only: {r}");
+    Ok(())
+}
+
+async fn server_edit(ctx: support::Ctx) -> R {
+    let room = support::room("doc-server");
+    let r = editors("serveredit", args_for(ctx.port, &room)).await?;
+    check!(r["status"] == 200, "POST update: {r}");
+    let want = "by hand. by the assistant.";
+    check!(r["ann"] == want && r["bob"] == want, "both editors: {r}");
+    check!(r["json"]["text"] == want, "the backend reads it as JSON: {r}");
+    Ok(())
+}
+
+async fn awareness_of_killed_tab(ctx: support::Ctx) -> R {
+    let room = support::room("doc-awareness");
+    let r = editors("awareness", args_for(ctx.port, &room)).await?;
+    let ms = r["gone_ms"].as_u64().unwrap_or(u64::MAX);
+    // The socket's close reaches the room at once when the process dies; the documented
+    // bound for a socket that goes silent without closing is the 30 s timeout.
+    check!(ms <= 5_000, "ann's state went {ms} ms after her process was killed: {r}");
+    check!(r["names"] == json!(["bob"]), "only bob is left: {r}");
+    Ok(())
+}
+
+/// Edits saved (the room said so), a hard kill, a new runtime on the same storage: a fresh,
+/// empty editor reads every saved edit, with no old editor around to resend them.
+async fn restart_loses_nothing_saved() -> R {
+    let dir = tempfile::Builder::new()
+        .prefix("homeroom-e2e-doc-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let vars = ["--var", &format!("AUTH_SECRET:{SECRET}")];
+    let mut first = Runtime::start_with("doc-1", dir.path(), &vars).await?;
+    let room = support::room("doc-restart");
+    let text = "every word of this was saved before the kill. ".repeat(3);
+    let mut args = args_for(first.port, &room);
+    args["text"] = json!(text);
+    let wrote = editors("write", args).await.map_err(|e| format!("{e}\n{}", first.log.tail(40)))?;
+    check!(wrote["text"] == json!(text), "the writer's text: {wrote}");
+    first.kill_hard().await;
+    let second = Runtime::start_with("doc-2", dir.path(), &vars).await?;
+    let read = editors("read", args_for(second.port, &room))
+        .await
+        .map_err(|e| format!("{e}\n{}", second.log.tail(40)))?;
+    check!(read["text"] == json!(text), "after the restart a fresh editor reads {read}");
+    Ok(())
+}
