@@ -13,6 +13,7 @@ use yrs::{
 use super::awareness::{Awareness, Bounds};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
+use super::guard::{check_update, Shape};
 use super::wire::{self, Entry, Message};
 use super::ConnId;
 use crate::room::rate::Bucket;
@@ -114,14 +115,15 @@ impl DocRoom {
         snapshot: &[u8],
         log: impl IntoIterator<Item = &'a [u8]>,
     ) -> usize {
+        // One transaction each, as they were applied live: a transaction's end (its clean-up,
+        // its garbage collection) is part of what an update did.
         let mut skipped = 0;
-        let mut txn = self.doc.transact_mut();
         if !snapshot.is_empty() {
-            skipped += usize::from(apply(&mut txn, snapshot).is_err());
+            skipped += usize::from(apply(&mut self.doc.transact_mut(), snapshot).is_err());
         }
         self.snapshot_bytes = snapshot.len();
         for update in log {
-            skipped += usize::from(apply(&mut txn, update).is_err());
+            skipped += usize::from(apply(&mut self.doc.transact_mut(), update).is_err());
             self.log_bytes += update.len();
         }
         skipped
@@ -223,7 +225,7 @@ impl DocRoom {
                 }
                 self.out.push(Effect::Send(conn, wire::sync_step2(&diff)));
             }
-            Message::Update { bytes, .. } => self.member_update(conn, bytes)?,
+            Message::Update { bytes, shape, .. } => self.member_update(conn, bytes, &shape)?,
             Message::Awareness(entries) => {
                 let user = self.sockets[&conn].member.user.clone();
                 let changed = self.awareness.apply(conn, &user, entries, now, self.bounds())?;
@@ -246,7 +248,12 @@ impl DocRoom {
     }
 
     /// An update from a member: counted, checked, applied, stored, then shown.
-    fn member_update(&mut self, conn: ConnId, bytes: Vec<u8>) -> Result<(), DocError> {
+    fn member_update(
+        &mut self,
+        conn: ConnId,
+        bytes: Vec<u8>,
+        shape: &Shape,
+    ) -> Result<(), DocError> {
         let socket = self.sockets.get_mut(&conn).expect("checked by the caller");
         socket.updates += 1;
         let (index, extensions, read_only) =
@@ -256,6 +263,9 @@ impl DocRoom {
         // whoever sends it.
         if read_only && !update.is_empty() {
             return Err(DocError::ReadOnly);
+        }
+        if !self.fits(shape) {
+            return Err(DocError::MissingDependencies);
         }
         self.apply_and_store(update, &bytes, Some(conn))?;
         if extensions {
@@ -268,8 +278,18 @@ impl DocRoom {
     /// An update made by the room itself (a backend route or the kind's rules): stored and
     /// shown to every socket like a member's.
     pub fn server_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
+        let shape = check_update(bytes)?;
         let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
+        if !self.fits(&shape) {
+            return Err(DocError::MissingDependencies);
+        }
         self.apply_and_store(update, bytes, None)
+    }
+
+    /// Whether an update of this shape integrates whole (see [`Shape::fits`]).
+    fn fits(&self, shape: &Shape) -> bool {
+        let sv = self.doc.transact().state_vector();
+        shape.fits(|client| u64::from(sv.get(&ClientID::new(client))))
     }
 
     /// A change made by the room itself in a transaction: `edit` changes the document; what
@@ -311,7 +331,14 @@ impl DocRoom {
                 return Err(DocError::TooLarge);
             }
         }
-        self.doc.transact_mut().apply_update(update).map_err(|_| DocError::BadUpdate)?;
+        if self.doc.transact_mut().apply_update(update).is_err() {
+            // `yrs` integrates block by block: what came before the error stays in memory, and
+            // a late joiner's sync would show it. Store the update so storage holds what memory
+            // holds (a reload replays the same partial apply); send it to nobody.
+            self.log_bytes += bytes.len();
+            self.out.push(Effect::Store(bytes.to_vec()));
+            return Err(DocError::BadUpdate);
+        }
         self.stored(bytes.to_vec(), from);
         Ok(())
     }

@@ -14,6 +14,9 @@ pub enum DocError {
     TooLarge,
     /// The frame is larger than a document socket takes.
     FrameTooLarge,
+    /// The update needs blocks the room does not have (it came from elsewhere than the room).
+    /// The socket is closed: the editor's next sync sends what was missing with it.
+    MissingDependencies,
     /// The member sent more than its budget allows.
     RateLimited,
     /// An awareness state larger than allowed, or more Yjs clients on one socket than allowed.
@@ -45,6 +48,7 @@ impl DocError {
             DocError::ReadOnly => "read_only",
             DocError::TooLarge => "document_too_large",
             DocError::FrameTooLarge => "frame_too_large",
+            DocError::MissingDependencies => "missing_dependencies",
             DocError::RateLimited => "rate_limited",
             DocError::AwarenessTooLarge => "awareness_too_large",
             DocError::NotYourClient => "not_your_client",
@@ -55,8 +59,10 @@ impl DocError {
     /// What the refusal does to the socket.
     pub fn consequence(&self) -> Consequence {
         match self {
-            DocError::Malformed | DocError::FrameTooLarge => Consequence::Close(4400),
-            DocError::RateLimited => Consequence::Close(4429),
+            DocError::Malformed => Consequence::Close(4400),
+            DocError::FrameTooLarge => Consequence::Close(1009),
+            DocError::MissingDependencies => Consequence::Close(4409),
+            DocError::RateLimited => Consequence::Close(4029),
             DocError::BadUpdate
             | DocError::ReadOnly
             | DocError::TooLarge

@@ -21,6 +21,7 @@ mod awareness;
 mod config;
 mod engine;
 mod error;
+pub mod guard;
 #[cfg(test)]
 mod tests;
 mod view;

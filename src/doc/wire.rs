@@ -9,6 +9,7 @@ use yrs::updates::decoder::Decode;
 use yrs::StateVector;
 
 use super::error::DocError;
+use super::guard::{check_state_vector, check_update, Shape};
 
 /// y-protocols' outer message tags.
 const SYNC: u64 = 0;
@@ -45,8 +46,8 @@ pub enum Message {
     /// "Here is what I have; send me what I lack."
     SyncStep1(StateVector),
     /// A document update: the answer to our step 1 (`step2`), or a live edit. The bytes are
-    /// the update as sent (lib0 v1), not yet decoded.
-    Update { bytes: Vec<u8>, step2: bool },
+    /// the update as sent (lib0 v1), walked ([`Shape`]) but not yet decoded.
+    Update { bytes: Vec<u8>, step2: bool, shape: Shape },
     /// Awareness entries.
     Awareness(Vec<Entry>),
     /// "Send me everyone's awareness."
@@ -66,8 +67,8 @@ pub fn decode(frame: &[u8]) -> Result<Message, DocError> {
             match sub {
                 STEP_1 => SyncMessageStep1::decode(buf)?,
                 STEP_2 | UPDATE => {
-                    check_update(buf)?;
-                    Message::Update { bytes: buf.to_vec(), step2: sub == STEP_2 }
+                    let shape = check_update(buf)?;
+                    Message::Update { bytes: buf.to_vec(), step2: sub == STEP_2, shape }
                 }
                 _ => return Err(DocError::Malformed),
             }
@@ -88,23 +89,10 @@ struct SyncMessageStep1;
 
 impl SyncMessageStep1 {
     fn decode(buf: &[u8]) -> Result<Message, DocError> {
-        let count: u64 = Cursor::new(buf).read_var().map_err(|_| DocError::Malformed)?;
-        if count > buf.len() as u64 / 2 {
-            return Err(DocError::Malformed);
-        }
+        check_state_vector(buf)?;
         let sv = StateVector::decode_v1(buf).map_err(|_| DocError::Malformed)?;
         Ok(Message::SyncStep1(sv))
     }
-}
-
-/// The first count of an update (its clients) cannot exceed its bytes: `yrs` reserves that
-/// many before reading them.
-fn check_update(buf: &[u8]) -> Result<(), DocError> {
-    let clients: u64 = Cursor::new(buf).read_var().map_err(|_| DocError::Malformed)?;
-    if clients > buf.len() as u64 {
-        return Err(DocError::Malformed);
-    }
-    Ok(())
 }
 
 /// An awareness update: a count, then per entry the client, its clock and its JSON text.
@@ -118,6 +106,9 @@ fn decode_awareness(buf: &[u8]) -> Result<Vec<Entry>, DocError> {
     let mut entries = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let client: u64 = cur.read_var().map_err(|_| DocError::Malformed)?;
+        if client >= 1 << 53 {
+            return Err(DocError::Malformed); // not a Yjs client id (a JavaScript number)
+        }
         let clock: u32 = cur.read_var().map_err(|_| DocError::Malformed)?;
         let json = cur.read_string().map_err(|_| DocError::Malformed)?;
         entries.push(Entry { client, clock, json: json.to_owned() });

@@ -50,10 +50,15 @@ fn garbage_and_hostile_frames_are_refused_without_harm() {
     sim.connect(0);
     sim.connect(1);
     sim.edit(0, "safe");
-    // A sync update whose bytes are not an update: refused, the socket stays.
-    sim.send(1, &wire::update(&[1, 1, 200, 200, 200, 1, 0xff, 0xff, 0xff]));
+    // An update `yrs` refuses (a GC block of length 0): refused, the socket stays.
+    sim.send(1, &wire::update(&[1, 1, 5, 0, 0, 0, 0]));
     assert!(sim.editors[1].conn.is_some());
+    assert_eq!(refusals(&sim), vec![DocError::BadUpdate]);
+    // Counts its bytes cannot hold: closed 4400 before `yrs` sees it.
+    sim.send(1, &wire::update(&[1, 1, 200, 200, 200, 1, 0xff, 0xff, 0xff]));
+    assert_eq!(sim.editors[1].closed, Some((4400, "malformed".into())));
     // Not a y-protocols message at all: closed 4400.
+    sim.connect(1);
     sim.send(1, &[0, 7, 1, 2, 3]);
     assert_eq!(sim.editors[1].closed, Some((4400, "malformed".into())));
     assert_eq!(sim.editors[0].text(), "safe");
@@ -61,7 +66,7 @@ fn garbage_and_hostile_frames_are_refused_without_harm() {
 }
 
 #[test]
-fn a_flood_is_closed_4429_and_the_edits_it_carried_come_back_with_the_resync() {
+fn a_flood_is_closed_4029_and_the_edits_it_carried_come_back_with_the_resync() {
     let mut sim = Sim::new(DocConfig::default(), 2);
     sim.connect(0);
     sim.connect(1);
@@ -71,7 +76,7 @@ fn a_flood_is_closed_4429_and_the_edits_it_carried_come_back_with_the_resync() {
         }
         sim.edit(1, &format!("{i},"));
     }
-    assert_eq!(sim.editors[1].closed, Some((4429, "rate_limited".into())));
+    assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())));
     // The edits made after the close stayed with the editor; a reconnect's sync carries them.
     sim.edit(1, "after");
     sim.now += 10_000;
@@ -96,7 +101,7 @@ fn repeated_whole_document_requests_are_paid_from_the_reply_budget() {
         sim.send(1, &ask);
         sent += 1;
     }
-    assert_eq!(sim.editors[1].closed, Some((4429, "rate_limited".into())));
+    assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())));
     // The burst is twice the largest frame: a few whole documents at once, then closed.
     let most = config.reply_burst() as usize / 50_000 + 1;
     assert!(sent <= most, "{sent} whole documents sent at once (at most {most})");

@@ -220,7 +220,7 @@ impl Sim {
             match effect {
                 Effect::Store(u) => stored.push(u),
                 Effect::Broadcast { frame, .. } | Effect::Send(_, frame) => {
-                    if let Ok(Message::Update { bytes, step2: false }) = wire::decode(frame) {
+                    if let Ok(Message::Update { bytes, step2: false, .. }) = wire::decode(frame) {
                         assert!(
                             stored.contains(&bytes.as_slice()),
                             "an update shown before it was stored"

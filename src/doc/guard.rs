@@ -1,0 +1,354 @@
+//! A walk over a Yjs update (lib0 v1) before `yrs` decodes it, checking what `yrs` would trust:
+//! every count it reserves room for must fit in the bytes that are left, and nested values
+//! must not recurse deeper than [`MAX_DEPTH`]. Without it a 7-byte update makes `yrs` 0.28
+//! reserve 384 MB (its block count, 24 bytes a block: `Update::decode`'s `try_reserve`), past a
+//! Worker's 128 MB, which resets the Wasm instance and every room in it; and an `Any` nested a
+//! few hundred thousand levels deep exhausts the stack. Noted for upstream (tests/README.md,
+//! "Documents").
+//!
+//! The walk mirrors `yrs`'s decoder (block info bits, parent info, content by kind, the
+//! delete set) and keeps only the update's [`Shape`]: the clock ranges it brings and the ids it
+//! refers to. The room applies an update only if it [fits](Shape::fits) the document: nothing
+//! it needs is missing. Such an update integrates whole, so the document never holds pending
+//! blocks or skips, the states where the fuzzer found `yrs` 0.28 overflowing a clock
+//! (`block_store.rs`, `BlockStore::push`) — and a hub never needs them: everything an editor
+//! has came through the room or from the editor itself.
+
+use yrs::encoding::read::{Cursor, Read};
+
+use super::error::DocError;
+
+/// How deep `Any` values (a map in an array in a map...) may nest in an update.
+pub const MAX_DEPTH: usize = 64;
+
+/// What an update brings and needs, as its bytes say.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// Clock ranges `(client, start, end)` of its blocks.
+    pub blocks: Vec<(u64, u64, u64)>,
+    /// Ids `(client, clock)` its items name: origins and parents.
+    pub refs: Vec<(u64, u64)>,
+    /// Deleted ranges `(client, start, end)`.
+    pub deletes: Vec<(u64, u64, u64)>,
+    /// It holds skip blocks (gaps it admits to).
+    pub skips: bool,
+}
+
+impl Shape {
+    /// Whether the update integrates whole into a document whose clock for each client is
+    /// `known(client)`: each client's blocks start at or before what is known (or right after
+    /// another range of the update), and every id it names and range it deletes is known or
+    /// brought by it.
+    pub fn fits(&self, known: impl Fn(u64) -> u64) -> bool {
+        if self.skips {
+            return false;
+        }
+        let mut ranges = self.blocks.clone();
+        ranges.sort_unstable_by_key(|&(c, start, _)| (c, start));
+        let mut reach: Vec<(u64, u64)> = Vec::new(); // (client, clock known after the update)
+        for (c, start, end) in ranges {
+            let at = match reach.last_mut() {
+                Some((last, at)) if *last == c => at,
+                _ => {
+                    reach.push((c, known(c)));
+                    &mut reach.last_mut().expect("pushed").1
+                }
+            };
+            if start > *at {
+                return false; // a gap: blocks before `start` are missing
+            }
+            *at = (*at).max(end);
+        }
+        let known_after =
+            |c: u64| reach.iter().find(|(r, _)| *r == c).map_or_else(|| known(c), |(_, at)| *at);
+        self.refs.iter().all(|&(c, k)| k < known_after(c))
+            && self.deletes.iter().all(|&(c, _, end)| end <= known_after(c))
+    }
+}
+
+/// Whether `yrs` may decode `update` without reserving more than its bytes justify, and what
+/// the update brings and needs.
+pub fn check_update(update: &[u8]) -> Result<Shape, DocError> {
+    check(update)
+}
+
+/// Whether a state vector (a count, then client and clock pairs) holds only what `yrs` takes.
+pub fn check_state_vector(sv: &[u8]) -> Result<(), DocError> {
+    let mut walk = Walk { cur: Cursor::new(sv), shape: Shape::default() };
+    let pairs = walk.count(2).map_err(|()| DocError::Malformed)?;
+    for _ in 0..pairs {
+        walk.client().map_err(|()| DocError::Malformed)?;
+        walk.clock().map_err(|()| DocError::Malformed)?;
+    }
+    Ok(())
+}
+
+fn check(update: &[u8]) -> Result<Shape, DocError> {
+    let mut walk = Walk { cur: Cursor::new(update), shape: Shape::default() };
+    walk.update().map_err(|()| DocError::Malformed)?;
+    Ok(walk.shape)
+}
+
+struct Walk<'a> {
+    cur: Cursor<'a>,
+    shape: Shape,
+}
+
+type Step = Result<(), ()>;
+
+impl Walk<'_> {
+    fn left(&self) -> u64 {
+        (self.cur.buf.len() - self.cur.next) as u64
+    }
+
+    fn var(&mut self) -> Result<u64, ()> {
+        self.cur.read_var::<u64>().map_err(|_| ())
+    }
+
+    /// A count of things that each take at least `each` bytes.
+    fn count(&mut self, each: u64) -> Result<u64, ()> {
+        let n = self.var()?;
+        if n.saturating_mul(each) > self.left() {
+            return Err(());
+        }
+        Ok(n)
+    }
+
+    /// A Yjs client id: at most 53 bits (a JavaScript number; `yrs` asserts it).
+    fn client(&mut self) -> Result<u64, ()> {
+        let id = self.var()?;
+        if id >= 1 << 53 {
+            return Err(());
+        }
+        Ok(id)
+    }
+
+    /// A clock or a length: `yrs` keeps them in a u32.
+    fn clock(&mut self) -> Result<u64, ()> {
+        let n = self.var()?;
+        if n > u64::from(u32::MAX) {
+            return Err(());
+        }
+        Ok(n)
+    }
+
+    fn u8(&mut self) -> Result<u8, ()> {
+        self.cur.read_u8().map_err(|_| ())
+    }
+
+    fn buf(&mut self) -> Step {
+        self.cur.read_buf().map(|_| ()).map_err(|_| ())
+    }
+
+    fn skip(&mut self, n: usize) -> Step {
+        self.cur.read_exact(n).map(|_| ()).map_err(|_| ())
+    }
+
+    fn update(&mut self) -> Step {
+        // Each client's header (blocks, client, clock) takes at least three bytes.
+        let clients = self.count(3)?;
+        for _ in 0..clients {
+            let blocks = self.count(1)?;
+            let client = self.client()?;
+            let start = self.clock()?;
+            let mut clock = start;
+            for _ in 0..blocks {
+                clock = clock.saturating_add(self.block()?);
+                if clock > u64::from(u32::MAX) {
+                    return Err(()); // `yrs` adds block lengths to a u32 clock
+                }
+            }
+            self.shape.blocks.push((client, start, clock));
+        }
+        self.delete_set()
+    }
+
+    fn id(&mut self) -> Step {
+        let id = (self.client()?, self.clock()?);
+        self.shape.refs.push(id);
+        Ok(())
+    }
+
+    /// One block; its length in clock units.
+    fn block(&mut self) -> Result<u64, ()> {
+        let info = self.u8()?;
+        if info == 0 || info == 10 {
+            // GC and skip: a length (`yrs` matches the whole byte).
+            self.shape.skips |= info == 10;
+            return self.clock();
+        }
+        let (origin, right) = (info & 0x80 != 0, info & 0x40 != 0);
+        if origin {
+            self.id()?;
+        }
+        if right {
+            self.id()?;
+        }
+        if !origin && !right {
+            if self.var()? == 1 {
+                self.buf()?; // a named root
+            } else {
+                self.id()?; // a parent's id
+            }
+            if info & 0x20 != 0 {
+                self.buf()?; // parent sub (a map key)
+            }
+        }
+        self.content(info & 0b1111)
+    }
+
+    /// An item's content; its length in clock units.
+    fn content(&mut self, kind: u8) -> Result<u64, ()> {
+        match kind {
+            1 => self.clock(), // deleted: a length
+            2 => {
+                // JSON: `yrs` reads one more string than the count says.
+                let n = self.count(1)?;
+                (0..=n).try_for_each(|_| self.buf())?;
+                Ok(n + 1)
+            }
+            4 => {
+                // A string counts its UTF-16 units.
+                let s = self.cur.read_string().map_err(|_| ())?;
+                Ok(s.encode_utf16().count() as u64)
+            }
+            3 | 5 => self.buf().map(|()| 1), // binary, embed (JSON text)
+            6 => {
+                self.buf()?; // format: key
+                self.buf().map(|()| 1)
+            }
+            7 => match self.u8()? {
+                3 => self.buf().map(|()| 1), // an XML element's name
+                0..=2 | 4..=6 | 9 | 15 => Ok(1),
+                _ => Err(()),
+            },
+            8 => {
+                let n = self.count(1)?;
+                (0..n).try_for_each(|_| self.any(0))?;
+                Ok(n)
+            }
+            9 => {
+                self.buf()?; // a sub-document's guid
+                self.any(0).map(|()| 1)
+            }
+            _ => Err(()),
+        }
+    }
+
+    fn any(&mut self, depth: usize) -> Step {
+        if depth > MAX_DEPTH {
+            return Err(());
+        }
+        match self.u8()? {
+            127 | 126 | 121 | 120 => Ok(()),
+            125 => self.var().map(|_| ()),
+            124 => self.skip(4),
+            123 | 122 => self.skip(8),
+            119 | 116 => self.buf(),
+            118 => {
+                let n = self.count(2)?;
+                (0..n).try_for_each(|_| {
+                    self.buf()?;
+                    self.any(depth + 1)
+                })
+            }
+            117 => {
+                let n = self.count(1)?;
+                (0..n).try_for_each(|_| self.any(depth + 1))
+            }
+            _ => Err(()),
+        }
+    }
+
+    fn delete_set(&mut self) -> Step {
+        let clients = self.count(2)?;
+        for _ in 0..clients {
+            let client = self.client()?;
+            let ranges = self.count(2)?;
+            for _ in 0..ranges {
+                let start = self.clock()?;
+                let end = start.saturating_add(self.clock()?);
+                if end > u64::from(u32::MAX) {
+                    return Err(()); // `yrs` adds them as u32
+                }
+                self.shape.deletes.push((client, start, end));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use yrs::updates::decoder::Decode;
+    use yrs::{Array, Doc, Map, ReadTxn, Text, Transact, Update, XmlFragment};
+
+    fn varint(mut n: u64, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 127) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 128);
+        }
+    }
+
+    #[test]
+    fn every_kind_of_real_update_passes() {
+        let doc = Doc::with_client_id(7);
+        let text = doc.get_or_insert_text("text");
+        let map = doc.get_or_insert_map("map");
+        let array = doc.get_or_insert_array("array");
+        let xml = doc.get_or_insert_xml_fragment("xml");
+        {
+            let mut txn = doc.transact_mut();
+            text.insert(&mut txn, 0, "hello ☃ world");
+            text.remove_range(&mut txn, 2, 3);
+            map.insert(&mut txn, "n", 1.5);
+            map.insert(&mut txn, "big", 1i64 << 40);
+            map.insert(&mut txn, "s", "str");
+            map.insert(&mut txn, "nested", yrs::any!({"a": [1, true, null, {"b": "c"}]}));
+            array.insert(&mut txn, 0, yrs::any!([1, 2, 3]));
+            array.insert(&mut txn, 0, yrs::MapPrelim::default());
+            xml.insert(&mut txn, 0, yrs::XmlElementPrelim::empty("p"));
+        }
+        let update = doc.transact().encode_state_as_update_v1(&yrs::StateVector::default());
+        check_update(&update).unwrap();
+        assert!(Update::decode_v1(&update).is_ok());
+    }
+
+    #[test]
+    fn a_seven_byte_update_claiming_millions_of_blocks_is_refused() {
+        // One client, 2^24 blocks, client 5, clock 0: yrs 0.28 reserves 384 MB for it.
+        let mut u = Vec::new();
+        for n in [1, 1 << 24, 5, 0] {
+            varint(n, &mut u);
+        }
+        assert_eq!(u.len(), 7);
+        assert_eq!(check_update(&u), Err(DocError::Malformed));
+    }
+
+    #[test]
+    fn nesting_past_the_depth_bound_is_refused() {
+        // One client, one block: an Any item (kind 8) under the root "r" holding one value,
+        // arrays nested 10,000 deep.
+        let mut u = Vec::new();
+        for n in [1, 1, 5, 0] {
+            varint(n, &mut u);
+        }
+        u.push(8); // info: content Any, no origins: parent info follows
+        varint(1, &mut u);
+        varint(1, &mut u);
+        u.push(b'r');
+        varint(1, &mut u);
+        for _ in 0..10_000 {
+            u.extend([117, 1]);
+        }
+        u.push(126);
+        varint(0, &mut u); // an empty delete set
+        assert_eq!(check_update(&u), Err(DocError::Malformed));
+    }
+}
