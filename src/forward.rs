@@ -162,6 +162,9 @@ pub enum DocAsk {
         read_only: bool,
         /// Asked for homeroom's extension messages (`homeroom=1`).
         extensions: bool,
+        /// When the token that admitted it expires (ms); `None` without a token.
+        #[serde(default)]
+        expires: Option<u64>,
     },
     /// The whole document as one Yjs update (admin).
     Read,

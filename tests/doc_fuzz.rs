@@ -171,7 +171,8 @@ fn no_frame_panics_overallocates_or_parts_storage_from_memory() {
         std::env::var("DOC_FUZZ_CHECK").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
     let corpus = corpus();
     let (mut room, mut stored) = (DocRoom::new(roomy(), 1), Stored::default());
-    let member = Member { user: "mallory".into(), read_only: false, extensions: true };
+    let member =
+        Member { user: "mallory".into(), read_only: false, extensions: true, expires: None };
     let (mut conn, mut refused, mut applied) = (1u64, 0u64, 0u64);
     room.open(0, conn, member.clone());
     for case in 0..inputs {

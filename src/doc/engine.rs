@@ -27,6 +27,10 @@ pub struct Member {
     pub read_only: bool,
     /// Asked for homeroom's extension messages (`saved`, `refused`) with `homeroom=1`.
     pub extensions: bool,
+    /// When the token that admitted it expires (ms): the socket is closed then (4401
+    /// `token_expired`). `None` without a token (anonymous dev mode).
+    #[serde(default)]
+    pub expires: Option<u64>,
 }
 
 /// What the adapter does, in order.
@@ -380,8 +384,19 @@ impl DocRoom {
         }
     }
 
-    /// Time passed: awareness states not renewed in time go. Returns when to call again.
+    /// Time passed: sockets whose token expired are closed, awareness states not renewed in
+    /// time go. Returns when to call again.
     pub fn tick(&mut self, now: u64) -> Option<u64> {
+        let expired: Vec<ConnId> = self
+            .sockets
+            .iter()
+            .filter(|(_, s)| s.member.expires.is_some_and(|at| at <= now))
+            .map(|(c, _)| *c)
+            .collect();
+        for conn in expired {
+            self.out.push(Effect::Close(conn, 4401, "token_expired".into()));
+            self.close(now, conn);
+        }
         let removed = self.awareness.expire(now, self.config.awareness_timeout_ms);
         if !removed.is_empty() {
             self.out
@@ -389,7 +404,11 @@ impl DocRoom {
             let owners: Vec<ConnId> = self.sockets.keys().copied().collect();
             self.out.extend(owners.into_iter().map(Effect::Remember));
         }
-        self.awareness.next_expiry()
+        let tokens = self.sockets.values().filter_map(|s| s.member.expires).min();
+        match (self.awareness.next_expiry(), tokens) {
+            (Some(a), Some(t)) => Some(a.min(t)),
+            (a, t) => a.or(t),
+        }
     }
 
     /// The whole document as one Yjs update (what a backend reads).

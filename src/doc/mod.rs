@@ -12,7 +12,8 @@
 //! use homeroom::doc::{DocConfig, DocRoom, Effect, Member};
 //!
 //! let mut room = DocRoom::new(DocConfig::default(), 1);
-//! room.open(0, 7, Member { user: "ann".into(), read_only: false, extensions: false });
+//! let ann = Member { user: "ann".into(), read_only: false, extensions: false, expires: None };
+//! room.open(0, 7, ann);
 //! // Ann is sent the room's state vector (sync step 1), and her socket's record is kept.
 //! assert!(matches!(room.take_effects()[..], [Effect::Send(7, _), Effect::Remember(7)]));
 //! ```

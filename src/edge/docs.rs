@@ -88,6 +88,7 @@ async fn connect(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) -> 
         .and_then(|c| c.info.as_ref())
         .and_then(|info| serde_json::from_str::<serde_json::Value>(info.get()).ok())
         .is_some_and(|info| info.get("read_only") == Some(&serde_json::Value::Bool(true)));
+    let expires = claims.as_ref().map(|c| c.exp.saturating_mul(1000));
     let user = claims.map(|c| c.sub);
     if dep.log_connections {
         let place = region::locate(req, env);
@@ -97,6 +98,6 @@ async fn connect(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) -> 
                 "colo": place.colo, "user": user, "read_only": read_only}),
         );
     }
-    let what = Inbound::Doc(DocAsk::Connect { user, read_only, extensions });
+    let what = Inbound::Doc(DocAsk::Connect { user, read_only, extensions, expires });
     rooms::ask(req, env, at, what, Method::Get, None).await
 }

@@ -91,13 +91,19 @@ impl Object for DocHost {
             return Response::error("not a document kind's request", 400);
         };
         let inner = &self.inner;
+        // Reading a document that does not exist must not create it: only a connect, or a
+        // write by the operator's backend.
+        let reads = matches!(ask, DocAsk::Read | DocAsk::Json { .. } | DocAsk::Stats);
+        if reads && !inner.exists()? {
+            return error(404, "room_not_found", "no such document");
+        }
         let response = match ask {
-            DocAsk::Connect { user, read_only, extensions } => {
+            DocAsk::Connect { user, read_only, extensions, expires } => {
                 let pair = WebSocketPair::new()?;
                 let response = Response::from_websocket(pair.client)?;
                 let conn = random_u64() >> 11; // exact in JavaScript numbers
                 let user = user.unwrap_or_else(|| format!("anon-{conn:x}"));
-                let member = Member { user, read_only, extensions };
+                let member = Member { user, read_only, extensions, expires };
                 inner.state.accept_web_socket(&pair.server);
                 let attachment = Attachment {
                     conn,
@@ -184,6 +190,8 @@ impl Object for DocHost {
 
 impl DocHost {
     async fn gone(&self, ws: &WebSocket, close: Option<(usize, bool)>) -> Result<()> {
+        // Complete the closing handshake; the socket may already be closed.
+        let _ = ws.close(Some(1000), Some("closed"));
         let Some(conn) = conn_of(ws) else { return Ok(()) };
         let inner = &self.inner;
         if inner.log_connections {
@@ -249,6 +257,25 @@ impl Inner {
         }
         let _ = room.take_effects();
         Ok(Live { room, sockets })
+    }
+
+    /// Whether the document was ever created (its tables exist).
+    fn exists(&self) -> Result<bool> {
+        if self.live.borrow().is_some() {
+            return Ok(true);
+        }
+        #[derive(serde::Deserialize)]
+        struct Count {
+            n: u64,
+        }
+        let tables: Vec<Count> = self
+            .sql
+            .exec(
+                "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'doc_log'",
+                None,
+            )?
+            .to_array()?;
+        Ok(tables.first().is_some_and(|c| c.n > 0))
     }
 
     /// The current snapshot's generation (0: none yet).

@@ -9,7 +9,10 @@ use homeroom::auth::{mint, Claims, Key};
 use serde_json::{json, Value};
 
 use crate::check;
-use crate::edge_support::{now_secs, on, token_for, ADMIN_KEY, SECRET, TOKENS};
+use crate::edge_support::{
+    bearer_admin, check_refusal, check_token_close, get, now_secs, on, token_for, ADMIN_KEY,
+    SECRET, TOKENS,
+};
 use crate::harness::{alone, Spec};
 use crate::runtime::Runtime;
 use crate::support::{self, R};
@@ -22,6 +25,7 @@ pub fn trials() -> Vec<Spec> {
         on("docs::a_read_only_members_update_is_refused_and_changes_nothing", &TOKENS, read_only),
         on("docs::a_backend_edit_reaches_every_editor", &TOKENS, server_edit),
         on("docs::a_killed_tabs_awareness_goes_for_the_others", &TOKENS, awareness_of_killed_tab),
+        on("docs::strangers_are_refused_and_reads_create_nothing", &TOKENS, strangers),
     ]
 }
 
@@ -123,6 +127,30 @@ async fn awareness_of_killed_tab(ctx: support::Ctx) -> R {
     // bound for a socket that goes silent without closing is the 30 s timeout.
     check!(ms <= 5_000, "ann's state went {ms} ms after her process was killed: {r}");
     check!(r["names"] == json!(["bob"]), "only bob is left: {r}");
+    Ok(())
+}
+
+/// A socket without a token, or with another kind's, is closed 4401 with the code; the
+/// backend routes want the admin key; reading a document that was never created answers 404
+/// and creates nothing (a second read still finds none).
+async fn strangers(ctx: support::Ctx) -> R {
+    let room = support::room("doc-strangers");
+    check_token_close("no token", ctx.port, &format!("/docs/{room}"), "token_missing").await?;
+    let rooms_token = token_for("rooms", &room, "ann");
+    let path = format!("/docs/{room}?token={rooms_token}");
+    check_token_close("a token for another kind", ctx.port, &path, "token_wrong_kind").await?;
+    let json = format!("/docs/{room}/json?types=text:text");
+    let member = format!("Bearer {}", doc_token(&room, "ann", false));
+    check_refusal(
+        "json as a member",
+        &get(ctx.port, &json, &[("Authorization", &member)]).await?,
+        401,
+        "bad_admin_key",
+    )?;
+    for _ in 0..2 {
+        let resp = get(ctx.port, &json, &[("Authorization", &bearer_admin())]).await?;
+        check_refusal("json of no document", &resp, 404, "room_not_found")?;
+    }
     Ok(())
 }
 

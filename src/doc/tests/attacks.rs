@@ -106,3 +106,31 @@ fn repeated_whole_document_requests_are_paid_from_the_reply_budget() {
     let most = config.reply_burst() as usize / 50_000 + 1;
     assert!(sent <= most, "{sent} whole documents sent at once (at most {most})");
 }
+
+#[test]
+fn a_socket_is_closed_when_its_token_expires_and_its_awareness_goes() {
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    let expires = Some(sim.now + 60_000);
+    sim.connect_as(1, Member { expires, ..member("leaver") });
+    sim.send(
+        1,
+        &wire::awareness([crate::doc::Entry { client: 101, clock: 1, json: "{}".into() }].iter()),
+    );
+    assert_eq!(sim.room.tick(sim.now), Some(sim.now + 30_000), "the awareness timeout comes first");
+    sim.now += 40_000; // renewed (no tick came between): now the token goes first
+    sim.send(
+        1,
+        &wire::awareness([crate::doc::Entry { client: 101, clock: 2, json: "{}".into() }].iter()),
+    );
+    assert_eq!(sim.room.tick(sim.now), expires, "then the token's expiry");
+    sim.now = expires.unwrap();
+    sim.room.tick(sim.now);
+    sim.apply();
+    assert_eq!(sim.editors[1].closed, Some((4401, "token_expired".into())));
+    let last = sim.editors[0].inbox.last().map(|f| wire::decode(f).ok());
+    assert!(
+        matches!(last, Some(Some(Message::Awareness(ref e))) if e[0].is_removal()),
+        "the others see the leaver's awareness go"
+    );
+}

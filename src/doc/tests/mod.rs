@@ -234,7 +234,7 @@ impl Sim {
 }
 
 pub fn member(user: &str) -> Member {
-    Member { user: user.into(), read_only: false, extensions: false }
+    Member { user: user.into(), read_only: false, extensions: false, expires: None }
 }
 
 /// The text of a document loaded from one update.
