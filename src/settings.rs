@@ -146,8 +146,20 @@ pub const EDGE_VARIABLES: &[Variable] = &[
 
 /// Every deployment variable: the room's, then the edge's.
 pub fn variables() -> impl Iterator<Item = &'static Variable> {
-    crate::room::ROOM_VARIABLES.iter().chain(EDGE_VARIABLES)
+    crate::room::ROOM_VARIABLES.iter().chain(EDGE_VARIABLES).chain(DOC_VARIABLES)
 }
+
+/// `DOC_MAX_BYTES`: the largest document of a document kind (crate feature `documents`).
+pub const DOC_MAX_BYTES: Variable = Variable {
+    name: "DOC_MAX_BYTES",
+    default: Shown::Number(DEFAULT_DOC_MAX_BYTES),
+    meaning: "the largest document a document kind's room stores (bytes, the whole document encoded once; 65536 to 67108864); an update that would pass it is refused (`document_too_large`)",
+};
+/// [`DOC_MAX_BYTES`]'s default: 4 MiB.
+pub const DEFAULT_DOC_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The document kinds' variables.
+pub const DOC_VARIABLES: &[Variable] = &[DOC_MAX_BYTES];
 
 /// A deployment setting as the Worker and the room object both read it: a secret, else a
 /// variable; blank counts as unset. Read from the environment once per isolate (a deploy, a

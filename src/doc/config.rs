@@ -1,13 +1,6 @@
 //! A document room's bounds and budgets, and the deployment variable that moves them.
 
-use crate::settings::{Shown, Variable};
-
-/// `DOC_MAX_BYTES`: the largest document, as stored (the whole document encoded once).
-pub const DOC_MAX_BYTES: Variable = Variable {
-    name: "DOC_MAX_BYTES",
-    default: Shown::Number(DocConfig::DEFAULT.max_doc_bytes as u64),
-    meaning: "the largest document a document kind's room stores (bytes, the whole document encoded once); an update that would pass it is refused (`document_too_large`)",
-};
+use crate::settings::{DEFAULT_DOC_MAX_BYTES, DOC_MAX_BYTES};
 
 /// A document room's bounds (PROTOCOL-DOCUMENTS.md, "Bounds").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +30,7 @@ pub struct DocConfig {
 
 impl DocConfig {
     pub const DEFAULT: DocConfig = DocConfig {
-        max_doc_bytes: 4 * 1024 * 1024,
+        max_doc_bytes: DEFAULT_DOC_MAX_BYTES as usize,
         compact_above: 1024 * 1024,
         max_awareness_bytes: 8 * 1024,
         awareness_per_socket: 4,

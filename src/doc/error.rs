@@ -15,7 +15,7 @@ pub enum DocError {
     /// The frame is larger than a document socket takes.
     FrameTooLarge,
     /// The update needs blocks the room does not have (it came from elsewhere than the room).
-    /// The socket is closed: the editor's next sync sends what was missing with it.
+    /// The socket is closed to reconnect: the editor's next sync sends what was missing.
     MissingDependencies,
     /// The member sent more than its budget allows.
     RateLimited,
@@ -60,8 +60,10 @@ impl DocError {
     pub fn consequence(&self) -> Consequence {
         match self {
             DocError::Malformed => Consequence::Close(4400),
-            DocError::FrameTooLarge => Consequence::Close(1009),
-            DocError::MissingDependencies => Consequence::Close(4409),
+            // The stock provider (y-websocket 3.1) stops reconnecting after a close in 4400-4499
+            // and reconnects after any other: closes it cannot cure stop it, the others heal.
+            DocError::FrameTooLarge => Consequence::Close(4413),
+            DocError::MissingDependencies => Consequence::Close(4500),
             DocError::RateLimited => Consequence::Close(4029),
             DocError::BadUpdate
             | DocError::ReadOnly

@@ -28,7 +28,7 @@ mod tests;
 mod view;
 pub mod wire;
 
-pub use config::{DocConfig, DOC_MAX_BYTES};
+pub use config::DocConfig;
 pub use engine::{DocRoom, Effect, Member, Record};
 pub use error::{Consequence, DocError};
 pub use view::TYPES;
