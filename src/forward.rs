@@ -132,6 +132,7 @@ pub enum Inbound {
         version: u32,
     },
     /// A request for a document kind's room ([`DocAsk`]).
+    #[cfg(feature = "documents")]
     Doc(DocAsk),
     /// Panic inside the object: a forced Wasm reset (test builds only).
     #[cfg(feature = "fault-injection")]
@@ -152,6 +153,7 @@ pub enum Inbound {
 }
 
 /// What a document kind's room is asked (PROTOCOL-DOCUMENTS.md).
+#[cfg(feature = "documents")]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum DocAsk {
     /// Accept a document socket (the request carries the client's upgrade).

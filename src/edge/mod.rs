@@ -15,7 +15,7 @@ pub mod regions;
 pub(crate) mod config;
 #[cfg(target_arch = "wasm32")]
 mod cors;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "documents"))]
 mod docs;
 #[cfg(target_arch = "wasm32")]
 mod health;

@@ -10,7 +10,7 @@ use super::config::{AuthMode, Deployment};
 use super::refusal::HttpRefusal;
 use super::{home, log, region, relays, Kind};
 use crate::auth;
-use crate::forward::{self, Custom, DocAsk, Forwarded, Inbound, Routed};
+use crate::forward::{self, Custom, Forwarded, Inbound, Routed};
 use crate::protocol::names;
 
 /// An admin route that a room's home answers, or one of its relays with `?relay=EU-0`
@@ -497,14 +497,23 @@ pub(super) async fn ask(
 ) -> Outcome {
     let place = region::locate(req, env);
     let hint = home::hint_for(env, at.room, place.continent.as_deref());
-    let upgrade = matches!(what, Inbound::Connect(_) | Inbound::Doc(DocAsk::Connect { .. }));
-    let client = upgrade.then_some(req);
+    let client = upgrades(&what).then_some(req);
     let routed = Routed { room: at.room.to_owned(), home: hint.clone(), what, via: None };
     let asked = async {
         let inner = forward::request(&routed, client, method, body)?;
         stub(env, at, hint.as_deref())?.fetch_with_request(inner).await
     };
     asked.await.map_err(|e| unavailable(at.room, e))
+}
+
+/// Whether the object is asked to accept the request's WebSocket upgrade.
+fn upgrades(what: &Inbound) -> bool {
+    match what {
+        Inbound::Connect(_) => true,
+        #[cfg(feature = "documents")]
+        Inbound::Doc(crate::forward::DocAsk::Connect { .. }) => true,
+        _ => false,
+    }
 }
 
 fn unavailable(room: &str, e: worker::Error) -> HttpRefusal {

@@ -4,7 +4,7 @@ use worker::{Env, Method, Request, Response, Result};
 
 use super::config::Deployment;
 use super::refusal::HttpRefusal;
-use super::{cors, docs, health, log, probe, rooms, Kind};
+use super::{cors, health, log, probe, rooms, Kind};
 
 /// Routes one request of the Worker: `/{kind}/{room}/...` to the room,
 /// `/probe`, `/region`, `/health`; anything else is 404.
@@ -38,7 +38,7 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
             Some(kind) => {
                 let at = rooms::Target { kind, room };
                 if kind.document {
-                    docs::route(&mut req, &env, &dep, at, rest).await
+                    documents(&mut req, &env, &dep, at, rest).await
                 } else {
                     rooms::route(&mut req, &env, &dep, at, rest).await
                 }
@@ -66,6 +66,24 @@ pub async fn fetch(mut req: Request, env: Env, kinds: &'static [Kind]) -> Result
     match origin {
         Some(origin) => cors::allow(resp, &origin),
         None => Ok(resp),
+    }
+}
+
+/// A document kind's route; without the crate feature `documents` (no document kind can be
+/// declared then: its class needs the feature) there is none.
+async fn documents(
+    req: &mut Request,
+    env: &Env,
+    dep: &Deployment,
+    at: rooms::Target<'_>,
+    rest: &[&str],
+) -> std::result::Result<Response, HttpRefusal> {
+    #[cfg(feature = "documents")]
+    return super::docs::route(req, env, dep, at, rest).await;
+    #[cfg(not(feature = "documents"))]
+    {
+        let _ = (req, env, dep, at, rest);
+        Err(HttpRefusal::NoSuchKind)
     }
 }
 

@@ -326,6 +326,7 @@ impl Inner {
             Inbound::State | Inbound::Key(_) | Inbound::Log { .. } | Inbound::Stats => {
                 self.read(origin, what)?
             }
+            #[cfg(feature = "documents")]
             Inbound::Doc(_) => self.read(origin, what)?,
             Inbound::Custom(custom) => {
                 let body = req.text().await.unwrap_or_default();
