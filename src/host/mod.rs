@@ -322,11 +322,10 @@ impl Inner {
                 let body = req.text().await?;
                 self.server_set(origin, key, &body, region)?
             }
-            // (A document's ask never comes here: the edge routes by kind. `read` refuses it.)
             Inbound::State | Inbound::Key(_) | Inbound::Log { .. } | Inbound::Stats => {
                 self.read(origin, what)?
             }
-            #[cfg(feature = "documents")]
+            #[cfg(feature = "documents")] // never sent here (the edge routes by kind): refused
             Inbound::Doc(_) => self.read(origin, what)?,
             Inbound::Custom(custom) => {
                 let body = req.text().await.unwrap_or_default();
