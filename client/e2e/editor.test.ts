@@ -1,30 +1,48 @@
-//! The demo's document editor (examples/editor, served at /editor.html) in headless Chromium
-//! against a real `wrangler dev`: the stock `y-websocket` provider, bundled as npm ships it.
-//! Two tabs type at once and converge; each sees the other in awareness; a third tab opened
-//! late gets the whole document; a tab that reloads gets it again from the room.
+//! Documents in headless Chromium against a real `wrangler dev`, with the stock `y-websocket`
+//! provider as npm ships it, bundled for the page. First the demo's editor (examples/editor,
+//! /editor.html): two tabs type at once and converge, see each other in awareness, a late tab
+//! and a reload get the whole document. Then the scenarios the Node trials play
+//! (tests/docs/scenarios.mjs, tests/e2e/docs.rs checks the same), run in pages: an offline
+//! edit merges, a read-only member's update is refused and changes nothing, a backend's edit
+//! reaches every editor, a tab whose renderer crashes loses its awareness for the others, and
+//! after the runtime is killed and restarted on the same storage a fresh page reads every
+//! saved edit.
 
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { buildSync } from "esbuild";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 
+import { mintToken } from "../src/token.js";
 import { context, FROM, launch, withLogs, page, screenshot } from "./browser.js";
-import { Wrangler } from "./runtime.js";
+import { ROOT, Wrangler } from "./runtime.js";
 
 let wr: Wrangler;
 let browser: Browser;
 const logs: string[] = [];
 const contexts: BrowserContext[] = [];
-const DOC = "e2e-doc-" + Date.now().toString(36);
+const SECRET = "browser-e2e-doc-secret-0c4f8a2b9d1e7f35";
+const ADMIN_KEY = "browser-e2e-doc-admin-key-6b2e9c1d4a7f";
+const stamp = Date.now().toString(36);
 
 const logged = withLogs(() => [
   ["page logs", logs.slice(-40).join("\n")],
   ["wrangler dev (last 60 lines)", wr?.tail(60) ?? ""],
 ]);
 
-async function open(user: string): Promise<Page> {
+const token = (room: string, sub: string, info?: Record<string, unknown>) =>
+  mintToken({ secret: SECRET, room, kind: "docs", sub, ...(info ? { info } : {}) });
+
+async function newContext(): Promise<BrowserContext> {
   const ctx = await context(browser, FROM.virginia);
   contexts.push(ctx);
-  const p = await page(ctx, `${wr.origin}/editor.html?doc=${DOC}&user=${user}`, logs, user);
+  return ctx;
+}
+
+async function open(doc: string, user: string): Promise<Page> {
+  const url = `${wr.origin}/editor.html?doc=${doc}&user=${user}&token=${await token(doc, user)}`;
+  const p = await page(await newContext(), url, logs, user);
   await p.waitForSelector("#status[data-synced=true]", { timeout: 30_000 });
   return p;
 }
@@ -40,8 +58,45 @@ async function until(what: string, check: () => Promise<boolean>, ms = 15_000): 
   }
 }
 
+/** tests/docs/scenarios.mjs with yjs and y-websocket, as one script for a page. */
+const bundle = buildSync({
+  entryPoints: [join(ROOT, "tests/docs/browser.mjs")],
+  bundle: true,
+  write: false,
+  format: "iife",
+  target: "es2020",
+  logLevel: "warning",
+}).outputFiles[0]!.text;
+
+type Args = Record<string, unknown>;
+
+/** A page of the runtime's origin (no script of its own) that can play the scenarios. */
+async function player(label: string, ctx?: BrowserContext): Promise<Page> {
+  const p = await page(ctx ?? (await newContext()), `${wr.origin}/no-page-here`, logs, label);
+  await p.addScriptTag({ content: bundle });
+  return p;
+}
+
+/** Plays scenario `name` in page `p` (one set of editors per page, kept between calls). */
+function play(p: Page, name: string, args: Args): Promise<any> {
+  return p.evaluate(([n, a]) => {
+    const g = globalThis as any;
+    g.play ??= g.docScenarios(a);
+    return g.play[n]();
+  }, [name, args] as const);
+}
+
+async function argsFor(room: string): Promise<Args> {
+  const tokens: Record<string, string> = {};
+  for (const u of ["ann", "bob", "cat"]) tokens[u] = await token(room, u);
+  tokens.reader = await token(room, "reader", { read_only: true });
+  return { url: `ws://127.0.0.1:${wr.port}/docs`, room, tokens, admin: ADMIN_KEY };
+}
+
+const VARS = ["--var", `AUTH_SECRET:${SECRET}`, "--var", `ADMIN_KEY:${ADMIN_KEY}`];
+
 before(async () => {
-  wr = await Wrangler.start();
+  wr = await Wrangler.start(VARS);
   browser = await launch();
 });
 
@@ -51,10 +106,11 @@ after(async () => {
   await wr?.stop();
 });
 
-describe("the document editor in Chromium", { timeout: 120_000 }, () => {
-  it("two tabs type at once and converge, see each other, and a late tab and a reload get it all", logged(async () => {
-    const ann = await open("ann");
-    const bob = await open("bob");
+describe("documents in Chromium", { timeout: 240_000 }, () => {
+  it("the editor: two tabs type at once and converge, see each other, and a late tab and a reload get it all", logged(async () => {
+    const doc = `e2e-doc-${stamp}`;
+    const ann = await open(doc, "ann");
+    const bob = await open(doc, "bob");
     await until("each sees the other", async () => {
       const [a, b] = [await who(ann), await who(bob)];
       return a.includes("bob") && b.includes("ann");
@@ -72,7 +128,7 @@ describe("the document editor in Chromium", { timeout: 120_000 }, () => {
     // Each tab's caret moved with the other's typing: each one's words are whole, in order.
     assert.ok(text.includes("ann was here. ") && text.includes("bob too. "), text);
 
-    const cat = await open("cat");
+    const cat = await open(doc, "cat");
     await until("a late tab gets the whole document", async () => (await value(cat)) === text);
     await until("and is seen", async () => (await who(ann)).includes("cat"));
 
@@ -82,5 +138,54 @@ describe("the document editor in Chromium", { timeout: 120_000 }, () => {
     await until("and the old tab of bob is gone from awareness", async () =>
       (await who(ann)).filter((n) => n === "bob").length === 1);
     await screenshot(ann, "editor");
+  }));
+
+  it("an offline edit merges on reconnect", logged(async () => {
+    const r = await play(await player("offline"), "offline", await argsFor(`e2e-off-${stamp}`));
+    assert.equal(r.apart, true, JSON.stringify(r));
+    assert.ok(r.ann.includes("offline-bob ") && r.ann.includes("online-ann "), JSON.stringify(r));
+    assert.equal(r.bob, r.ann);
+  }));
+
+  it("a read-only member's update is refused and changes nothing", logged(async () => {
+    const r = await play(await player("readonly"), "readonly", await argsFor(`e2e-ro-${stamp}`));
+    assert.equal(r.writer, "kept ", JSON.stringify(r));
+    assert.equal(r.fresh, "kept ", JSON.stringify(r));
+    assert.ok(r.refused.length > 0 && r.refused.every((x: { code: string }) => x.code === "read_only"), JSON.stringify(r));
+  }));
+
+  it("a backend's edit reaches every editor", logged(async () => {
+    const r = await play(await player("server"), "serveredit", await argsFor(`e2e-srv-${stamp}`));
+    assert.equal(r.status, 200, JSON.stringify(r));
+    assert.equal(r.ann, "by hand. by the assistant.");
+    assert.equal(r.bob, r.ann);
+    assert.equal(r.json.text, r.ann);
+  }));
+
+  it("a tab whose renderer crashes loses its awareness for the others", logged(async () => {
+    const args = await argsFor(`e2e-aw-${stamp}`);
+    const holdCtx = await newContext();
+    const holder = await player("holder", holdCtx);
+    await play(holder, "hold", args);
+    const watcher = await player("watcher");
+    await play(watcher, "watch", args);
+    // No goodbye: the renderer dies, y-websocket's unload handler never runs.
+    const cdp = await holdCtx.newCDPSession(holder);
+    void cdp.send("Page.crash").catch(() => {});
+    const r = await play(watcher, "gone", args);
+    assert.ok(r.gone_ms <= 5_000, JSON.stringify(r));
+    assert.deepEqual(r.names, ["bob"]);
+  }));
+
+  it("after a hard restart a fresh page reads every saved edit", logged(async () => {
+    const room = `e2e-restart-${stamp}`;
+    const text = "every word of this was saved before the kill. ".repeat(3);
+    const wrote = await play(await player("writer"), "write", { ...(await argsFor(room)), text });
+    assert.equal(wrote.text, text);
+    const persist = wr.persistDir;
+    await wr.kill();
+    wr = await Wrangler.start(VARS, persist);
+    const read = await play(await player("reader"), "read", await argsFor(room));
+    assert.equal(read.text, text);
   }));
 });

@@ -100,27 +100,33 @@ export class Wrangler {
     child.once("exit", () => (this.exited = true));
   }
 
+  /** Where its storage is: give it to {@link Wrangler.start} to restart on the same storage. */
+  get persistDir(): string {
+    return this.persist;
+  }
+
   get origin(): string {
     return `http://127.0.0.1:${this.port}`;
   }
 
   /**
    * Starts `wrangler dev` and waits until it serves the demo page; on fresh
-   * ports again (a few times) if another process took one of its ports.
+   * ports again (a few times) if another process took one of its ports. Its storage is
+   * `persist` if given (a runtime {@link Wrangler.kill}ed before), else a new directory.
    */
-  static async start(extraArgs: string[] = []): Promise<Wrangler> {
+  static async start(extraArgs: string[] = [], persist?: string): Promise<Wrangler> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await Wrangler.startOnce(extraArgs);
+        return await Wrangler.startOnce(extraArgs, persist);
       } catch (e) {
         if (attempt >= 3 || !addressInUse(String(e))) throw e;
       }
     }
   }
 
-  private static async startOnce(extraArgs: string[]): Promise<Wrangler> {
+  private static async startOnce(extraArgs: string[], given?: string): Promise<Wrangler> {
     const [port, inspector] = [await freePort(), await freePort()];
-    const persist = mkdtempSync(join(tmpdir(), "homeroom-browser-e2e-"));
+    const persist = given ?? mkdtempSync(join(tmpdir(), "homeroom-browser-e2e-"));
     // The Wasm as built (by scripts/test, or here), served as built: with wrangler.toml's [build], wrangler
     // builds again once its file watcher is ready and reloads the Worker, which on a busy
     // machine can be in the middle of a test (scripts/prebuilt-config says more).
@@ -169,6 +175,20 @@ export class Wrangler {
 
   tail(n: number): string {
     return this.log.slice(-n).join("\n");
+  }
+
+  /** Kills wrangler and workerd at once (SIGKILL), as a crash would; the storage stays. */
+  async kill(): Promise<void> {
+    const pid = this.child.pid;
+    if (pid !== undefined && !this.exited) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+      const deadline = Date.now() + 5_000;
+      while (!this.exited && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   async stop(): Promise<void> {

@@ -1,6 +1,7 @@
 //! The document kind (`/docs/{room}`) with stock Yjs editors: `y-websocket`'s provider from npm,
-//! unmodified, in Node (tests/docs/editors.mjs runs each scenario and prints what its editors
-//! ended with; the checks are here). Converging, a late joiner, an offline edit, a read-only
+//! unmodified, in Node (tests/docs/editors.mjs runs each scenario of tests/docs/scenarios.mjs
+//! and prints what its editors ended with; the checks are here; client/e2e/editor.test.ts
+//! plays the same scenarios in Chromium). Converging, a late joiner, an offline edit, a read-only
 //! member, a backend's edit, awareness of a killed tab, and a restart that loses nothing saved.
 
 use std::time::Duration;

@@ -1,0 +1,217 @@
+// The document scenarios the e2e trials play with stock Yjs editors: `y-websocket`'s own
+// WebsocketProvider, unmodified from npm. The same code runs on Node (tests/docs/editors.mjs,
+// run by tests/e2e/docs.rs) and in Chromium (tests/docs/browser.mjs, bundled and run by
+// client/e2e/editor.test.ts). Each scenario returns what its editors ended with; the checks
+// are the callers'. A scenario that cannot finish throws.
+//
+// args: {"url": "ws://127.0.0.1:PORT/docs", "room": "...", "tokens": {...}, "admin": "...",
+//        "text": "..." (write)}; `WebSocket`: the constructor to use (Node 20 has none).
+
+import * as Y from 'yjs'
+import { WebsocketProvider } from 'y-websocket'
+
+const SAVED = 100
+const REFUSED = 101
+
+export const sleep = (ms) => new Promise(resolve => setTimeout(resolve, ms))
+
+/** Waits until `pred()` holds (polling), or throws `what` after `ms`. */
+export async function until (what, pred, ms = 10000) {
+  const end = Date.now() + ms
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out: ${what}`)
+    await sleep(20)
+  }
+}
+
+// lib0's decoding of the two extension messages, by hand.
+function readVarUint (decoder) {
+  let num = 0
+  let mult = 1
+  for (;;) {
+    const r = decoder.arr[decoder.pos++]
+    num += (r & 127) * mult
+    mult *= 128
+    if (r < 128) return num
+  }
+}
+function readVarString (decoder) {
+  const len = readVarUint(decoder)
+  const bytes = decoder.arr.subarray(decoder.pos, decoder.pos + len)
+  decoder.pos += len
+  return new TextDecoder().decode(bytes)
+}
+
+export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
+  /** A stock editor: a Y.Doc and its provider; `homeroom` asks for the extension messages. */
+  function editor (token, { homeroom = false } = {}) {
+    const doc = new Y.Doc()
+    const params = { token }
+    if (homeroom) params.homeroom = '1'
+    const provider = new WebsocketProvider(args.url, args.room, doc, {
+      WebSocketPolyfill: WebSocketImpl,
+      params,
+      disableBc: true
+    })
+    const e = { doc, provider, text: doc.getText('text'), saved: 0, refused: [] }
+    if (homeroom) {
+      // What our provider adds: the room's word that an update is stored, or refused.
+      provider.messageHandlers[SAVED] = (_enc, decoder) => { e.saved = readVarUint(decoder) }
+      provider.messageHandlers[REFUSED] = (_enc, decoder) => {
+        const index = readVarUint(decoder)
+        e.refused.push({ index, code: readVarString(decoder) })
+      }
+    }
+    return e
+  }
+
+  const synced = (e, what) => until(`${what} synced`, () => e.provider.synced)
+  const names = (e) => [...e.provider.awareness.getStates().values()].map(s => s.user?.name)
+
+  /** Types `text` a few characters at a time, as a person would, at the end of the text. */
+  async function type (e, text) {
+    for (let i = 0; i < text.length; i += 3) {
+      e.text.insert(e.text.length, text.slice(i, i + 3))
+      await sleep(5)
+    }
+  }
+
+  let watcher = null
+
+  return {
+    // Two editors type at once; both converge; a third joins late and gets the whole document.
+    async converge () {
+      const a = editor(args.tokens.ann)
+      const b = editor(args.tokens.bob)
+      await Promise.all([synced(a, 'ann'), synced(b, 'bob')])
+      // Whole words, each one insert: concurrent inserts interleave but never split a word.
+      const words = async (e, who) => {
+        for (let i = 0; i < 20; i++) {
+          e.text.insert(e.text.length, `${who}${String(i).padStart(2, '0')};`)
+          await sleep(5)
+        }
+      }
+      await Promise.all([words(a, 'ann'), words(b, 'bob')])
+      await until('ann and bob converge', () => a.text.length === 240 && a.text.toString() === b.text.toString())
+      const c = editor(args.tokens.cat)
+      await synced(c, 'cat')
+      await until('cat has the whole document', () => c.text.toString() === a.text.toString())
+      const result = { ann: a.text.toString(), bob: b.text.toString(), cat: c.text.toString() }
+      for (const e of [a, b, c]) e.provider.destroy()
+      return result
+    },
+
+    // Types `args.text` and waits until the room says every update is stored.
+    async write () {
+      const a = editor(args.tokens.ann, { homeroom: true })
+      await synced(a, 'writer')
+      let sent = 0
+      a.doc.on('update', (_u, origin) => { if (origin !== a.provider) sent++ })
+      await type(a, args.text)
+      // The step 2 answering the room's step 1 is the first update message on the socket.
+      await until('every update saved', () => a.saved === sent + 1)
+      return { text: a.text.toString(), saved: a.saved }
+    },
+
+    // A fresh, empty editor reads the document.
+    async read () {
+      const a = editor(args.tokens.ann)
+      await synced(a, 'reader')
+      const result = { text: a.text.toString() }
+      a.provider.destroy()
+      return result
+    },
+
+    // Bob edits while offline; his edits merge when he reconnects.
+    async offline () {
+      const a = editor(args.tokens.ann)
+      const b = editor(args.tokens.bob)
+      await Promise.all([synced(a, 'ann'), synced(b, 'bob')])
+      await type(a, 'shared ')
+      await until('bob has ann\'s text', () => b.text.toString() === 'shared ')
+      b.provider.disconnect()
+      await type(b, 'offline-bob ')
+      await type(a, 'online-ann ')
+      await sleep(200)
+      const apart = a.text.toString() !== b.text.toString()
+      b.provider.connect()
+      await until('they merge', () => a.text.toString() === b.text.toString() &&
+        a.text.length === 'shared offline-bob online-ann '.length)
+      const result = { apart, ann: a.text.toString(), bob: b.text.toString() }
+      for (const e of [a, b]) e.provider.destroy()
+      return result
+    },
+
+    // A read-only member types: refused, nobody sees it, a fresh reader does not get it.
+    async readonly () {
+      const w = editor(args.tokens.ann)
+      const r = editor(args.tokens.reader, { homeroom: true })
+      await Promise.all([synced(w, 'writer'), synced(r, 'reader')])
+      await type(w, 'kept ')
+      await until('reader has the text', () => r.text.toString() === 'kept ')
+      await type(r, 'vandal')
+      await until('the reader is told', () => r.refused.some(x => x.code === 'read_only'))
+      await sleep(300)
+      const fresh = editor(args.tokens.cat)
+      await synced(fresh, 'fresh')
+      const result = { writer: w.text.toString(), fresh: fresh.text.toString(), reader: r.text.toString(), refused: r.refused }
+      for (const e of [w, r, fresh]) e.provider.destroy()
+      return result
+    },
+
+    // The backend writes into the document (POST .../update with the admin key); every
+    // editor gets it.
+    async serveredit () {
+      const a = editor(args.tokens.ann)
+      const b = editor(args.tokens.bob)
+      await Promise.all([synced(a, 'ann'), synced(b, 'bob')])
+      await type(a, 'by hand. ')
+      await until('bob has it', () => b.text.toString() === 'by hand. ')
+      // The server's edit: made on a copy that has the document, sent as the difference.
+      const copy = new Y.Doc()
+      Y.applyUpdate(copy, Y.encodeStateAsUpdate(a.doc))
+      const before = Y.encodeStateVector(copy)
+      copy.getText('text').insert(copy.getText('text').length, 'by the assistant.')
+      const update = Y.encodeStateAsUpdate(copy, before)
+      const http = args.url.replace(/^ws/, 'http')
+      const resp = await fetch(`${http}/${args.room}/update`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${args.admin}`, 'content-type': 'application/octet-stream' },
+        body: update
+      })
+      const status = resp.status
+      const want = 'by hand. by the assistant.'
+      await until('both editors have it', () => a.text.toString() === want && b.text.toString() === want)
+      const json = await (await fetch(`${http}/${args.room}/json?types=text:text`, {
+        headers: { authorization: `Bearer ${args.admin}` }
+      })).json()
+      for (const e of [a, b]) e.provider.destroy()
+      return { status, ann: a.text.toString(), bob: b.text.toString(), json }
+    },
+
+    // Ann holds an awareness state (until her process or page dies).
+    async hold () {
+      const a = editor(args.tokens.ann)
+      a.provider.awareness.setLocalStateField('user', { name: 'ann' })
+      await synced(a, 'holder')
+      return { ready: true }
+    },
+
+    // Bob waits until he sees Ann (then someone kills her without a goodbye)...
+    async watch () {
+      const b = editor(args.tokens.bob)
+      b.provider.awareness.setLocalStateField('user', { name: 'bob' })
+      await synced(b, 'bob')
+      await until('bob sees ann', () => names(b).includes('ann'), 15000)
+      watcher = b
+      return { names: names(b) }
+    },
+
+    // ... and then until her state goes.
+    async gone () {
+      const start = Date.now()
+      await until('ann\'s state goes', () => !names(watcher).includes('ann'), 40000)
+      return { gone_ms: Date.now() - start, names: names(watcher) }
+    }
+  }
+}
