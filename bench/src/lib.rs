@@ -13,6 +13,7 @@
 //! | [`report`] | the numbers of a run, as JSON and as a human summary |
 //! | [`stats`] | percentiles and time buckets |
 //! | [`spread`] | per publish, the first and the last receiver's latency |
+//! | [`docs`] | the documents rounds: homeroom's document kind against y-partyserver |
 //! | [`distance`] | a TCP proxy that holds every byte a fixed time each way (the WAN rows) |
 //! | [`runtime`] | starting and stopping a `wrangler dev` per target |
 //! | [`machine`] | CPU time of processes, machine facts, Wasm and attachment size |
@@ -23,6 +24,7 @@ pub mod args;
 pub mod backoff;
 pub mod client;
 pub mod distance;
+pub mod docs;
 pub mod machine;
 pub mod order;
 pub mod report;

@@ -57,6 +57,7 @@ fn main() {
         "load" => rt.block_on(load(&args)),
         "suite" => rt.block_on(suite_cmd(&args)),
         "render" => render_cmd(&args),
+        "docs" => rt.block_on(docs_cmd(&args)),
         "attachment" => {
             let a = machine::attachment();
             println!("{}", serde_json::to_string_pretty(&a).expect("json"));
@@ -181,6 +182,43 @@ async fn suite_cmd(args: &Args) -> Result<i32, String> {
     let root = root();
     let out = if out.is_absolute() { out } else { root.join(out) };
     suite::run(&root, &cfg, &out).await?;
+    Ok(0)
+}
+
+/// `docs [--doc-rounds 3] [--out bench/RESULTS.md] [--wasm-without RAW,GZIP]`: the documents
+/// rounds, alternating targets; their section replaces the one in `--out` (or is appended),
+/// and each round's JSON goes to target/homeroom-bench/docs-<unix time>.json.
+async fn docs_cmd(args: &Args) -> Result<i32, String> {
+    use homeroom_bench::docs;
+    let rounds: usize = args.get("doc-rounds", 3)?;
+    let out = PathBuf::from(args.get_str("out").unwrap_or_else(|| "bench/RESULTS.md".into()));
+    let without = args.get_str("wasm-without").and_then(|t| {
+        let (raw, gzip) = t.split_once(',')?;
+        Some((raw.parse().ok()?, gzip.parse().ok()?))
+    });
+    args.finish()?;
+    let root = root();
+    let out = if out.is_absolute() { out } else { root.join(out) };
+    let mut results = Vec::new();
+    for n in 0..rounds {
+        for target in [Target::Document, Target::YPartyserver] {
+            eprintln!("docs round {} of {rounds}: {target}", n + 1);
+            results.push(docs::round(&root, target, n).await?);
+        }
+    }
+    let dir = root.join("target/homeroom-bench");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("docs-{stamp}.json")), json).map_err(|e| e.to_string())?;
+    let section = docs::section(&root, &results, machine::wasm_size(&root), without);
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let head = text.split("\n## Documents:").next().unwrap_or_default().trim_end().to_owned();
+    std::fs::write(&out, format!("{head}\n{section}")).map_err(|e| e.to_string())?;
+    println!("{section}");
     Ok(0)
 }
 

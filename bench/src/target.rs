@@ -25,6 +25,11 @@ pub enum Target {
     /// (bench/baselines/rust-floor): what a connect and a frame cost a Rust object before any
     /// of homeroom's work. In the per-object rounds only (not in [`Target::ALL`]).
     PlainRust,
+    /// homeroom's document kind (`/docs/{room}`, y-protocols), in the documents rounds only.
+    Document,
+    /// A Yjs document on `y-partyserver` with an SQLite `onSave` (bench/baselines/y-partyserver),
+    /// in the documents rounds only.
+    YPartyserver,
 }
 
 /// What the load generator speaks to a target.
@@ -34,6 +39,8 @@ pub enum Protocol {
     Homeroom,
     /// Text in, the same text to every socket (sender included).
     Raw,
+    /// y-protocols (sync and awareness), binary.
+    Yjs,
 }
 
 impl Target {
@@ -55,6 +62,8 @@ impl Target {
             Target::PlainDurable => "plain-durable",
             Target::Partyserver => "partyserver",
             Target::PlainRust => "plain-rust",
+            Target::Document => "homeroom-document",
+            Target::YPartyserver => "y-partyserver",
         }
     }
 
@@ -73,6 +82,7 @@ impl Target {
             Target::Plain | Target::PlainDurable | Target::Partyserver | Target::PlainRust => {
                 Protocol::Raw
             }
+            Target::Document | Target::YPartyserver => Protocol::Yjs,
         }
     }
 
@@ -91,7 +101,10 @@ impl Target {
     /// The wrangler config, relative to the repository root.
     pub fn wrangler_config(self) -> &'static str {
         match self {
-            Target::Homeroom | Target::Relayed | Target::Rules => "wrangler.toml",
+            Target::Homeroom | Target::Relayed | Target::Rules | Target::Document => {
+                "wrangler.toml"
+            }
+            Target::YPartyserver => "bench/baselines/y-partyserver/wrangler.toml",
             Target::Plain => "bench/baselines/plain/wrangler.toml",
             Target::PlainDurable => "bench/baselines/plain-durable/wrangler.toml",
             Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
@@ -115,6 +128,8 @@ impl Target {
                 format!("/rooms/{room}/ws")
             }
             Target::Partyserver => format!("/parties/room/{room}?_pk={session}"),
+            Target::Document => format!("/docs/{room}?homeroom=1"),
+            Target::YPartyserver => format!("/parties/doc/{room}?_pk={session}"),
         }
     }
 }
@@ -125,7 +140,12 @@ impl Target {
         match self {
             Target::Homeroom | Target::Relayed => Some(format!("/rooms/{room}/stats")),
             Target::Rules => Some(format!("/chat/{room}/stats")),
-            Target::Plain | Target::PlainDurable | Target::Partyserver | Target::PlainRust => None,
+            Target::Plain
+            | Target::PlainDurable
+            | Target::Partyserver
+            | Target::PlainRust
+            | Target::Document
+            | Target::YPartyserver => None,
         }
     }
 }

@@ -5,15 +5,31 @@
 //! Durable Object class (`wrangler.toml`); the auction's lot page
 //! (`GET /auction/{room}/lot`) is its one public route. A team's own Worker
 //! is a crate like this one (README, "Writing a room").
+//!
+//! The documents are the crate's default feature `documents`; `bench/run` also builds it
+//! without (`--no-default-features`) to weigh what the document kind adds to the Wasm.
 
-homeroom::worker! {
-    "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS",
-        companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS";
-    "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS",
-        companion AuctionRelay(homeroom::host::Relay), binding "AUCTION_RELAYS", public ["GET lot"];
-    "chat" => ChatRoom(homeroom::room::rules::with_vars(homeroom_chat::Chat::from_vars)), binding "CHATS",
-        companion ChatRelay(homeroom::host::Relay), binding "CHAT_RELAYS";
+/// The Worker's kinds, with whatever follows them (the document kinds, when built with them).
+macro_rules! kinds {
+    ($($documents:tt)*) => {
+        homeroom::worker! {
+            "rooms" => Room(homeroom::room::rules::Open), binding "ROOMS",
+                companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS";
+            "auction" => AuctionRoom(homeroom::room::rules::with_vars(homeroom_auction::Auction::from_vars)), binding "AUCTIONS",
+                companion AuctionRelay(homeroom::host::Relay), binding "AUCTION_RELAYS", public ["GET lot"];
+            "chat" => ChatRoom(homeroom::room::rules::with_vars(homeroom_chat::Chat::from_vars)), binding "CHATS",
+                companion ChatRelay(homeroom::host::Relay), binding "CHAT_RELAYS";
+            $($documents)*
+        }
+    };
+}
+
+#[cfg(feature = "documents")]
+kinds! {
     documents {
         "docs" => Document, binding "DOCS";
     }
 }
+
+#[cfg(not(feature = "documents"))]
+kinds! {}
