@@ -274,8 +274,10 @@ impl DocRoom {
         self.apply_and_store(update, &bytes, Some(conn))?;
         if extensions {
             self.out.push(Effect::Send(conn, wire::saved(index)));
+            // Its count of updates must survive hibernation for `saved` to go on from it; a
+            // socket without the extensions has no count to keep (and no write per update).
+            self.out.push(Effect::Remember(conn));
         }
-        self.out.push(Effect::Remember(conn));
         Ok(())
     }
 

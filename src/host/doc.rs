@@ -314,9 +314,11 @@ impl Inner {
                 }
             }
             Effect::Broadcast { except, frame } => {
+                // One copy into JavaScript for every socket (the runtime sends it as it is).
+                let shared = js_sys::Uint8Array::from(&frame[..]);
                 for (conn, ws) in &live.sockets {
                     if Some(*conn) != except {
-                        let _ = ws.send_with_bytes(&frame);
+                        super::sockets::send_shared(ws, &shared);
                     }
                 }
             }
