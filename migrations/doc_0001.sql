@@ -15,6 +15,16 @@ CREATE TABLE IF NOT EXISTS doc_snapshot (
   PRIMARY KEY (generation, idx)
 );
 
+-- Named versions a backend saved (PROTOCOL-DOCUMENTS.md, "Versions"): the whole document
+-- encoded once, in chunks of at most 1 MiB; at most 20 names.
+CREATE TABLE IF NOT EXISTS doc_versions (
+  name TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  created INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (name, idx)
+);
+
 -- Every update stored since the snapshot, in order.
 CREATE TABLE IF NOT EXISTS doc_log (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -177,6 +177,16 @@ pub enum DocAsk {
     Apply,
     /// Counts: sockets, stored bytes (admin).
     Stats,
+    /// Keep the document as it is now as version `name` (admin).
+    SaveVersion { name: String },
+    /// The versions kept: names, when, sizes (admin).
+    Versions,
+    /// Version `name` as one Yjs update (admin).
+    Version { name: String },
+    /// Make the shared types `roots` read as in version `name`, as a forward transaction (admin).
+    RestoreVersion { name: String, roots: Vec<(String, String)> },
+    /// Forget version `name` (admin).
+    DropVersion { name: String },
 }
 
 /// The link version of a relay that names none (see [`Inbound::Link`]).

@@ -162,6 +162,16 @@ describe("documents in Chromium", { timeout: 240_000 }, () => {
     assert.equal(r.json.text, r.ann);
   }));
 
+  it("a restored version holds against an editor with the newer state", logged(async () => {
+    const r = await play(await player("versions"), "versions", await argsFor(`e2e-ver-${stamp}`));
+    assert.equal(r.saved, 200, JSON.stringify(r));
+    assert.equal(r.restored, 200, JSON.stringify(r));
+    assert.equal(r.ann, "the first draft");
+    assert.equal(r.bob, "the first draft");
+    assert.deepEqual(r.versions, ["v1"]);
+    assert.equal(r.kept, "the first draft");
+  }));
+
   it("a tab whose renderer crashes loses its awareness for the others", logged(async () => {
     const args = await argsFor(`e2e-aw-${stamp}`);
     const holdCtx = await newContext();

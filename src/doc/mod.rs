@@ -25,12 +25,14 @@ mod error;
 pub mod guard;
 #[cfg(test)]
 mod tests;
+mod versions;
 mod view;
 pub mod wire;
 
 pub use config::DocConfig;
 pub use engine::{DocRoom, Effect, Member, Record};
 pub use error::{Consequence, DocError};
+pub use versions::MAX_VERSIONS;
 pub use view::TYPES;
 pub use wire::Entry;
 

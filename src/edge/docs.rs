@@ -37,22 +37,29 @@ pub async fn route(
         }
         ["update"] => admin(req, env, dep, at, DocAsk::Read).await,
         ["json"] => {
-            let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
-            let mut roots = Vec::new();
-            for (k, v) in url.query_pairs() {
-                if k == "types" {
-                    for pair in v.split(',').filter(|p| !p.is_empty()) {
-                        let (name, ty) = pair.split_once(':').unwrap_or((pair, "text"));
-                        roots.push((name.to_owned(), ty.to_owned()));
-                    }
-                }
-            }
-            if roots.is_empty() || roots.len() > 64 {
-                return Err(HttpRefusal::BadParam("types"));
-            }
+            let roots = roots_of(req)?;
             admin(req, env, dep, at, DocAsk::Json { roots }).await
         }
         ["stats"] => admin(req, env, dep, at, DocAsk::Stats).await,
+        ["versions"] if req.method() == Method::Post => {
+            let name = query(req, "name")?.ok_or(HttpRefusal::BadParam("name"))?;
+            let name = version_name(name)?;
+            admin_as(req, env, dep, at, Method::Post, DocAsk::SaveVersion { name }).await
+        }
+        ["versions"] => admin(req, env, dep, at, DocAsk::Versions).await,
+        ["versions", name] if req.method() == Method::Delete => {
+            let name = version_name((*name).to_owned())?;
+            admin_as(req, env, dep, at, Method::Delete, DocAsk::DropVersion { name }).await
+        }
+        ["versions", name] => {
+            let name = version_name((*name).to_owned())?;
+            admin(req, env, dep, at, DocAsk::Version { name }).await
+        }
+        ["versions", name, "restore"] => {
+            let (name, roots) = (version_name((*name).to_owned())?, roots_of(req)?);
+            let what = DocAsk::RestoreVersion { name, roots };
+            admin_as(req, env, dep, at, Method::Post, what).await
+        }
         _ => Err(HttpRefusal::NotFound),
     }
 }
@@ -65,9 +72,49 @@ async fn admin(
     at: Target<'_>,
     what: DocAsk,
 ) -> Outcome {
-    rooms::expect_method(req, Method::Get)?;
+    admin_as(req, env, dep, at, Method::Get, what).await
+}
+
+/// A route for the operator's backend, by `method`.
+async fn admin_as(
+    req: &Request,
+    env: &Env,
+    dep: &Deployment,
+    at: Target<'_>,
+    method: Method,
+    what: DocAsk,
+) -> Outcome {
+    rooms::expect_method(req, method.clone())?;
     rooms::expect_admin(req, dep)?;
-    rooms::ask(req, env, at, Inbound::Doc(what), Method::Get, None).await
+    rooms::ask(req, env, at, Inbound::Doc(what), method, None).await
+}
+
+/// A query parameter's value.
+fn query(req: &Request, name: &str) -> Result<Option<String>, HttpRefusal> {
+    let url = req.url().map_err(|_| HttpRefusal::BadParam("url"))?;
+    Ok(url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned()))
+}
+
+/// A version's name: a room name's characters (1-64 of `A-Za-z0-9._:-`).
+fn version_name(name: String) -> Result<String, HttpRefusal> {
+    if crate::protocol::names::valid_room(&name) {
+        Ok(name)
+    } else {
+        Err(HttpRefusal::BadParam("name"))
+    }
+}
+
+/// `?types=name:type,...` (a name alone is a text), 1 to 64 of them.
+fn roots_of(req: &Request) -> Result<Vec<(String, String)>, HttpRefusal> {
+    let mut roots = Vec::new();
+    for pair in query(req, "types")?.unwrap_or_default().split(',').filter(|p| !p.is_empty()) {
+        let (name, ty) = pair.split_once(':').unwrap_or((pair, "text"));
+        roots.push((name.to_owned(), ty.to_owned()));
+    }
+    if roots.is_empty() || roots.len() > 64 {
+        return Err(HttpRefusal::BadParam("types"));
+    }
+    Ok(roots)
 }
 
 /// A document socket: the token from the `token` query parameter (the provider's `params`),

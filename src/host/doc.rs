@@ -15,7 +15,7 @@ use worker::{
 };
 
 use super::{now, random_u64, Companion, Object};
-use crate::doc::{ConnId, DocConfig, DocRoom, Effect, Member, Record};
+use crate::doc::{ConnId, DocConfig, DocRoom, Effect, Member, Record, MAX_VERSIONS};
 use crate::forward::{self, DocAsk, Inbound};
 use crate::logline::log;
 use crate::settings;
@@ -93,7 +93,8 @@ impl Object for DocHost {
         let inner = &self.inner;
         // Reading a document that does not exist must not create it: only a connect, or a
         // write by the operator's backend.
-        let reads = matches!(ask, DocAsk::Read | DocAsk::Json { .. } | DocAsk::Stats);
+        let reads =
+            !matches!(ask, DocAsk::Connect { .. } | DocAsk::Apply | DocAsk::SaveVersion { .. });
         if reads && !inner.exists()? {
             return error(404, "room_not_found", "no such document");
         }
@@ -142,6 +143,7 @@ impl Object for DocHost {
                 })?;
                 Response::from_json(&stats)?
             }
+            versions => inner.versions(versions)?,
         };
         inner.schedule().await;
         Ok(response)
@@ -276,6 +278,103 @@ impl Inner {
             )?
             .to_array()?;
         Ok(tables.first().is_some_and(|c| c.n > 0))
+    }
+
+    /// The named versions' routes (PROTOCOL-DOCUMENTS.md, "Versions").
+    fn versions(&self, ask: DocAsk) -> Result<Response> {
+        let chunks = |name: &str| -> Result<Option<Vec<u8>>> {
+            let mut bytes = Vec::new();
+            let mut found = false;
+            let rows = self.sql.exec(
+                "SELECT data FROM doc_versions WHERE name = ? ORDER BY idx",
+                vec![V::String(name.to_owned())],
+            )?;
+            for row in rows.raw() {
+                if let Some(V::Blob(b)) = row?.into_iter().next() {
+                    bytes.extend_from_slice(&b);
+                    found = true;
+                }
+            }
+            Ok(found.then_some(bytes))
+        };
+        match ask {
+            DocAsk::SaveVersion { name } => self.save_version(name),
+            DocAsk::Versions => {
+                #[derive(serde::Deserialize, serde::Serialize)]
+                struct Row {
+                    name: String,
+                    created: i64,
+                    bytes: i64,
+                }
+                let rows: Vec<Row> = self
+                    .sql
+                    .exec(
+                        "SELECT name, MIN(created) AS created, SUM(length(data)) AS bytes FROM doc_versions GROUP BY name ORDER BY created",
+                        None,
+                    )?
+                    .to_array()?;
+                Response::from_json(&serde_json::json!({ "versions": rows }))
+            }
+            DocAsk::Version { name } => match chunks(&name)? {
+                Some(bytes) => {
+                    let response = Response::from_bytes(bytes)?;
+                    response.headers().set("content-type", "application/octet-stream")?;
+                    Ok(response)
+                }
+                None => error(404, "no_such_version", "the document keeps no version of that name"),
+            },
+            DocAsk::RestoreVersion { name, roots } => {
+                let Some(bytes) = chunks(&name)? else {
+                    return error(
+                        404,
+                        "no_such_version",
+                        "the document keeps no version of that name",
+                    );
+                };
+                match self.with(|live, _| live.room.restore_version(&bytes, &roots))? {
+                    Ok(()) => Response::from_json(&serde_json::json!({ "restored": name })),
+                    Err(e) => error(400, e.code(), "the version was not restored; nothing changed"),
+                }
+            }
+            DocAsk::DropVersion { name } => {
+                self.sql.exec("DELETE FROM doc_versions WHERE name = ?", vec![V::String(name)])?;
+                Response::from_json(&serde_json::json!({ "dropped": true }))
+            }
+            _ => error(404, "not_found", "no such route"),
+        }
+    }
+
+    /// Keeps the document as it is now as version `name` (replacing one of that name).
+    fn save_version(&self, name: String) -> Result<Response> {
+        let names = self.version_names()?;
+        if !names.contains(&name) && names.len() >= MAX_VERSIONS {
+            return error(409, "too_many_versions", "a document keeps at most 20 versions");
+        }
+        let encoded = self.with(|live, _| live.room.encoded())?;
+        let now = now().ms() as i64;
+        self.sql.exec("DELETE FROM doc_versions WHERE name = ?", vec![V::String(name.clone())])?;
+        for (idx, chunk) in encoded.chunks(CHUNK).enumerate() {
+            self.sql.exec(
+                "INSERT INTO doc_versions (name, idx, created, data) VALUES (?, ?, ?, ?)",
+                vec![
+                    V::String(name.clone()),
+                    V::Integer(idx as i64),
+                    V::Integer(now),
+                    V::Blob(chunk.to_vec()),
+                ],
+            )?;
+        }
+        Response::from_json(&serde_json::json!({ "name": name, "bytes": encoded.len() }))
+    }
+
+    fn version_names(&self) -> Result<Vec<String>> {
+        #[derive(serde::Deserialize)]
+        struct Row {
+            name: String,
+        }
+        let rows: Vec<Row> =
+            self.sql.exec("SELECT DISTINCT name FROM doc_versions", None)?.to_array()?;
+        Ok(rows.into_iter().map(|r| r.name).collect())
     }
 
     /// The current snapshot's generation (0: none yet).

@@ -189,6 +189,43 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       return { status, ann: a.text.toString(), bob: b.text.toString(), json }
     },
 
+    // The backend keeps a version, the text is rewritten, Bob goes offline with the rewrite, the
+    // version is restored: both editors read it again, Bob's sync does not bring the rewrite
+    // back, and the version reads as kept.
+    async versions () {
+      const http = args.url.replace(/^ws/, 'http')
+      const admin = { authorization: `Bearer ${args.admin}` }
+      const a = editor(args.tokens.ann)
+      const b = editor(args.tokens.bob)
+      await Promise.all([synced(a, 'ann'), synced(b, 'bob')])
+      await type(a, 'the first draft')
+      await until('bob has it', () => b.text.toString() === 'the first draft')
+      const saved = await fetch(`${http}/${args.room}/versions?name=v1`, { method: 'POST', headers: admin })
+      a.text.delete(0, a.text.length)
+      await type(a, 'a rewrite nobody liked')
+      await until('bob has the rewrite', () => b.text.toString() === 'a rewrite nobody liked')
+      b.provider.disconnect()
+      const restored = await fetch(`${http}/${args.room}/versions/v1/restore?types=text:text`, { method: 'POST', headers: admin })
+      await until('ann reads the version', () => a.text.toString() === 'the first draft')
+      b.provider.connect()
+      await until('bob reads it too', () => b.text.toString() === 'the first draft')
+      await sleep(300)
+      const list = await (await fetch(`${http}/${args.room}/versions`, { headers: admin })).json()
+      const kept = new Y.Doc()
+      const bytes = new Uint8Array(await (await fetch(`${http}/${args.room}/versions/v1`, { headers: admin })).arrayBuffer())
+      Y.applyUpdate(kept, bytes)
+      const result = {
+        saved: saved.status,
+        restored: restored.status,
+        ann: a.text.toString(),
+        bob: b.text.toString(),
+        versions: list.versions.map(v => v.name),
+        kept: kept.getText('text').toString()
+      }
+      for (const e of [a, b]) e.provider.destroy()
+      return result
+    },
+
     // Ann holds an awareness state (until her process or page dies).
     async hold () {
       const a = editor(args.tokens.ann)

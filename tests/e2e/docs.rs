@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::check;
 use crate::edge_support::{
     bearer_admin, check_refusal, check_token_close, get, now_secs, on, token_for, ADMIN_KEY,
-    SECRET, TOKENS,
+    SECRET, T, TOKENS,
 };
 use crate::harness::{alone, Spec};
 use crate::runtime::Runtime;
@@ -27,6 +27,11 @@ pub fn trials() -> Vec<Spec> {
         on("docs::a_backend_edit_reaches_every_editor", &TOKENS, server_edit),
         on("docs::a_killed_tabs_awareness_goes_for_the_others", &TOKENS, awareness_of_killed_tab),
         on("docs::strangers_are_refused_and_reads_create_nothing", &TOKENS, strangers),
+        on(
+            "docs::a_restored_version_holds_against_an_editor_with_the_newer_state",
+            &TOKENS,
+            versions,
+        ),
     ]
 }
 
@@ -128,6 +133,30 @@ async fn awareness_of_killed_tab(ctx: support::Ctx) -> R {
     // bound for a socket that goes silent without closing is the 30 s timeout.
     check!(ms <= 5_000, "ann's state went {ms} ms after her process was killed: {r}");
     check!(r["names"] == json!(["bob"]), "only bob is left: {r}");
+    Ok(())
+}
+
+async fn versions(ctx: support::Ctx) -> R {
+    let room = support::room("doc-versions");
+    let r = editors("versions", args_for(ctx.port, &room)).await?;
+    check!(r["saved"] == 200 && r["restored"] == 200, "save and restore: {r}");
+    check!(
+        r["ann"] == "the first draft" && r["bob"] == "the first draft",
+        "both read the version: {r}"
+    );
+    check!(
+        r["versions"] == json!(["v1"]) && r["kept"] == "the first draft",
+        "the version as kept: {r}"
+    );
+    // Past the bound of 20 names: refused, the others kept.
+    let admin = bearer_admin();
+    let headers = [("Authorization", admin.as_str())];
+    for i in 0..25 {
+        let path = format!("/docs/{room}/versions?name=n{i}");
+        let resp = crate::http::post(ctx.port, &path, &headers, "", T).await?;
+        let want = if i < 19 { 200 } else { 409 };
+        check!(resp.status == want, "version {i}: {} {}", resp.status, resp.body);
+    }
     Ok(())
 }
 

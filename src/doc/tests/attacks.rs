@@ -2,7 +2,6 @@
 //! what the others see (nothing).
 
 use super::*;
-use crate::doc::DocError;
 
 fn refusals(sim: &Sim) -> Vec<DocError> {
     sim.trace

@@ -6,13 +6,14 @@ mod attacks;
 mod awareness;
 mod fuzz;
 mod sync;
+mod versions;
 
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 use yrs::{GetString, ReadTxn, StateVector, Text, Transact, Update};
 
 use super::wire::{self, Message};
-use super::{DocConfig, DocRoom, Effect, Member};
+use super::{DocConfig, DocError, DocRoom, Effect, Member};
 
 /// What storage holds: the snapshot and the log after it.
 #[derive(Debug, Default, Clone)]
