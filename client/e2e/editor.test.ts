@@ -90,6 +90,8 @@ async function argsFor(room: string): Promise<Args> {
   const tokens: Record<string, string> = {};
   for (const u of ["ann", "bob", "cat"]) tokens[u] = await token(room, u);
   tokens.reader = await token(room, "reader", { read_only: true });
+  const now = Math.floor(Date.now() / 1000);
+  tokens.expired = await mintToken({ secret: SECRET, room, kind: "docs", sub: "ann", exp: now - 60, iat: now - 120 });
   return { url: `ws://127.0.0.1:${wr.port}/docs`, room, tokens, admin: ADMIN_KEY };
 }
 
@@ -170,6 +172,16 @@ describe("documents in Chromium", { timeout: 240_000 }, () => {
     assert.equal(r.bob, "the first draft");
     assert.deepEqual(r.versions, ["v1"]);
     assert.equal(r.kept, "the first draft");
+  }));
+
+  it("our provider (homeroom/yjs) takes a new token after a refused one and says saved only when stored", logged(async () => {
+    const r = await play(await player("provider"), "provider", await argsFor(`e2e-prov-${stamp}`));
+    assert.ok(r.calls >= 2, JSON.stringify(r));
+    assert.equal(r.savingAtOnce, true, JSON.stringify(r));
+    assert.equal(r.saved, true, JSON.stringify(r));
+    assert.ok(r.events.includes(false) && r.events.includes(true), JSON.stringify(r));
+    assert.ok(r.refusals.length > 0 && r.refusals.every((x: { code: string }) => x.code === "read_only"), JSON.stringify(r));
+    assert.equal(r.reader, false, JSON.stringify(r));
   }));
 
   it("a tab whose renderer crashes loses its awareness for the others", logged(async () => {

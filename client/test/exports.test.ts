@@ -1,6 +1,6 @@
 //! The entry points export the runtime values client/README.md lists for
 //! them, no more and no fewer: the tables under "What `homeroom` exports"
-//! and "`homeroom/tuning`".
+//! , "`homeroom/tuning`" and "`homeroom/yjs`".
 
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 
 import * as root from "../src/homeroom.js";
 import * as tuning from "../src/tuning.js";
+import * as yjs from "../src/yjs.js";
 
 /** client/: found upwards, since this runs from test/ as source and from .build/test/ compiled. */
 function clientDir(): string {
@@ -41,5 +42,9 @@ describe("entry points export what the README documents", () => {
 
   it("homeroom/tuning", () => {
     assert.deepEqual(Object.keys(tuning).sort(), documented("## `homeroom/tuning`"));
+  });
+
+  it("homeroom/yjs", () => {
+    assert.deepEqual(Object.keys(yjs).sort(), documented("## `homeroom/yjs`"));
   });
 });

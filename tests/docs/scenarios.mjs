@@ -10,6 +10,8 @@
 import * as Y from 'yjs'
 import { WebsocketProvider } from 'y-websocket'
 
+import { DocProvider } from '../../client/dist/yjs.js'
+
 const SAVED = 100
 const REFUSED = 101
 
@@ -223,6 +225,34 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
         kept: kept.getText('text').toString()
       }
       for (const e of [a, b]) e.provider.destroy()
+      return result
+    },
+
+    // Our provider (homeroom/yjs): its first token is refused (expired) and the next one taken;
+    // an edit is "saving" until the room says it is stored; a read-only member hears its
+    // refusal.
+    async provider () {
+      let calls = 0
+      const token = async () => (calls++ === 0 ? args.tokens.expired : args.tokens.ann)
+      const doc = new Y.Doc()
+      const p = new DocProvider(args.url, args.room, doc, { token, WebSocketPolyfill: WebSocketImpl, baseMs: 200 })
+      const events = []
+      p.on('saved', (s) => events.push(s))
+      await until('synced after a refused token', () => p.synced, 15000)
+      await until('saved once synced', () => p.saved)
+      doc.getText('text').insert(0, 'stored, not merely sent')
+      const savingAtOnce = !p.saved
+      await until('saved', () => p.saved)
+      const rdoc = new Y.Doc()
+      const r = new DocProvider(args.url, args.room, rdoc, { token: args.tokens.reader, WebSocketPolyfill: WebSocketImpl })
+      const refusals = []
+      r.on('refused', (x) => refusals.push(x))
+      await until('reader synced', () => r.synced)
+      rdoc.getText('text').insert(0, 'x')
+      await until('the reader is told', () => refusals.length > 0)
+      const result = { calls, savingAtOnce, saved: p.saved, events, refusals, text: doc.getText('text').toString(), reader: r.saved }
+      p.destroy()
+      r.destroy()
       return result
     },
 

@@ -32,6 +32,7 @@ pub fn trials() -> Vec<Spec> {
             &TOKENS,
             versions,
         ),
+        on("docs::our_provider_takes_a_new_token_and_says_saved_when_stored", &TOKENS, provider),
     ]
 }
 
@@ -71,11 +72,18 @@ fn doc_token(room: &str, sub: &str, read_only: bool) -> String {
     mint(&Key::new(SECRET.as_bytes()), &claims)
 }
 
+/// A token for the document `room` that expired a minute ago.
+fn expired_token(room: &str, sub: &str) -> String {
+    let claims = Claims::new(room, sub, now_secs() - 60).with_kind("docs");
+    mint(&Key::new(SECRET.as_bytes()), &claims)
+}
+
 fn args_for(port: u16, room: &str) -> Value {
     let tokens: serde_json::Map<String, Value> = ["ann", "bob", "cat"]
         .iter()
         .map(|u| (u.to_string(), Value::String(doc_token(room, u, false))))
         .chain([("reader".to_string(), Value::String(doc_token(room, "reader", true)))])
+        .chain([("expired".to_string(), Value::String(expired_token(room, "ann")))])
         .collect();
     json!({"url": format!("ws://127.0.0.1:{port}/docs"), "room": room, "tokens": tokens, "admin": ADMIN_KEY})
 }
@@ -133,6 +141,21 @@ async fn awareness_of_killed_tab(ctx: support::Ctx) -> R {
     // bound for a socket that goes silent without closing is the 30 s timeout.
     check!(ms <= 5_000, "ann's state went {ms} ms after her process was killed: {r}");
     check!(r["names"] == json!(["bob"]), "only bob is left: {r}");
+    Ok(())
+}
+
+async fn provider(ctx: support::Ctx) -> R {
+    let room = support::room("doc-provider");
+    let r = editors("provider", args_for(ctx.port, &room)).await?;
+    check!(r["calls"].as_u64() >= Some(2), "a second token after the refused one: {r}");
+    check!(r["savingAtOnce"] == true, "an edit is not saved when made: {r}");
+    check!(r["saved"] == true && r["text"] == "stored, not merely sent", "then saved: {r}");
+    let events = r["events"].as_array().cloned().unwrap_or_default();
+    check!(events.contains(&json!(false)) && events.contains(&json!(true)), "heard both: {r}");
+    let refusals = r["refusals"].as_array().cloned().unwrap_or_default();
+    let told = !refusals.is_empty() && refusals.iter().all(|x| x["code"] == "read_only");
+    check!(told, "the reader is told read_only: {r}");
+    check!(r["reader"] == false, "and the reader's edit is not saved: {r}");
     Ok(())
 }
 

@@ -1,0 +1,206 @@
+/**
+ * `homeroom/yjs`: the stock `y-websocket` provider for homeroom's document kinds
+ * (PROTOCOL-DOCUMENTS.md), with what it lacks there:
+ *
+ * - **saved**: the room says when an update is stored (the `saved` extension), so
+ *   `provider.saved` is `true` only when every local edit is in the room's storage, not merely
+ *   sent; `on("saved", ...)` hears it change;
+ * - **refusals you can see**: `on("refused", ({ index, code }) => ...)` for an update the room
+ *   refused (`read_only`, `document_too_large`, ...);
+ * - **a fresh token for every connect**: `token` may be a function, called before each connect
+ *   and again when the room refuses the token (4401), up to three refusals in a row;
+ * - **jittered reconnects**: after a drop, a full-jitter backoff (homeroom's client defaults:
+ *   0 to 2 s, doubling to 20 s), so a deploy's reconnect storm spreads out; closes a reconnect
+ *   cannot cure (4400-4499 but 4401) end it, with a `closed` event.
+ *
+ * ```ts
+ * import * as Y from "yjs";
+ * import { DocProvider } from "homeroom/yjs";
+ * const doc = new Y.Doc();
+ * const provider = new DocProvider("wss://example.com/docs", "my-doc", doc, {
+ *   token: () => fetch("/token?doc=my-doc").then((r) => r.text()),
+ * });
+ * provider.on("saved", (saved) => (indicator.textContent = saved ? "saved" : "saving"));
+ * ```
+ */
+
+import { WebsocketProvider } from "y-websocket";
+import type * as Y from "yjs";
+
+import { DEFAULT_BACKOFF } from "./backoff.js";
+
+/** The extension messages' tags (PROTOCOL-DOCUMENTS.md). */
+const SAVED = 100;
+const REFUSED = 101;
+
+export interface DocProviderOptions {
+  /** The member's token, or a function giving a fresh one (called before every connect). */
+  token?: string | (() => string | Promise<string>);
+  /** A WebSocket constructor (Node 20 has none: the `ws` package's). */
+  WebSocketPolyfill?: typeof WebSocket;
+  /** Connect at once (default `true`). */
+  connect?: boolean;
+  /** The reconnect backoff's first ceiling and its cap (ms). */
+  baseMs?: number;
+  capMs?: number;
+}
+
+/** An update the room refused: its number on the socket (1-based; 0: not an update) and why. */
+export interface Refusal {
+  index: number;
+  code: string;
+}
+
+interface Decoder {
+  arr: Uint8Array;
+  pos: number;
+}
+
+function readVarUint(d: Decoder): number {
+  let num = 0;
+  let mult = 1;
+  for (;;) {
+    const r = d.arr[d.pos++] ?? 0;
+    num += (r & 127) * mult;
+    mult *= 128;
+    if (r < 128) return num;
+  }
+}
+
+function readVarString(d: Decoder): string {
+  const len = readVarUint(d);
+  const bytes = d.arr.subarray(d.pos, d.pos + len);
+  d.pos += len;
+  return new TextDecoder().decode(bytes);
+}
+
+/** Closes in 4400-4499 a reconnect cannot cure (4401 can: a new token). */
+const final = (code: number) => code >= 4400 && code < 4500 && code !== 4401;
+
+export class DocProvider extends WebsocketProvider {
+  /** Update messages sent on the current socket, and how many of them the room answered. */
+  private sentOnSocket = 0;
+  private answered = 0;
+  /** Local edits made while no socket was open (the next sync carries them). */
+  private offlineEdits = false;
+  private wanted: boolean;
+  private attempt = 0;
+  private tokenRefusals = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly token: DocProviderOptions["token"];
+  private readonly baseMs: number;
+  private readonly capMs: number;
+  /** Whether every local edit is stored in the room. */
+  saved = true;
+
+  constructor(serverUrl: string, room: string, doc: Y.Doc, options: DocProviderOptions = {}) {
+    super(serverUrl, room, doc, {
+      connect: false,
+      params: { homeroom: "1" },
+      // No tab-to-tab channel: every edit goes through the room, which stores it, says so, and
+      // applies its rules (a read-only tab's edit would otherwise reach a writing tab of the
+      // same origin, which would send it on as its own).
+      disableBc: true,
+      ...(options.WebSocketPolyfill ? { WebSocketPolyfill: options.WebSocketPolyfill } : {}),
+      // Every close comes to us (`connection-close`): we choose whether and when to reconnect.
+      shouldReconnect: () => false,
+    });
+    this.token = options.token;
+    this.baseMs = options.baseMs ?? DEFAULT_BACKOFF.baseMs;
+    this.capMs = options.capMs ?? DEFAULT_BACKOFF.capMs;
+    this.wanted = options.connect !== false;
+    this.messageHandlers[SAVED] = (_e, d) => {
+      this.answered = readVarUint(d as unknown as Decoder);
+      this.recount();
+    };
+    this.messageHandlers[REFUSED] = (_e, d) => {
+      const dec = d as unknown as Decoder;
+      const index = readVarUint(dec);
+      (this as unknown as { emit(n: string, a: unknown[]): void }).emit("refused", [{ index, code: readVarString(dec) }]);
+    };
+    doc.on("update", (_u: Uint8Array, origin: unknown) => {
+      if (origin === this) return;
+      if (this.wsconnected) this.sentOnSocket++;
+      else this.offlineEdits = true;
+      this.recount();
+    });
+    this.on("status", ({ status }) => {
+      if (status === "connected") {
+        // The sync step 2 that answers the room's step 1 is the socket's first update message.
+        this.sentOnSocket = 1;
+        this.answered = 0;
+      }
+    });
+    this.on("sync", (synced: boolean) => {
+      if (synced) this.attempt = 0;
+    });
+    this.on("connection-close", (event: CloseEvent | null) => this.closed(event));
+    if (this.wanted) void this.open();
+  }
+
+  private recount(): void {
+    const saved = this.wsconnected && this.answered >= this.sentOnSocket && !this.offlineEdits;
+    if (this.wsconnected && this.answered >= 1) this.offlineEdits = false;
+    if (saved !== this.saved) {
+      this.saved = saved;
+      (this as unknown as { emit(n: string, a: unknown[]): void }).emit("saved", [saved]);
+    }
+  }
+
+  private async open(): Promise<void> {
+    if (!this.wanted) return;
+    try {
+      if (typeof this.token === "function") this.params.token = await this.token();
+      else if (this.token !== undefined) this.params.token = this.token;
+    } catch {
+      this.later();
+      return;
+    }
+    if (this.wanted) super.connect();
+  }
+
+  private closed(event: CloseEvent | null): void {
+    this.saved = false;
+    if (!this.wanted) return;
+    const code = event?.code ?? 1006;
+    if (final(code)) {
+      this.wanted = false;
+      return;
+    }
+    if (code === 4401) {
+      this.tokenRefusals++;
+      if (typeof this.token !== "function" || this.tokenRefusals > DEFAULT_BACKOFF.maxAuthRefusals) {
+        this.wanted = false;
+        return;
+      }
+    } else {
+      this.tokenRefusals = 0;
+    }
+    this.later(code === 4401 ? 0 : undefined);
+  }
+
+  /** Reconnects after a full-jitter wait (or `ms`). */
+  private later(ms?: number): void {
+    const ceiling = Math.min(this.capMs, this.baseMs * 2 ** this.attempt);
+    this.attempt++;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.open(), ms ?? Math.random() * ceiling);
+  }
+
+  override connect(): void {
+    this.wanted = true;
+    void this.open();
+  }
+
+  override disconnect(): void {
+    this.wanted = false;
+    clearTimeout(this.timer);
+    super.disconnect();
+  }
+
+  override destroy(): void {
+    this.wanted = false;
+    clearTimeout(this.timer);
+    super.destroy();
+  }
+}
