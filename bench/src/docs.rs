@@ -374,8 +374,13 @@ pub fn section(
     ));
     if let (Some(w), Some(wo)) = (with, without) {
         md.push_str(&format!(
-            "\nWasm of this repository's Worker: with the document kind {} bytes, {} gzip; without it (`--no-default-features`) {} bytes, {} gzip: the document kind adds **{:.1} KB gzip** (budget 150 KB).\n",
-            w.0, w.1, wo.0, wo.1, (w.1 as f64 - wo.1 as f64) / 1000.0
+            "\nWasm of this repository's Worker: with the document kind {} bytes, {} gzip; without it (`--no-default-features`) {} bytes, {} gzip: the document kind adds **{:.1} KiB gzip** ({:.1} kB; budget 150 KB).\n",
+            w.0,
+            w.1,
+            wo.0,
+            wo.1,
+            (w.1 as f64 - wo.1 as f64) / 1024.0,
+            (w.1 as f64 - wo.1 as f64) / 1000.0
         ));
     }
     md
