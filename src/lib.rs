@@ -63,10 +63,11 @@ pub use worker as __worker;
 /// implements `host::Companion` (wasm32); the edge knows its binding as
 /// [`edge::Kind::companion`]. This is the seam the relays of a big room use.
 ///
-/// After the rooms' lines, a `documents { "notes" => Notes, binding "NOTES"; }` block
+/// After the rooms' lines, a `documents { "notes" => Notes(rules), binding "NOTES"; }` block
 /// declares document kinds (crate feature `documents`): each room holds a Yjs document that
 /// every Yjs editor opens at `/{path}/{room}` (PROTOCOL-DOCUMENTS.md), in the Durable Object
-/// class `Notes` (its binding and a `new_sqlite_classes` migration, as for rooms).
+/// class `Notes` (its binding and a `new_sqlite_classes` migration, as for rooms), under the
+/// kind's `rules` ([`doc::rules::MakeDocRules`]; `Notes` alone: [`doc::rules::Open`]).
 ///
 /// A line may end with `, public ["GET lot", ...]`: routes of the kind's
 /// rules (`GET /{path}/{room}/lot`) that callers with neither a room token
@@ -84,25 +85,34 @@ macro_rules! worker {
     ($($path:literal => $class:ident($rules:expr), binding $binding:literal
         $(, companion $cclass:ident($cty:ty), binding $cbinding:literal)?
         $(, public [$($public:literal),* $(,)?])?;)+
-        $(documents { $($dpath:literal => $dclass:ident, binding $dbinding:literal;)+ })?) => {
+        $(documents { $($dpath:literal => $dclass:ident $(($drules:expr))?,
+            binding $dbinding:literal;)+ })?) => {
         #[cfg(not(target_arch = "wasm32"))]
         const _: () = {
             fn makes_rules<M: $crate::room::rules::Make>(_: &M) {}
             #[allow(dead_code)]
             fn check() {
                 $(makes_rules(&$rules);)+
+                $($(let _ = $crate::worker!(@doc_rules $($drules)?);)+)?
             }
         };
         #[cfg(target_arch = "wasm32")]
         $crate::worker!(@wasm $($path => $class($rules), binding $binding
             $(, companion $cclass($cty), binding $cbinding)?
             $(, public [$($public),*])?;)+
-            documents { $($($dpath => $dclass, binding $dbinding;)+)? });
+            documents { $($($dpath => $dclass($crate::worker!(@doc_rules $($drules)?)),
+                binding $dbinding;)+)? });
     };
+    // A document kind's rules: as given (checked to make rules), else none.
+    (@doc_rules) => { $crate::doc::rules::Open };
+    (@doc_rules $rules:expr) => {{
+        fn makes_doc_rules<M: $crate::doc::rules::MakeDocRules>(m: M) -> M { m }
+        makes_doc_rules($rules)
+    }};
     (@wasm $($path:literal => $class:ident($rules:expr), binding $binding:literal
         $(, companion $cclass:ident($cty:ty), binding $cbinding:literal)?
         $(, public [$($public:literal),* $(,)?])?;)+
-        documents { $($dpath:literal => $dclass:ident, binding $dbinding:literal;)* }) => {
+        documents { $($dpath:literal => $dclass:ident($drules:expr), binding $dbinding:literal;)* }) => {
         // The classes live in a module of their own, where the names the
         // `durable_object` attribute expects are in scope.
         #[doc(hidden)]
@@ -126,7 +136,15 @@ macro_rules! worker {
             )+
             $(
                 $crate::worker!(@class $dclass, $crate::host::DocHost,
-                    |state, env| <$crate::host::DocHost as $crate::host::Companion>::new(state, env));
+                    |state, env| {
+                        fn rules(
+                            vars: &$crate::doc::rules::Vars<'_>,
+                        ) -> ::std::boxed::Box<dyn $crate::doc::rules::DocRules> {
+                            use $crate::doc::rules::MakeDocRules as _;
+                            ($drules).make(vars)
+                        }
+                        $crate::host::DocHost::new(state, env, rules)
+                    });
             )*
         }
         $(

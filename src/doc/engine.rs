@@ -3,17 +3,17 @@
 //! ([`Effect`]), in the order the adapter must apply them: an update's `Store` always comes
 //! before the frames that show it to anyone (stored before seen).
 
+use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 
 use yrs::updates::decoder::Decode;
-use yrs::{
-    ClientID, Doc, OffsetKind, Options, ReadTxn, StateVector, Transact, TransactionMut, Update,
-};
+use yrs::{ClientID, Doc, ReadTxn, StateVector, Transact, TransactionMut, Update};
 
 use super::awareness::{Awareness, Bounds};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
 use super::guard::{check_update, Shape};
+use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
 use super::wire::{self, Entry, Message};
 use super::ConnId;
 use crate::room::rate::Bucket;
@@ -85,6 +85,12 @@ pub struct DocRoom {
     sockets: BTreeMap<ConnId, Socket>,
     budgets: BTreeMap<String, Budget>,
     awareness: Awareness,
+    rules: Box<dyn DocRules>,
+    /// A copy of the document kept in step with it, once the rules asked what an update
+    /// would make of it ([`Change::after`]).
+    shadow: Option<Doc>,
+    /// Edits the rules asked for in the hook being handled, applied after it.
+    edits: Vec<Edit>,
     /// Bytes of the stored snapshot and of the log after it: the document's stored size.
     snapshot_bytes: usize,
     log_bytes: usize,
@@ -95,20 +101,25 @@ impl DocRoom {
     /// An empty document whose own edits (the server's) carry the Yjs client id `client`
     /// (the adapter draws it at random each load, as a Yjs editor does).
     pub fn new(config: DocConfig, client: u64) -> DocRoom {
-        let mut options =
-            Options::with_guid_and_client_id("homeroom".into(), ClientID::new(client));
-        options.offset_kind = OffsetKind::Utf16; // as Yjs counts, so server edits agree
-        options.skip_gc = false;
         DocRoom {
             config,
-            doc: Doc::with_options(options),
+            doc: rules::blank(client),
             sockets: BTreeMap::new(),
             budgets: BTreeMap::new(),
             awareness: Awareness::default(),
+            rules: Box::new(rules::Open),
+            shadow: None,
+            edits: Vec::new(),
             snapshot_bytes: 0,
             log_bytes: 0,
             out: Vec::new(),
         }
+    }
+
+    /// The same room under the kind's rules.
+    pub fn with_rules(mut self, rules: Box<dyn DocRules>) -> DocRoom {
+        self.rules = rules;
+        self
     }
 
     /// Loads what storage holds: the snapshot, then the log after it, in order. A stored
@@ -138,16 +149,26 @@ impl DocRoom {
         std::mem::take(&mut self.out)
     }
 
-    /// A socket joins: it is sent the room's state vector (it answers with what the room
-    /// lacks) and everyone's awareness.
-    pub fn open(&mut self, now: u64, conn: ConnId, member: Member) {
-        let limits = self.config;
-        self.budgets.entry(member.user.clone()).or_insert_with(|| Budget {
-            frames: Bucket::full(limits.frame_burst, now),
-            bytes: Bucket::full(limits.byte_burst(), now),
-            replies: Bucket::full(limits.reply_burst(), now),
-        });
-        self.sockets.insert(conn, Socket { member, updates: 0 });
+    /// A socket joins, if the rules let it: it is sent the room's state vector (it answers
+    /// with what the room lacks) and everyone's awareness.
+    pub fn open(&mut self, now: u64, conn: ConnId, mut member: Member) {
+        let who = Editor { user: &member.user, read_only: member.read_only };
+        let editors = self.sockets.values().map(|s| s.member.user.as_str()).collect();
+        let mut ctx = DocCtx::new(now, &self.doc, editors);
+        let access = self.rules.join(&mut ctx, &who);
+        self.edits.append(&mut ctx.edits);
+        match access {
+            Access::Write => {}
+            Access::ReadOnly => member.read_only = true,
+            Access::Refuse(refusal) => {
+                let why = DocError::Rules(refusal.code().to_owned());
+                self.out.push(Effect::Close(conn, 4403, refusal.code().to_owned()));
+                self.out.push(Effect::Refused(conn, why));
+                self.run_edits();
+                return;
+            }
+        }
+        self.open_quietly(now, conn, member, 0);
         let sv = self.doc.transact().state_vector();
         self.out.push(Effect::Send(conn, wire::sync_step1(&encode_sv(&sv))));
         let states = self.awareness.all();
@@ -155,6 +176,7 @@ impl DocRoom {
             self.out.push(Effect::Send(conn, wire::awareness(states.iter())));
         }
         self.out.push(Effect::Remember(conn));
+        self.run_edits();
     }
 
     /// A socket that stayed connected while the object hibernated, as its record says.
@@ -195,6 +217,25 @@ impl DocRoom {
             let index = if now_counted != counted { now_counted.unwrap_or(0) } else { 0 };
             self.refuse(conn, refused, index);
         }
+        self.run_edits();
+    }
+
+    /// A request to a path of the room no built-in route takes, for the rules to answer.
+    pub fn request(&mut self, now: u64, req: &rules::Request) -> Option<rules::Response> {
+        let editors = self.sockets.values().map(|s| s.member.user.as_str()).collect();
+        let mut ctx = DocCtx::new(now, &self.doc, editors);
+        let answer = self.rules.request(&mut ctx, req);
+        self.edits.append(&mut ctx.edits);
+        self.run_edits();
+        answer
+    }
+
+    /// Applies the edits the rules asked for, each as a transaction of the room's own.
+    fn run_edits(&mut self) {
+        for edit in std::mem::take(&mut self.edits) {
+            // The rules' own edits are not refused for size (see `server_edit`).
+            let _ = self.server_edit(edit);
+        }
     }
 
     fn handle(&mut self, now: u64, conn: ConnId, frame: &[u8]) -> Result<(), DocError> {
@@ -229,7 +270,9 @@ impl DocRoom {
                 }
                 self.out.push(Effect::Send(conn, wire::sync_step2(&diff)));
             }
-            Message::Update { bytes, shape, .. } => self.member_update(conn, bytes, &shape)?,
+            Message::Update { bytes, shape, .. } => {
+                self.member_update(now, conn, bytes, &shape)?;
+            }
             Message::Awareness(entries) => {
                 let user = self.sockets[&conn].member.user.clone();
                 let changed = self.awareness.apply(conn, &user, entries, now, self.bounds())?;
@@ -254,6 +297,7 @@ impl DocRoom {
     /// An update from a member: counted, checked, applied, stored, then shown.
     fn member_update(
         &mut self,
+        now: u64,
         conn: ConnId,
         bytes: Vec<u8>,
         shape: &Shape,
@@ -271,7 +315,11 @@ impl DocRoom {
         if !self.fits(shape) {
             return Err(DocError::MissingDependencies);
         }
-        self.apply_and_store(update, &bytes, Some(conn))?;
+        // An empty update (a sync step 2 with nothing new) is not the rules' to decide; it is
+        // answered saved like any other, in order.
+        if !update.is_empty() {
+            self.ruled_update(now, conn, update, &bytes)?;
+        }
         if extensions {
             self.out.push(Effect::Send(conn, wire::saved(index)));
             // Its count of updates must survive hibernation for `saved` to go on from it; a
@@ -279,6 +327,48 @@ impl DocRoom {
             self.out.push(Effect::Remember(conn));
         }
         Ok(())
+    }
+
+    /// Asks the rules about a member's update, then applies, stores and shows it if they
+    /// accept. The copy of the document the rules may have asked for stays in step.
+    fn ruled_update(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        update: Update,
+        bytes: &[u8],
+    ) -> Result<(), DocError> {
+        let trial = OnceCell::new();
+        let had_copy = self.shadow.is_some();
+        let kept = Cell::new(self.shadow.take());
+        let member = &self.sockets[&conn].member;
+        let who = Editor { user: &member.user, read_only: member.read_only };
+        let editors = self.sockets.values().map(|s| s.member.user.as_str()).collect();
+        let mut ctx = DocCtx::new(now, &self.doc, editors);
+        let change = Change { before: &self.doc, update: bytes, trial: &trial, kept: &kept };
+        let verdict = self.rules.update(&mut ctx, &who, &change);
+        self.edits.append(&mut ctx.edits);
+        if trial.get().is_some() && !had_copy {
+            // A copy of the whole document was made for this update: its sender pays for it
+            // from what they may send (as if they had sent the document), so updates the rules
+            // refuse cannot make the room copy without end: past the budget, 4029.
+            let (cost, limits) = (self.stored_bytes() as u64, self.config);
+            let budget = self.budget_of(conn);
+            budget.bytes.charge(limits.bytes_per_sec, limits.byte_burst(), cost, now);
+        }
+        if let Verdict::Refuse(refusal) = verdict {
+            // A trial copy holds the refused update: let it go; an untouched one stays.
+            self.shadow = if trial.get().is_some() { None } else { kept.take() };
+            return Err(DocError::Rules(refusal.code().to_owned()));
+        }
+        let result = self.apply_and_store(update, bytes, Some(conn));
+        self.shadow = match (&result, trial.into_inner(), kept.take()) {
+            (Ok(()), Some(copy), _) => Some(copy),
+            (Ok(()), None, Some(copy)) => rules::apply(&copy, bytes).then_some(copy),
+            (Err(DocError::TooLarge), None, copy) => copy, // nothing was applied
+            _ => None,
+        };
+        result
     }
 
     /// An update made by the room itself (a backend route or the kind's rules): stored and
@@ -343,6 +433,7 @@ impl DocRoom {
             // holds (a reload replays the same partial apply); send it to nobody.
             self.log_bytes += bytes.len();
             self.out.push(Effect::Store(bytes.to_vec()));
+            self.shadow = None; // it may not hold the same part
             return Err(DocError::BadUpdate);
         }
         self.stored(bytes.to_vec(), from);
@@ -351,6 +442,9 @@ impl DocRoom {
 
     /// Stores `update` (already applied), then shows it to every socket but its sender's.
     fn stored(&mut self, update: Vec<u8>, from: Option<ConnId>) {
+        if self.shadow.as_ref().is_some_and(|copy| !rules::apply(copy, &update)) {
+            self.shadow = None;
+        }
         self.log_bytes += update.len();
         let frame = wire::update(&update);
         self.out.push(Effect::Store(update));

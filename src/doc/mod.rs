@@ -6,7 +6,9 @@
 //! - [`DocRoom`]: the room, a pure state machine like [`crate::room`]'s engine: every
 //!   update is stored before any socket sees it, awareness is kept in memory per socket;
 //! - [`DocConfig`]: its bounds and budgets;
-//! - [`DocError`]: why something a member sent was refused, and what that does to its socket.
+//! - [`DocError`]: why something a member sent was refused, and what that does to its socket;
+//! - [`rules`]: a kind's own rules: who may write, which updates the room takes, and the
+//!   room's own edits.
 //!
 //! ```
 //! use homeroom::doc::{DocConfig, DocRoom, Effect, Member};
@@ -23,6 +25,7 @@ mod config;
 mod engine;
 mod error;
 pub mod guard;
+pub mod rules;
 #[cfg(test)]
 mod tests;
 mod versions;
@@ -35,6 +38,8 @@ pub use error::{Consequence, DocError};
 pub use versions::MAX_VERSIONS;
 pub use view::TYPES;
 pub use wire::Entry;
+/// The `yrs` this crate builds with, for rules that read and edit documents.
+pub use yrs;
 
 /// A socket of a document room, as its adapter numbers them.
 pub type ConnId = u64;

@@ -1,6 +1,7 @@
 //! The routes of a document kind (PROTOCOL-DOCUMENTS.md): its socket at `/{kind}/{room}`,
 //! where the stock `y-websocket` provider dials (`{server}/{room}?{params}`), and the
-//! operator's backend routes under it. Checked here, then handed to the room's object.
+//! operator's backend routes under it, and any other path, which the kind's rules may answer
+//! (as for rooms). Checked here, then handed to the room's object.
 
 use worker::{Env, Method, Request};
 
@@ -60,7 +61,8 @@ pub async fn route(
             let what = DocAsk::RestoreVersion { name, roots };
             admin_as(req, env, dep, at, Method::Post, what).await
         }
-        _ => Err(HttpRefusal::NotFound),
+        // Anything else is the kind's rules' to answer (`DocRules::request`).
+        rest => rooms::custom(req, env, dep, at, rest.join("/")).await,
     }
 }
 

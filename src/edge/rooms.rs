@@ -262,7 +262,7 @@ async fn presence(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) ->
 /// reaches the room, unless the kind declares the route public
 /// ([`Kind::public`]): an outsider must not be able to make the runtime
 /// create objects.
-async fn custom(
+pub(super) async fn custom(
     req: &mut Request,
     env: &Env,
     dep: &Deployment,

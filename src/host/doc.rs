@@ -14,7 +14,8 @@ use worker::{
     WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
-use super::{now, random_u64, Companion, Object};
+use super::{now, random_u64, Object};
+use crate::doc::rules::{DocRules, Vars};
 use crate::doc::{ConnId, DocConfig, DocRoom, Effect, Member, Record, MAX_VERSIONS};
 use crate::forward::{self, DocAsk, Inbound};
 use crate::logline::log;
@@ -26,6 +27,10 @@ const CHUNK: usize = 1024 * 1024;
 /// The schema of a document room's storage.
 const SCHEMA: &str = include_str!("../../migrations/doc_0001.sql");
 
+/// Makes a document kind's rules from the deployment's variables, each time one of its rooms
+/// is loaded.
+pub type MakeDocRules = fn(&Vars<'_>) -> Box<dyn DocRules>;
+
 /// A document room's object: the class a `documents { .. }` line of [`crate::worker!`]
 /// declares holds one.
 pub struct DocHost {
@@ -34,6 +39,8 @@ pub struct DocHost {
 
 struct Inner {
     state: State,
+    env: Env,
+    rules: MakeDocRules,
     config: DocConfig,
     sql: SqlStorage,
     log_connections: bool,
@@ -57,8 +64,9 @@ struct Attachment {
     record: Record,
 }
 
-impl Companion for DocHost {
-    fn new(state: State, env: Env) -> Self {
+impl DocHost {
+    /// The host of one document room, whose rooms run the rules `rules` makes.
+    pub fn new(state: State, env: Env, rules: MakeDocRules) -> Self {
         console_error_panic_hook::set_once();
         let (config, problems) = DocConfig::from_vars(|name| settings::read(&env, name));
         for problem in problems {
@@ -71,6 +79,8 @@ impl Companion for DocHost {
         let sql = state.storage().sql();
         let inner = Inner {
             state,
+            env,
+            rules,
             config,
             sql,
             log_connections,
@@ -87,10 +97,12 @@ impl Object for DocHost {
         let Some(routed) = forward::read(&req) else {
             return Response::error("the room accepts only requests forwarded by the Worker", 400);
         };
-        let Inbound::Doc(ask) = routed.what else {
-            return Response::error("not a document kind's request", 400);
-        };
         let inner = &self.inner;
+        let ask = match routed.what {
+            Inbound::Doc(ask) => ask,
+            Inbound::Custom(custom) => return inner.custom(custom, &mut req).await,
+            _ => return Response::error("not a document kind's request", 400),
+        };
         // Reading a document that does not exist must not create it: only a connect, or a
         // write by the operator's backend.
         let reads =
@@ -210,6 +222,29 @@ impl DocHost {
 }
 
 impl Inner {
+    /// A path under the room that the kind's rules answer (404 when they do not). Only the
+    /// operator's backend (admin key) creates a document this way, as for rooms.
+    async fn custom(&self, custom: forward::Custom, req: &mut Request) -> Result<Response> {
+        if !custom.admin && !self.exists()? {
+            return error(404, "room_not_found", "no such document");
+        }
+        let body = req.text().await.unwrap_or_default();
+        let request = crate::doc::rules::Request {
+            method: custom.method,
+            path: custom.path,
+            query: custom.query,
+            body,
+            admin: custom.admin,
+            user: custom.user,
+        };
+        let answer = self.with(|live, now| live.room.request(now, &request))?;
+        self.schedule().await;
+        match answer {
+            Some(r) => super::json_response(r.status, r.body),
+            None => error(404, "not_found", "no such route"),
+        }
+    }
+
     /// Runs `f` on the room (loading it first if need be), then applies its effects and
     /// expires what is due.
     fn with<R>(&self, f: impl FnOnce(&mut Live, u64) -> R) -> Result<R> {
@@ -245,7 +280,9 @@ impl Inner {
                 log_rows.push(bytes);
             }
         }
-        let mut room = DocRoom::new(self.config, random_u64() >> 11);
+        let var = |name: &str| settings::read(&self.env, name);
+        let rules = (self.rules)(&Vars::new(&var));
+        let mut room = DocRoom::new(self.config, random_u64() >> 11).with_rules(rules);
         let skipped = room.restore(&snapshot, log_rows.iter().map(Vec::as_slice));
         if skipped > 0 {
             log("storage_error", serde_json::json!({ "skipped_updates": skipped }));

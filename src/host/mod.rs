@@ -35,7 +35,7 @@ use crate::room::rules::{Rules, Vars};
 use crate::room::{self, Block, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
 #[cfg(feature = "documents")]
-pub use doc::DocHost;
+pub use doc::{DocHost, MakeDocRules};
 use links::Links;
 pub use object::{Companion, Object};
 pub use relay::Relay;
@@ -735,7 +735,7 @@ impl Inner {
     }
 }
 
-fn json_response(status: u16, body: String) -> Result<Response> {
+pub(super) fn json_response(status: u16, body: String) -> Result<Response> {
     let response = Response::ok(body)?.with_status(status);
     response.headers().set("content-type", "application/json")?;
     Ok(response)

@@ -272,10 +272,11 @@ impl<R: Rules + Clone> Make for R {
 }
 
 /// Rules made from the deployment's variables by `make`.
-pub struct WithVars<F>(F);
+pub struct WithVars<F>(pub(crate) F);
 
 /// Makes a kind's rules from the deployment's variables each time a room
-/// is loaded (see [`Make`]).
+/// is loaded (see [`Make`]; a document kind's rules too, with the crate
+/// feature `documents`).
 ///
 /// ```
 /// use homeroom::room::rules::{with_vars, Make, Open, Vars};
@@ -286,7 +287,6 @@ pub struct WithVars<F>(F);
 pub fn with_vars<F, R>(make: F) -> WithVars<F>
 where
     F: Fn(&Vars<'_>) -> R + 'static,
-    R: Rules,
 {
     WithVars(make)
 }

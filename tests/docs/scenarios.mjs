@@ -256,6 +256,46 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       return result
     },
 
+    // The notes kind's rules (examples/notes; `args.url` ends in /notes): a title past its bound
+    // is refused and nobody sees it; the room's own edit (POST append, admin) reaches every
+    // editor; a locked note refuses an open socket's update and opens read-only.
+    async rules () {
+      const http = args.url.replace(/^ws/, 'http')
+      const admin = { authorization: `Bearer ${args.admin}` }
+      const a = editor(args.tokens.ann, { homeroom: true })
+      const b = editor(args.tokens.bob)
+      await Promise.all([synced(a, 'ann'), synced(b, 'bob')])
+      const title = (e) => e.doc.getText('title')
+      const body = (e) => e.doc.getText('body')
+      title(a).insert(0, 'Minutes')
+      await until('bob has the title', () => title(b).toString() === 'Minutes')
+      title(a).insert(7, ' of a meeting that went on'.repeat(10))
+      await until('ann is told', () => a.refused.some(x => x.code === 'title_too_long'))
+      const appended = await fetch(`${http}/${args.room}/append`, { method: 'POST', headers: admin, body: 'Written by the room.' })
+      await until('both have the room\'s edit', () =>
+        body(a).toString() === 'Written by the room.' && body(b).toString() === 'Written by the room.')
+      const locked = await fetch(`${http}/${args.room}/lock`, { method: 'POST', headers: admin })
+      await until('bob sees the lock', () => b.doc.getMap('meta').get('locked') === true)
+      body(b).insert(0, 'bob, too late: ')
+      const c = editor(args.tokens.cat, { homeroom: true })
+      await synced(c, 'cat')
+      body(c).insert(0, 'cat: ')
+      await until('cat is told', () => c.refused.some(x => x.code === 'read_only'))
+      await sleep(300)
+      const json = await (await fetch(`${http}/${args.room}/json?types=title:text,body:text,meta:map`, { headers: admin })).json()
+      const outline = await (await fetch(`${http}/${args.room}/outline?token=${args.tokens.cat}`)).json()
+      const result = {
+        bobTitle: title(b).toString(),
+        refused: a.refused,
+        appended: appended.status,
+        locked: locked.status,
+        json,
+        outline
+      }
+      for (const e of [a, b, c]) e.provider.destroy()
+      return result
+    },
+
     // Ann holds an awareness state (until her process or page dies).
     async hold () {
       const a = editor(args.tokens.ann)

@@ -33,6 +33,7 @@ pub fn trials() -> Vec<Spec> {
             versions,
         ),
         on("docs::our_provider_takes_a_new_token_and_says_saved_when_stored", &TOKENS, provider),
+        on("docs::the_kinds_rules_refuse_edit_and_lock_a_note", &TOKENS, rules),
     ]
 }
 
@@ -63,12 +64,16 @@ async fn editors(name: &str, args: Value) -> R<Value> {
 
 /// A token for the document `room` (kind `docs`), read-only if `read_only`.
 fn doc_token(room: &str, sub: &str, read_only: bool) -> String {
+    kind_token("docs", room, sub, read_only)
+}
+
+fn kind_token(kind: &str, room: &str, sub: &str, read_only: bool) -> String {
     if !read_only {
-        return token_for("docs", room, sub);
+        return token_for(kind, room, sub);
     }
     let info = serde_json::value::RawValue::from_string(r#"{"read_only":true}"#.into()).unwrap();
     let claims =
-        Claims { info: Some(info), ..Claims::new(room, sub, now_secs() + 3600).with_kind("docs") };
+        Claims { info: Some(info), ..Claims::new(room, sub, now_secs() + 3600).with_kind(kind) };
     mint(&Key::new(SECRET.as_bytes()), &claims)
 }
 
@@ -79,13 +84,18 @@ fn expired_token(room: &str, sub: &str) -> String {
 }
 
 fn args_for(port: u16, room: &str) -> Value {
+    args_for_kind(port, "docs", room)
+}
+
+/// The scenarios' arguments for a room of the document kind `kind`.
+fn args_for_kind(port: u16, kind: &str, room: &str) -> Value {
     let tokens: serde_json::Map<String, Value> = ["ann", "bob", "cat"]
         .iter()
-        .map(|u| (u.to_string(), Value::String(doc_token(room, u, false))))
-        .chain([("reader".to_string(), Value::String(doc_token(room, "reader", true)))])
+        .map(|u| (u.to_string(), Value::String(kind_token(kind, room, u, false))))
+        .chain([("reader".to_string(), Value::String(kind_token(kind, room, "reader", true)))])
         .chain([("expired".to_string(), Value::String(expired_token(room, "ann")))])
         .collect();
-    json!({"url": format!("ws://127.0.0.1:{port}/docs"), "room": room, "tokens": tokens, "admin": ADMIN_KEY})
+    json!({"url": format!("ws://127.0.0.1:{port}/{kind}"), "room": room, "tokens": tokens, "admin": ADMIN_KEY})
 }
 
 async fn converge(ctx: support::Ctx) -> R {
@@ -156,6 +166,26 @@ async fn provider(ctx: support::Ctx) -> R {
     let told = !refusals.is_empty() && refusals.iter().all(|x| x["code"] == "read_only");
     check!(told, "the reader is told read_only: {r}");
     check!(r["reader"] == false, "and the reader's edit is not saved: {r}");
+    Ok(())
+}
+
+/// The notes kind (examples/notes) under stock editors: its rules refuse a title past the
+/// bound (nobody sees it), edit as the room from a backend route, and lock the note.
+async fn rules(ctx: support::Ctx) -> R {
+    let room = support::room("doc-rules");
+    let r = editors("rules", args_for_kind(ctx.port, "notes", &room)).await?;
+    check!(r["bobTitle"] == "Minutes", "bob never saw the long title: {r}");
+    let refused = r["refused"].as_array().cloned().unwrap_or_default();
+    check!(
+        refused.len() == 1 && refused[0]["code"] == "title_too_long",
+        "ann is told title_too_long: {r}"
+    );
+    check!(r["appended"] == 200 && r["locked"] == 200, "the backend's routes: {r}");
+    let want =
+        json!({"title": "Minutes", "body": "Written by the room.", "meta": {"locked": true}});
+    check!(r["json"] == want, "stored: the room's edit, nothing refused: {r}");
+    let outline = json!({"title": "Minutes", "body_chars": 20, "locked": true});
+    check!(r["outline"] == outline, "a member reads the outline: {r}");
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! The Worker this repository serves (`scripts/dev`) and deploys (`wrangler
 //! deploy`): homeroom's open rooms at `/rooms/...`, the demo's auction at
-//! `/auction/...`, the chat example at `/chat/...` and Yjs documents at
-//! `/docs/...` (the editor page's), each kind its own
+//! `/auction/...`, the chat example at `/chat/...`, Yjs documents at
+//! `/docs/...` (the editor page's) and the notes example's at `/notes/...`, each kind its own
 //! Durable Object class (`wrangler.toml`); the auction's lot page
 //! (`GET /auction/{room}/lot`) is its one public route. A team's own Worker
 //! is a crate like this one (README, "Writing a room").
@@ -28,6 +28,7 @@ macro_rules! kinds {
 kinds! {
     documents {
         "docs" => Document, binding "DOCS";
+        "notes" => Note(homeroom::room::rules::with_vars(homeroom_notes::Notes::from_vars)), binding "NOTES";
     }
 }
 

@@ -3,16 +3,6 @@
 
 use super::*;
 
-fn refusals(sim: &Sim) -> Vec<DocError> {
-    sim.trace
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Refused(_, r) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn a_read_only_members_update_is_refused_and_changes_nothing() {
     let mut sim = Sim::new(DocConfig::default(), 2);

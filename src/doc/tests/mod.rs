@@ -5,6 +5,7 @@
 mod attacks;
 mod awareness;
 mod fuzz;
+mod rules;
 mod sync;
 mod versions;
 
@@ -12,6 +13,7 @@ use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 use yrs::{GetString, ReadTxn, StateVector, Text, Transact, Update};
 
+use super::rules::DocRules;
 use super::wire::{self, Message};
 use super::{DocConfig, DocError, DocRoom, Effect, Member};
 
@@ -85,6 +87,8 @@ pub struct Sim {
     pub next_conn: u64,
     /// Every effect applied, in order.
     pub trace: Vec<Effect>,
+    /// The kind's rules, made fresh at each load.
+    pub rules: Option<fn() -> Box<dyn DocRules>>,
 }
 
 impl Sim {
@@ -97,7 +101,15 @@ impl Sim {
             now: 1_000,
             next_conn: 1,
             trace: Vec::new(),
+            rules: None,
         }
+    }
+
+    /// The same, its rooms under the rules `make` makes.
+    pub fn with_rules(mut self, make: fn() -> Box<dyn DocRules>) -> Sim {
+        self.rules = Some(make);
+        self.room = DocRoom::new(self.config, 1).with_rules(make());
+        self
     }
 
     /// Connects editor `i` as `member` and runs the sync to the end.
@@ -141,6 +153,9 @@ impl Sim {
     /// every socket is gone.
     pub fn reset(&mut self) {
         self.room = DocRoom::new(self.config, 2);
+        if let Some(make) = self.rules {
+            self.room = DocRoom::new(self.config, 2).with_rules(make());
+        }
         let log: Vec<&[u8]> = self.stored.log.iter().map(Vec::as_slice).collect();
         assert_eq!(self.room.restore(&self.stored.snapshot, log), 0, "every stored update loads");
         for e in &mut self.editors {
@@ -232,6 +247,17 @@ impl Sim {
             }
         }
     }
+}
+
+/// The refusals in the order the room made them.
+pub fn refusals(sim: &Sim) -> Vec<DocError> {
+    sim.trace
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Refused(_, r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 pub fn member(user: &str) -> Member {

@@ -1,0 +1,215 @@
+//! A kind's rules in the write path: a schema rule that reads the document an update would
+//! make, join decisions, and the room's own edits from a hook or a route.
+
+use yrs::{Map, WriteTxn};
+
+use super::*;
+use crate::doc::rules::{
+    Access, Change, DocCtx, DocRules, Editor as Who, Refusal, Request, Response, Verdict,
+};
+
+/// `text` holds at most 10 characters (decided on the document after the update); `guest`
+/// reads only, `banned` is kept out; `POST append` (admin) appends its body as the room.
+#[derive(Clone)]
+struct Schema;
+
+impl DocRules for Schema {
+    fn join(&mut self, _doc: &mut DocCtx<'_>, who: &Who<'_>) -> Access {
+        match who.user {
+            "banned" => Access::Refuse(Refusal::new("banned", "not in this document")),
+            "guest" => Access::ReadOnly,
+            _ => Access::Write,
+        }
+    }
+
+    fn update(&mut self, _doc: &mut DocCtx<'_>, _who: &Who<'_>, change: &Change<'_>) -> Verdict {
+        let after = change.after();
+        let len = after.get_text("text").map_or(0, |t| t.get_string(&after).chars().count());
+        if len > 10 {
+            return Verdict::Refuse(Refusal::new("too_long", "at most 10 characters"));
+        }
+        Verdict::Accept
+    }
+
+    fn request(&mut self, doc: &mut DocCtx<'_>, req: &Request) -> Option<Response> {
+        if req.path != "append" || !req.admin {
+            return None;
+        }
+        let body = req.body.clone();
+        doc.edit(move |txn| {
+            let text = txn.get_or_insert_text("text");
+            let len = text.len(txn);
+            text.insert(txn, len, &body);
+        });
+        Some(Response::json(200, &"appended"))
+    }
+}
+
+fn schema() -> Box<dyn DocRules> {
+    Box::new(Schema)
+}
+
+fn admin(path: &str, body: &str) -> Request {
+    Request {
+        method: "POST".into(),
+        path: path.into(),
+        query: String::new(),
+        body: body.into(),
+        admin: true,
+        user: None,
+    }
+}
+
+fn with_extensions(user: &str) -> Member {
+    Member { extensions: true, ..member(user) }
+}
+
+#[test]
+fn an_update_the_rules_refuse_is_neither_stored_nor_seen_and_the_socket_stays() {
+    let mut sim = Sim::new(DocConfig::default(), 2).with_rules(schema);
+    sim.connect_as(0, with_extensions("ann"));
+    sim.connect(1);
+    sim.edit(0, "hello");
+    let stored = sim.stored.bytes();
+    sim.edit(0, " world!");
+    assert_eq!(refusals(&sim), vec![DocError::Rules("too_long".into())]);
+    assert_eq!(sim.editors[1].text(), "hello", "nothing of it reached the others");
+    assert_eq!(sim.stored_text(), "hello");
+    assert_eq!(sim.stored.bytes(), stored, "nothing of it was stored");
+    assert!(sim.editors[0].conn.is_some(), "kept open: closing would loop a stock client");
+    let last = sim.editors[0].inbox.last().unwrap();
+    // Its third update message (the first was its sync step 2): which one, and why.
+    assert_eq!(last, &wire::refused(3, "too_long"), "the sender hears which update and why");
+}
+
+#[test]
+fn the_rules_see_the_document_an_update_would_make_after_refusals_and_the_rooms_edits() {
+    let mut sim = Sim::new(DocConfig::default(), 2).with_rules(schema);
+    sim.connect(0);
+    sim.connect(1);
+    sim.edit(0, "hello"); // 5
+    sim.edit(0, "-too-long"); // 14: refused, so the room's copy must drop it
+    sim.room.request(sim.now, &admin("append", "abc")); // 8, by the room
+    sim.apply();
+    assert_eq!(sim.editors[1].text(), "helloabc");
+    sim.edit(1, "12"); // 10: accepted only if the copy holds the room's edit, not the refusal
+    sim.edit(1, "3"); // 11: refused
+    let text = sim.editors[0].text(); // with its own refused edit, which only it holds
+    assert!(text.contains("abc") && text.contains("12"), "{text}");
+    assert_eq!(sim.stored_text(), "helloabc12");
+    assert_eq!(
+        refusals(&sim),
+        vec![DocError::Rules("too_long".into()), DocError::Rules("too_long".into())]
+    );
+    sim.assert_stored_before_seen();
+    // A reset loads the rules again, with no copy: the next decision is still right.
+    sim.reset();
+    sim.connect(1);
+    sim.edit(1, "x");
+    assert_eq!(sim.stored_text(), "helloabc12", "still 11 characters: refused");
+}
+
+#[test]
+fn join_decides_who_reads_only_and_who_is_kept_out() {
+    let mut sim = Sim::new(DocConfig::default(), 3).with_rules(schema);
+    sim.connect(0);
+    sim.edit(0, "kept");
+    sim.connect_as(1, member("guest"));
+    sim.edit(1, "x");
+    assert_eq!(sim.editors[0].text(), "kept");
+    assert_eq!(refusals(&sim), vec![DocError::ReadOnly]);
+    assert_eq!(sim.editors[1].text(), "keptx", "its own copy only");
+    // The decision is the socket's record: it survives hibernation.
+    let conn = sim.editors[1].conn.unwrap();
+    assert!(sim.room.record(conn).unwrap().member.read_only);
+    // Kept out: closed 4403 with the rule's code before anything of the document is sent.
+    let conn = sim.next_conn;
+    sim.room.open(sim.now, conn, member("banned"));
+    let effects = sim.room.take_effects();
+    assert!(
+        matches!(&effects[..], [Effect::Close(c, 4403, why), Effect::Refused(..)] if *c == conn && why == "banned"),
+        "{effects:?}"
+    );
+    assert_eq!(sim.room.sockets(), 2);
+}
+
+/// Stamps who edited last into the map `meta`, as the room, after each accepted update.
+#[derive(Clone)]
+struct Stamp;
+
+impl DocRules for Stamp {
+    fn update(&mut self, doc: &mut DocCtx<'_>, who: &Who<'_>, _change: &Change<'_>) -> Verdict {
+        let user = who.user.to_owned();
+        doc.edit(move |txn| {
+            txn.get_or_insert_map("meta").insert(txn, "last", user);
+        });
+        Verdict::Accept
+    }
+}
+
+#[test]
+fn an_edit_from_the_update_hook_follows_the_update_stored_before_anyone_sees_it() {
+    let mut sim = Sim::new(DocConfig::default(), 2).with_rules(|| Box::new(Stamp));
+    sim.connect(0);
+    sim.connect(1);
+    sim.trace.clear();
+    sim.edit(0, "hi");
+    let kinds: Vec<&str> = sim
+        .trace
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Store(_) => Some("store"),
+            Effect::Broadcast { except: Some(_), .. } => Some("update"),
+            Effect::Broadcast { except: None, .. } => Some("edit"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, ["store", "update", "store", "edit"]);
+    sim.assert_stored_before_seen();
+    for editor in &sim.editors {
+        let txn = editor.doc.transact();
+        let last = txn.get_map("meta").and_then(|m| m.get(&txn, "last"));
+        assert_eq!(last.map(|v| v.to_string(&txn)), Some("user0".into()), "every editor has it");
+    }
+}
+
+/// Reads the document an update would make, then refuses it.
+#[derive(Clone)]
+struct RefuseAll;
+
+impl DocRules for RefuseAll {
+    fn update(&mut self, _doc: &mut DocCtx<'_>, _who: &Who<'_>, change: &Change<'_>) -> Verdict {
+        let _ = change.after();
+        Verdict::Refuse(Refusal::new("no", "nothing changes"))
+    }
+}
+
+#[test]
+fn refusals_that_cost_the_room_a_copy_of_the_document_run_out_the_senders_budget() {
+    let mut sim = Sim::new(DocConfig::default(), 1).with_rules(|| Box::new(RefuseAll));
+    let big = "x".repeat(400_000);
+    sim.room
+        .server_edit(move |txn| {
+            let text = txn.get_or_insert_text("text");
+            text.insert(txn, 0, &big);
+        })
+        .unwrap();
+    sim.apply();
+    sim.connect(0);
+    // Each refused update cost a copy of the ~400 KB document: the byte budget (twice the
+    // largest frame, about 8.5 MB) runs out after about 21 of them, not never. Each comes
+    // from a fresh Yjs client, so none depends on one refused before.
+    let mut sent = 0;
+    while sim.editors[0].conn.is_some() && sent < 100 {
+        let doc = yrs::Doc::with_client_id(1_000 + sent);
+        let text = doc.get_or_insert_text("text");
+        let mut txn = doc.transact_mut();
+        text.insert(&mut txn, 0, "a");
+        let update = txn.encode_update_v1();
+        drop(txn);
+        sim.send(0, &wire::update(&update));
+        sent += 1;
+    }
+    assert_eq!(sim.editors[0].closed, Some((4029, "rate_limited".into())));
+    assert!((15..=30).contains(&sent), "closed after {sent} refusals");
+}
