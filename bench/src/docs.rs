@@ -374,7 +374,7 @@ pub fn section(
     ));
     if let (Some(w), Some(wo)) = (with, without) {
         md.push_str(&format!(
-            "\nWasm of this repository's Worker: with the document kind {} bytes, {} gzip; without it (`--no-default-features`) {} bytes, {} gzip: the document kind adds **{:.1} KiB gzip** ({:.1} kB; budget 150 KB).\n",
+            "\nWasm of this repository's Worker: with the document kind (`--no-default-features --features documents`: `/docs`, without the notes example's kind) {} bytes, {} gzip; without it (`--no-default-features`) {} bytes, {} gzip: the document kind adds **{:.1} KiB gzip** ({:.1} kB; budget 150 KB).\n",
             w.0,
             w.1,
             wo.0,

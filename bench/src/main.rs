@@ -185,17 +185,22 @@ async fn suite_cmd(args: &Args) -> Result<i32, String> {
     Ok(0)
 }
 
-/// `docs [--doc-rounds 3] [--out bench/RESULTS.md] [--wasm-without RAW,GZIP]`: the documents
-/// rounds, alternating targets; their section replaces the one in `--out` (or is appended),
-/// and each round's JSON goes to target/homeroom-bench/docs-<unix time>.json.
+/// `docs [--doc-rounds 3] [--out bench/RESULTS.md] [--wasm-without RAW,GZIP] [--wasm-with
+/// RAW,GZIP]`: the documents rounds, alternating targets; their section replaces the one in
+/// `--out` (or is appended), and each round's JSON goes to
+/// target/homeroom-bench/docs-<unix time>.json. The Wasm sizes are the Worker's without the
+/// document kind and with it alone (default: the Wasm built now).
 async fn docs_cmd(args: &Args) -> Result<i32, String> {
     use homeroom_bench::docs;
     let rounds: usize = args.get("doc-rounds", 3)?;
     let out = PathBuf::from(args.get_str("out").unwrap_or_else(|| "bench/RESULTS.md".into()));
-    let without = args.get_str("wasm-without").and_then(|t| {
-        let (raw, gzip) = t.split_once(',')?;
-        Some((raw.parse().ok()?, gzip.parse().ok()?))
-    });
+    let size = |flag: &str| {
+        args.get_str(flag).and_then(|t| {
+            let (raw, gzip) = t.split_once(',')?;
+            Some((raw.parse().ok()?, gzip.parse().ok()?))
+        })
+    };
+    let (without, with) = (size("wasm-without"), size("wasm-with"));
     args.finish()?;
     let root = root();
     let out = if out.is_absolute() { out } else { root.join(out) };
@@ -214,7 +219,8 @@ async fn docs_cmd(args: &Args) -> Result<i32, String> {
         .unwrap_or(0);
     let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("docs-{stamp}.json")), json).map_err(|e| e.to_string())?;
-    let section = docs::section(&root, &results, machine::wasm_size(&root), without);
+    let with = with.or_else(|| machine::wasm_size(&root));
+    let section = docs::section(&root, &results, with, without);
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let head = text.split("\n## Documents:").next().unwrap_or_default().trim_end().to_owned();
     std::fs::write(&out, format!("{head}\n{section}")).map_err(|e| e.to_string())?;

@@ -4,7 +4,8 @@
 //! and a reload get the whole document. Then the scenarios the Node trials play
 //! (tests/docs/scenarios.mjs, tests/e2e/docs.rs checks the same), run in pages: an offline
 //! edit merges, a read-only member's update is refused and changes nothing, a backend's edit
-//! reaches every editor, a tab whose renderer crashes loses its awareness for the others, and
+//! reaches every editor, our provider takes the endpoint that answers, the notes kind's rules
+//! refuse, edit and lock, a tab whose renderer crashes loses its awareness for the others, and
 //! after the runtime is killed and restarted on the same storage a fresh page reads every
 //! saved edit.
 
@@ -31,8 +32,8 @@ const logged = withLogs(() => [
   ["wrangler dev (last 60 lines)", wr?.tail(60) ?? ""],
 ]);
 
-const token = (room: string, sub: string, info?: Record<string, unknown>) =>
-  mintToken({ secret: SECRET, room, kind: "docs", sub, ...(info ? { info } : {}) });
+const token = (room: string, sub: string, info?: Record<string, unknown>, kind = "docs") =>
+  mintToken({ secret: SECRET, room, kind, sub, ...(info ? { info } : {}) });
 
 async function newContext(): Promise<BrowserContext> {
   const ctx = await context(browser, FROM.virginia);
@@ -86,13 +87,13 @@ function play(p: Page, name: string, args: Args): Promise<any> {
   }, [name, args] as const);
 }
 
-async function argsFor(room: string): Promise<Args> {
+async function argsFor(room: string, kind = "docs"): Promise<Args> {
   const tokens: Record<string, string> = {};
-  for (const u of ["ann", "bob", "cat"]) tokens[u] = await token(room, u);
-  tokens.reader = await token(room, "reader", { read_only: true });
+  for (const u of ["ann", "bob", "cat"]) tokens[u] = await token(room, u, undefined, kind);
+  tokens.reader = await token(room, "reader", { read_only: true }, kind);
   const now = Math.floor(Date.now() / 1000);
-  tokens.expired = await mintToken({ secret: SECRET, room, kind: "docs", sub: "ann", exp: now - 60, iat: now - 120 });
-  return { url: `ws://127.0.0.1:${wr.port}/docs`, room, tokens, admin: ADMIN_KEY };
+  tokens.expired = await mintToken({ secret: SECRET, room, kind, sub: "ann", exp: now - 60, iat: now - 120 });
+  return { url: `ws://127.0.0.1:${wr.port}/${kind}`, room, tokens, admin: ADMIN_KEY };
 }
 
 const VARS = ["--var", `AUTH_SECRET:${SECRET}`, "--var", `ADMIN_KEY:${ADMIN_KEY}`];
@@ -182,6 +183,23 @@ describe("documents in Chromium", { timeout: 240_000 }, () => {
     assert.ok(r.events.includes(false) && r.events.includes(true), JSON.stringify(r));
     assert.ok(r.refusals.length > 0 && r.refusals.every((x: { code: string }) => x.code === "read_only"), JSON.stringify(r));
     assert.equal(r.reader, false, JSON.stringify(r));
+  }));
+
+  it("our provider probes the endpoints and takes the one that answers", logged(async () => {
+    const r = await play(await player("regions"), "regions", await argsFor(`e2e-reg-${stamp}`));
+    assert.equal(r.serverUrl, `ws://127.0.0.1:${wr.port}/docs`, JSON.stringify(r));
+    assert.equal(r.saved, true, JSON.stringify(r));
+    assert.equal(r.text, "through the endpoint that answered");
+  }));
+
+  it("the notes kind's rules refuse a long title, edit as the room and lock the note", logged(async () => {
+    const r = await play(await player("rules"), "rules", await argsFor(`e2e-rules-${stamp}`, "notes"));
+    assert.equal(r.bobTitle, "Minutes", JSON.stringify(r));
+    assert.deepEqual(r.refused.map((x: { code: string }) => x.code), ["title_too_long"]);
+    assert.equal(r.appended, 200);
+    assert.equal(r.locked, 200);
+    assert.deepEqual(r.json, { title: "Minutes", body: "Written by the room.", meta: { locked: true } });
+    assert.deepEqual(r.outline, { title: "Minutes", body_chars: 20, locked: true });
   }));
 
   it("a tab whose renderer crashes loses its awareness for the others", logged(async () => {

@@ -11,7 +11,10 @@
  *   and again when the room refuses the token (4401), up to three refusals in a row;
  * - **jittered reconnects**: after a drop, a full-jitter backoff (homeroom's client defaults:
  *   0 to 2 s, doubling to 20 s), so a deploy's reconnect storm spreads out; closes a reconnect
- *   cannot cure (4400-4499 but 4401) end it, with a `closed` event.
+ *   cannot cure (4400-4499 but 4401) end it, with a `closed` event;
+ * - **the nearest region**: given several `endpoints` of the deployment, the first connect
+ *   probes them all (`/probe`) and keeps the first to answer for a day, as homeroom's client
+ *   does; a reconnect within a minute of a drop goes back to the same one.
  *
  * ```ts
  * import * as Y from "yjs";
@@ -28,6 +31,8 @@ import { WebsocketProvider } from "y-websocket";
 import type * as Y from "yjs";
 
 import { DEFAULT_BACKOFF } from "./backoff.js";
+import type { Env, StorageLike } from "./env.js";
+import { EndpointChooser, wsBase } from "./regions.js";
 
 /** The extension messages' tags (PROTOCOL-DOCUMENTS.md). */
 const SAVED = 100;
@@ -43,6 +48,12 @@ export interface DocProviderOptions {
   /** The reconnect backoff's first ceiling and its cap (ms). */
   baseMs?: number;
   capMs?: number;
+  /**
+   * Several endpoints of the deployment (origins, e.g. `https://eu.example.com`): probed at the
+   * first connect, the first to answer kept for a day (`localStorage`), the same one again
+   * within a minute of a drop. The server URL's path (the kind, e.g. `/docs`) is kept.
+   */
+  endpoints?: string[];
 }
 
 /** An update the room refused: its number on the socket (1-based; 0: not an update) and why. */
@@ -74,6 +85,23 @@ function readVarString(d: Decoder): string {
   return new TextDecoder().decode(bytes);
 }
 
+/** What the endpoint chooser touches (homeroom's client's `Env`, its probing part only). */
+function probeEnv(WebSocketPolyfill?: typeof WebSocket): Env {
+  let localStorage: StorageLike | null = null;
+  try {
+    localStorage = (globalThis as { localStorage?: StorageLike }).localStorage ?? null;
+  } catch {
+    // storage refused (privacy modes): a probe at every page load
+  }
+  return {
+    now: Date.now,
+    setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms),
+    clearTimeout: (h: unknown) => clearTimeout(h as ReturnType<typeof setTimeout>),
+    WebSocket: WebSocketPolyfill ?? WebSocket,
+    localStorage,
+  } as unknown as Env;
+}
+
 /** Closes in 4400-4499 a reconnect cannot cure (4401 can: a new token). */
 const final = (code: number) => code >= 4400 && code < 4500 && code !== 4401;
 
@@ -90,6 +118,9 @@ export class DocProvider extends WebsocketProvider {
   private readonly token: DocProviderOptions["token"];
   private readonly baseMs: number;
   private readonly capMs: number;
+  /** Chooses among `endpoints`, when given; the kind's path under each. */
+  private readonly chooser: EndpointChooser | null = null;
+  private readonly kindPath: string;
   /** Whether every local edit is stored in the room. */
   saved = true;
 
@@ -109,6 +140,8 @@ export class DocProvider extends WebsocketProvider {
     this.baseMs = options.baseMs ?? DEFAULT_BACKOFF.baseMs;
     this.capMs = options.capMs ?? DEFAULT_BACKOFF.capMs;
     this.wanted = options.connect !== false;
+    this.kindPath = new URL(wsBase(serverUrl).replace(/^ws/, "http")).pathname.replace(/\/+$/, "");
+    if (options.endpoints?.length) this.chooser = new EndpointChooser(probeEnv(options.WebSocketPolyfill), options.endpoints);
     this.messageHandlers[SAVED] = (_e, d) => {
       this.answered = readVarUint(d as unknown as Decoder);
       this.recount();
@@ -126,6 +159,7 @@ export class DocProvider extends WebsocketProvider {
     });
     this.on("status", ({ status }) => {
       if (status === "connected") {
+        this.chooser?.connected();
         // The sync step 2 that answers the room's step 1 is the socket's first update message.
         this.sentOnSocket = 1;
         this.answered = 0;
@@ -152,6 +186,8 @@ export class DocProvider extends WebsocketProvider {
     try {
       if (typeof this.token === "function") this.params.token = await this.token();
       else if (this.token !== undefined) this.params.token = this.token;
+      // The nearest endpoint (a probe at the first connect, after a long outage, or a day on).
+      if (this.chooser) this.serverUrl = wsBase(await this.chooser.choose()) + this.kindPath;
     } catch {
       this.later();
       return;
@@ -161,6 +197,7 @@ export class DocProvider extends WebsocketProvider {
 
   private closed(event: CloseEvent | null): void {
     this.saved = false;
+    this.chooser?.disconnected();
     if (!this.wanted) return;
     const code = event?.code ?? 1006;
     if (final(code)) {

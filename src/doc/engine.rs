@@ -78,6 +78,21 @@ pub struct Record {
     pub awareness: Vec<Entry>,
 }
 
+/// The largest attachment written (bytes): the runtime keeps at most 16 KiB a socket.
+pub const MAX_ATTACHMENT: usize = 16_000;
+
+/// The socket an attachment ([`DocRoom::attachment`]) names, read without the rest: every
+/// frame's event needs it, and only a wake needs the record.
+pub fn attachment_conn(text: &str) -> Option<ConnId> {
+    text.split_once(' ')?.0.parse().ok()
+}
+
+/// The socket and the record an attachment holds.
+pub fn read_attachment(text: &str) -> Option<(ConnId, Record)> {
+    let (conn, record) = text.split_once(' ')?;
+    Some((conn.parse().ok()?, serde_json::from_str(record).ok()?))
+}
+
 /// One document room.
 pub struct DocRoom {
     config: DocConfig,
@@ -206,6 +221,22 @@ impl DocRoom {
             updates: socket.updates,
             awareness: self.awareness.of_socket(conn),
         })
+    }
+
+    /// The attachment socket `conn` keeps across hibernation: its id, a space, its record as
+    /// JSON; at most [`MAX_ATTACHMENT`] bytes. When its awareness states do not fit (four
+    /// states of 8 KiB, or JSON that escapes badly), it keeps the rest without them: its count
+    /// of updates must survive (`saved` goes on from it), its states come back with the tab's
+    /// next renewal (every 15 s for a stock client) after a wake.
+    pub fn attachment(&self, conn: ConnId) -> Option<String> {
+        let mut record = self.record(conn)?;
+        let text = format!("{conn} {}", serde_json::to_string(&record).ok()?);
+        if text.len() <= MAX_ATTACHMENT {
+            return Some(text);
+        }
+        record.awareness.clear();
+        let text = format!("{conn} {}", serde_json::to_string(&record).ok()?);
+        (text.len() <= MAX_ATTACHMENT).then_some(text)
     }
 
     /// A frame arrived on socket `conn`.

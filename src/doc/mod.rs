@@ -33,7 +33,9 @@ mod view;
 pub mod wire;
 
 pub use config::DocConfig;
-pub use engine::{DocRoom, Effect, Member, Record};
+pub use engine::{
+    attachment_conn, read_attachment, DocRoom, Effect, Member, Record, MAX_ATTACHMENT,
+};
 pub use error::{Consequence, DocError};
 pub use versions::MAX_VERSIONS;
 pub use view::TYPES;

@@ -16,7 +16,7 @@ use worker::{
 
 use super::{now, random_u64, Object};
 use crate::doc::rules::{DocRules, Vars};
-use crate::doc::{ConnId, DocConfig, DocRoom, Effect, Member, Record, MAX_VERSIONS};
+use crate::doc::{self, ConnId, DocConfig, DocRoom, Effect, Member, MAX_VERSIONS};
 use crate::forward::{self, DocAsk, Inbound};
 use crate::logline::log;
 use crate::settings;
@@ -55,13 +55,6 @@ struct Inner {
 struct Live {
     room: DocRoom,
     sockets: HashMap<ConnId, WebSocket>,
-}
-
-/// What a socket's attachment holds: its id and its record.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Attachment {
-    conn: ConnId,
-    record: Record,
 }
 
 impl DocHost {
@@ -103,62 +96,11 @@ impl Object for DocHost {
             Inbound::Custom(custom) => return inner.custom(custom, &mut req).await,
             _ => return Response::error("not a document kind's request", 400),
         };
-        // Reading a document that does not exist must not create it: only a connect, or a
-        // write by the operator's backend.
-        let reads =
-            !matches!(ask, DocAsk::Connect { .. } | DocAsk::Apply | DocAsk::SaveVersion { .. });
-        if reads && !inner.exists()? {
-            return error(404, "room_not_found", "no such document");
-        }
-        let response = match ask {
-            DocAsk::Connect { user, read_only, extensions, expires } => {
-                let pair = WebSocketPair::new()?;
-                let response = Response::from_websocket(pair.client)?;
-                let conn = random_u64() >> 11; // exact in JavaScript numbers
-                let user = user.unwrap_or_else(|| format!("anon-{conn:x}"));
-                let member = Member { user, read_only, extensions, expires };
-                inner.state.accept_web_socket(&pair.server);
-                let attachment = Attachment {
-                    conn,
-                    record: Record { member: member.clone(), updates: 0, awareness: Vec::new() },
-                };
-                pair.server.serialize_attachment(serde_json::to_string(&attachment)?)?;
-                inner.with(|live, now| {
-                    live.sockets.insert(conn, pair.server);
-                    live.room.open(now, conn, member);
-                })?;
-                response
-            }
-            DocAsk::Read => {
-                let bytes = inner.with(|live, _| live.room.encoded())?;
-                let response = Response::from_bytes(bytes)?;
-                response.headers().set("content-type", "application/octet-stream")?;
-                response
-            }
-            DocAsk::Json { roots } => match inner.with(|live, _| live.room.json(&roots))? {
-                Ok(value) => Response::from_json(&value)?,
-                Err(ty) => error(400, "bad_param", &format!("unknown type {ty:?}"))?,
-            },
-            DocAsk::Apply => {
-                let body = req.bytes().await?;
-                match inner.with(|live, _| live.room.server_update(&body))? {
-                    Ok(()) => Response::from_json(&serde_json::json!({ "applied": true }))?,
-                    Err(e) => error(400, e.code(), "the update was refused; nothing was applied")?,
-                }
-            }
-            DocAsk::Stats => {
-                let stats = inner.with(|live, _| {
-                    serde_json::json!({
-                        "sockets": live.room.sockets(),
-                        "stored_bytes": live.room.stored_bytes(),
-                    })
-                })?;
-                Response::from_json(&stats)?
-            }
-            versions => inner.versions(versions)?,
-        };
+        // The only ask with a body to wait for; the rest is answered at once.
+        let body = if matches!(ask, DocAsk::Apply) { Some(req.bytes().await?) } else { None };
+        let response = inner.answer(ask, body);
         inner.schedule().await;
-        Ok(response)
+        response
     }
 
     async fn websocket_message(
@@ -222,6 +164,62 @@ impl DocHost {
 }
 
 impl Inner {
+    /// Answers an ask of the Worker's (all but the rules' routes). Not inlined into the
+    /// `fetch` future, whose state the runtime keeps across its awaits.
+    #[inline(never)]
+    fn answer(&self, ask: DocAsk, body: Option<Vec<u8>>) -> Result<Response> {
+        // Reading a document that does not exist must not create it: only a connect, or a
+        // write by the operator's backend.
+        let reads =
+            !matches!(ask, DocAsk::Connect { .. } | DocAsk::Apply | DocAsk::SaveVersion { .. });
+        if reads && !self.exists()? {
+            return error(404, "room_not_found", "no such document");
+        }
+        Ok(match ask {
+            DocAsk::Connect { user, read_only, extensions, expires } => {
+                let pair = WebSocketPair::new()?;
+                let response = Response::from_websocket(pair.client)?;
+                let conn = random_u64() >> 11; // exact in JavaScript numbers
+                let user = user.unwrap_or_else(|| format!("anon-{conn:x}"));
+                let member = Member { user, read_only, extensions, expires };
+                // Its attachment is written when the room takes it (`Effect::Remember`).
+                self.state.accept_web_socket(&pair.server);
+                self.with(|live, now| {
+                    live.sockets.insert(conn, pair.server);
+                    live.room.open(now, conn, member);
+                })?;
+                response
+            }
+            DocAsk::Read => {
+                let bytes = self.with(|live, _| live.room.encoded())?;
+                let response = Response::from_bytes(bytes)?;
+                response.headers().set("content-type", "application/octet-stream")?;
+                response
+            }
+            DocAsk::Json { roots } => match self.with(|live, _| live.room.json(&roots))? {
+                Ok(value) => Response::from_json(&value)?,
+                Err(ty) => error(400, "bad_param", &format!("unknown type {ty:?}"))?,
+            },
+            DocAsk::Apply => {
+                let body = body.unwrap_or_default();
+                match self.with(|live, _| live.room.server_update(&body))? {
+                    Ok(()) => Response::from_json(&serde_json::json!({ "applied": true }))?,
+                    Err(e) => error(400, e.code(), "the update was refused; nothing was applied")?,
+                }
+            }
+            DocAsk::Stats => {
+                let stats = self.with(|live, _| {
+                    serde_json::json!({
+                        "sockets": live.room.sockets(),
+                        "stored_bytes": live.room.stored_bytes(),
+                    })
+                })?;
+                Response::from_json(&stats)?
+            }
+            versions => self.versions(versions)?,
+        })
+    }
+
     /// A path under the room that the kind's rules answer (404 when they do not). Only the
     /// operator's backend (admin key) creates a document this way, as for rooms.
     async fn custom(&self, custom: forward::Custom, req: &mut Request) -> Result<Response> {
@@ -248,16 +246,30 @@ impl Inner {
     /// Runs `f` on the room (loading it first if need be), then applies its effects and
     /// expires what is due.
     fn with<R>(&self, f: impl FnOnce(&mut Live, u64) -> R) -> Result<R> {
+        let mut slot = self.loaded()?;
+        let live = slot.as_mut().expect("loaded");
+        let now = now().ms();
+        let result = f(live, now);
+        self.settle(live, now)?;
+        Ok(result)
+    }
+
+    /// The room, loaded if need be. (Not inlined, nor `settle`: `with` is instantiated for
+    /// every call site, and the Wasm should hold one copy of each.)
+    #[inline(never)]
+    fn loaded(&self) -> Result<std::cell::RefMut<'_, Option<Live>>> {
         let mut slot = self.live.borrow_mut();
         if slot.is_none() {
             *slot = Some(self.load()?);
         }
-        let live = slot.as_mut().expect("loaded above");
-        let now = now().ms();
-        let result = f(live, now);
+        Ok(slot)
+    }
+
+    /// Expires what is due, then applies the room's effects.
+    #[inline(never)]
+    fn settle(&self, live: &mut Live, now: u64) -> Result<()> {
         self.due.set(live.room.tick(now));
-        self.apply(live)?;
-        Ok(result)
+        self.apply(live)
     }
 
     /// The room from storage, and the sockets that stayed connected from their attachments.
@@ -290,9 +302,12 @@ impl Inner {
         let now = now().ms();
         let mut sockets = HashMap::new();
         for ws in self.state.get_websockets() {
-            let Some(a) = attachment_of(&ws) else { continue };
-            room.rejoin(now, a.conn, a.record);
-            sockets.insert(a.conn, ws);
+            let Some((conn, record)) = attachment_of(&ws).as_deref().and_then(doc::read_attachment)
+            else {
+                continue;
+            };
+            room.rejoin(now, conn, record);
+            sockets.insert(conn, ws);
         }
         let _ = room.take_effects();
         Ok(Live { room, sockets })
@@ -459,10 +474,15 @@ impl Inner {
                 }
             }
             Effect::Remember(conn) => {
-                if let (Some(ws), Some(record)) = (live.sockets.get(&conn), live.room.record(conn))
+                if let (Some(ws), Some(text)) =
+                    (live.sockets.get(&conn), live.room.attachment(conn))
                 {
-                    let text = serde_json::to_string(&Attachment { conn, record })?;
-                    let _ = ws.serialize_attachment(text);
+                    if let Err(e) = ws.serialize_attachment(text) {
+                        log(
+                            "attachment_error",
+                            serde_json::json!({"conn": conn, "error": e.to_string()}),
+                        );
+                    }
                 }
             }
             Effect::Refused(conn, why) => {
@@ -513,13 +533,12 @@ impl Inner {
     }
 }
 
-fn attachment_of(ws: &WebSocket) -> Option<Attachment> {
-    let text: String = ws.deserialize_attachment().ok()??;
-    serde_json::from_str(&text).ok()
+fn attachment_of(ws: &WebSocket) -> Option<String> {
+    ws.deserialize_attachment().ok()?
 }
 
 fn conn_of(ws: &WebSocket) -> Option<ConnId> {
-    attachment_of(ws).map(|a| a.conn)
+    attachment_of(ws).as_deref().and_then(doc::attachment_conn)
 }
 
 fn error(status: u16, code: &str, message: &str) -> Result<Response> {

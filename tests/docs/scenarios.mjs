@@ -256,6 +256,24 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       return result
     },
 
+    // Our provider given two endpoints of the deployment, the first one dead, and a server URL
+    // on the dead one: it probes both, takes the one that answers, and syncs and saves through
+    // it, under the server URL's path (the kind).
+    async regions () {
+      const live = new URL(args.url.replace(/^ws/, 'http')).origin
+      const dead = 'http://127.0.0.1:9' // nothing listens there
+      const doc = new Y.Doc()
+      const p = new DocProvider('ws://127.0.0.1:9/docs', args.room, doc, {
+        token: args.tokens.ann, WebSocketPolyfill: WebSocketImpl, endpoints: [dead, live]
+      })
+      await until('synced through the live endpoint', () => p.synced, 15000)
+      doc.getText('text').insert(0, 'through the endpoint that answered')
+      await until('saved', () => p.saved)
+      const result = { serverUrl: p.serverUrl, saved: p.saved, text: doc.getText('text').toString() }
+      p.destroy()
+      return result
+    },
+
     // The notes kind's rules (examples/notes; `args.url` ends in /notes): a title past its bound
     // is refused and nobody sees it; the room's own edit (POST append, admin) reaches every
     // editor; a locked note refuses an open socket's update and opens read-only.

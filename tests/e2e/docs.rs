@@ -34,6 +34,11 @@ pub fn trials() -> Vec<Spec> {
         ),
         on("docs::our_provider_takes_a_new_token_and_says_saved_when_stored", &TOKENS, provider),
         on("docs::the_kinds_rules_refuse_edit_and_lock_a_note", &TOKENS, rules),
+        on(
+            "docs::our_provider_probes_the_endpoints_and_takes_the_one_that_answers",
+            &TOKENS,
+            regions,
+        ),
     ]
 }
 
@@ -186,6 +191,17 @@ async fn rules(ctx: support::Ctx) -> R {
     check!(r["json"] == want, "stored: the room's edit, nothing refused: {r}");
     let outline = json!({"title": "Minutes", "body_chars": 20, "locked": true});
     check!(r["outline"] == outline, "a member reads the outline: {r}");
+    Ok(())
+}
+
+/// `homeroom/yjs` given a dead endpoint first and the live one second: it connects, syncs and
+/// saves through the live one, under the kind's path.
+async fn regions(ctx: support::Ctx) -> R {
+    let room = support::room("doc-regions");
+    let r = editors("regions", args_for(ctx.port, &room)).await?;
+    let want = format!("ws://127.0.0.1:{}/docs", ctx.port);
+    check!(r["serverUrl"] == json!(want), "the endpoint that answered: {r}");
+    check!(r["saved"] == true && r["text"] == "through the endpoint that answered", "{r}");
     Ok(())
 }
 

@@ -6,8 +6,9 @@
 //! (`GET /auction/{room}/lot`) is its one public route. A team's own Worker
 //! is a crate like this one (README, "Writing a room").
 //!
-//! The documents are the crate's default feature `documents`; `bench/run` also builds it
-//! without (`--no-default-features`) to weigh what the document kind adds to the Wasm.
+//! The documents are the crate's default features `documents` (`/docs`) and `notes`
+//! (`/notes`); `bench/run` also builds it without either (`--no-default-features`) and with
+//! `documents` alone, to weigh what the document kind adds to the Wasm.
 
 /// The Worker's kinds, with whatever follows them (the document kinds, when built with them).
 macro_rules! kinds {
@@ -24,11 +25,18 @@ macro_rules! kinds {
     };
 }
 
-#[cfg(feature = "documents")]
+#[cfg(feature = "notes")]
 kinds! {
     documents {
         "docs" => Document, binding "DOCS";
         "notes" => Note(homeroom::room::rules::with_vars(homeroom_notes::Notes::from_vars)), binding "NOTES";
+    }
+}
+
+#[cfg(all(feature = "documents", not(feature = "notes")))]
+kinds! {
+    documents {
+        "docs" => Document, binding "DOCS";
     }
 }
 

@@ -119,3 +119,28 @@ fn a_stock_clients_echo_of_anothers_state_is_ignored_not_refused() {
     assert!(!refused, "an echo is no attack");
     assert_eq!(seen(&sim, 0).len(), 1, "and changes nothing, so nothing is sent on");
 }
+
+#[test]
+fn a_sockets_attachment_fits_the_runtimes_16_kib_and_keeps_its_count_of_updates() {
+    let mut sim = Sim::new(DocConfig::default(), 1);
+    sim.connect_as(0, Member { extensions: true, ..member("ann") });
+    sim.edit(0, "a");
+    let conn = sim.editors[0].conn.unwrap();
+    sim.send(0, &state(100, 1, r#"{"name":"ann"}"#));
+    let text = sim.room.attachment(conn).unwrap();
+    assert_eq!(crate::doc::attachment_conn(&text), Some(conn));
+    let (_, small) = crate::doc::read_attachment(&text).unwrap();
+    assert_eq!(small.awareness.len(), 1, "a small state is kept across hibernation");
+    // Four states of 8 KiB of quotes: 32 KiB raw, about 64 KiB once escaped in the attachment.
+    let quotes = format!(r#"{{"q":"{}"}}"#, "\\\"".repeat(4000));
+    for client in 200..203 {
+        sim.send(0, &state(client, 1, &quotes));
+    }
+    assert_eq!(sim.room.record(conn).unwrap().awareness.len(), 4, "all four are live");
+    let text = sim.room.attachment(conn).unwrap();
+    assert!(text.len() <= crate::doc::MAX_ATTACHMENT, "{} bytes", text.len());
+    let (id, big) = crate::doc::read_attachment(&text).unwrap();
+    assert_eq!(id, conn);
+    assert!(big.awareness.is_empty(), "the states give way");
+    assert_eq!(big.updates, 2, "the count of updates (its step 2 and its edit) is kept");
+}
