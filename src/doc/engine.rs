@@ -553,6 +553,17 @@ impl DocRoom {
         self.snapshot_bytes + self.log_bytes
     }
 
+    /// Whether the copy the rules try updates on (if any) holds what the document holds.
+    #[cfg(test)]
+    pub(crate) fn copy_in_step(&self) -> bool {
+        use yrs::GetString;
+        self.shadow.as_ref().is_none_or(|copy| {
+            let (ours, theirs) = (self.doc.transact(), copy.transact());
+            let text = |t: &yrs::Transaction<'_>| t.get_text("text").map(|x| x.get_string(t));
+            ours.state_vector() == theirs.state_vector() && text(&ours) == text(&theirs)
+        })
+    }
+
     /// Sockets open.
     pub fn sockets(&self) -> usize {
         self.sockets.len()
