@@ -88,6 +88,14 @@ pub struct Custom {
     pub user: Option<String>,
 }
 
+impl Custom {
+    /// The request as the rules see it (a room's or a document's), with its body.
+    pub fn with_body(self, body: String) -> crate::room::rules::Request {
+        let Custom { method, path, query, admin, user } = self;
+        crate::room::rules::Request { method, path, query, body, admin, user }
+    }
+}
+
 /// What the room object is asked to do.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Inbound {

@@ -227,14 +227,7 @@ impl Inner {
             return error(404, "room_not_found", "no such document");
         }
         let body = req.text().await.unwrap_or_default();
-        let request = crate::doc::rules::Request {
-            method: custom.method,
-            path: custom.path,
-            query: custom.query,
-            body,
-            admin: custom.admin,
-            user: custom.user,
-        };
+        let request = custom.with_body(body);
         let answer = self.with(|live, now| live.room.request(now, &request))?;
         self.schedule().await;
         match answer {

@@ -329,14 +329,7 @@ impl Inner {
             Inbound::Doc(_) => self.read(origin, what)?,
             Inbound::Custom(custom) => {
                 let body = req.text().await.unwrap_or_default();
-                let request = crate::room::rules::Request {
-                    method: custom.method,
-                    path: custom.path,
-                    query: custom.query,
-                    body,
-                    admin: custom.admin,
-                    user: custom.user,
-                };
+                let request = custom.with_body(body);
                 let (answer, fx) =
                     self.run(Some(origin), |live, now| live.engine.request(now, &request))?;
                 match answer {

@@ -31,6 +31,27 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Plays one step on the simulated room.
+fn play(sim: &mut Sim, step: Step) {
+    match step {
+        Step::Type(i, s) => sim.edit(i, &s),
+        Step::Delete(i, n) => {
+            let update = sim.editors[i].delete_front(n);
+            if sim.editors[i].conn.is_some() {
+                sim.send(i, &wire::update(&update));
+            }
+        }
+        Step::Connect(i) if sim.editors[i].conn.is_none() => sim.connect(i),
+        Step::Connect(_) => {}
+        Step::Disconnect(i) => sim.disconnect(i),
+        Step::Reset => sim.reset(),
+        Step::Compact => {
+            sim.room.compact();
+            sim.apply();
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]
@@ -38,23 +59,7 @@ proptest! {
         let config = DocConfig { max_doc_bytes: 64 * 1024, compact_above: 2 * 1024, ..DocConfig::default() };
         let mut sim = Sim::new(config, 3);
         for step in steps {
-            match step {
-                Step::Type(i, s) => sim.edit(i, &s),
-                Step::Delete(i, n) => {
-                    let update = sim.editors[i].delete_front(n);
-                    if sim.editors[i].conn.is_some() {
-                        sim.send(i, &wire::update(&update));
-                    }
-                }
-                Step::Connect(i) if sim.editors[i].conn.is_none() => sim.connect(i),
-                Step::Connect(_) => {}
-                Step::Disconnect(i) => sim.disconnect(i),
-                Step::Reset => sim.reset(),
-                Step::Compact => {
-                    sim.room.compact();
-                    sim.apply();
-                }
-            }
+            play(&mut sim, step);
             prop_assert!(sim.stored.bytes() <= config.max_doc_bytes + config.max_frame());
             sim.now += 10;
         }
@@ -118,23 +123,7 @@ proptest! {
         let config = DocConfig { max_doc_bytes: 64 * 1024, compact_above: 2 * 1024, ..DocConfig::default() };
         let mut sim = Sim::new(config, 3).with_rules(|| Box::new(Bounded));
         for (n, step) in steps.into_iter().enumerate() {
-            match step {
-                Step::Type(i, s) => sim.edit(i, &s),
-                Step::Delete(i, n) => {
-                    let update = sim.editors[i].delete_front(n);
-                    if sim.editors[i].conn.is_some() {
-                        sim.send(i, &wire::update(&update));
-                    }
-                }
-                Step::Connect(i) if sim.editors[i].conn.is_none() => sim.connect(i),
-                Step::Connect(_) => {}
-                Step::Disconnect(i) => sim.disconnect(i),
-                Step::Reset => sim.reset(),
-                Step::Compact => {
-                    sim.room.compact();
-                    sim.apply();
-                }
-            }
+            play(&mut sim, step);
             if trims.contains(&n) {
                 sim.room.request(sim.now, &trim());
                 sim.apply();
