@@ -168,8 +168,9 @@ impl DocRoom {
     /// with what the room lacks) and everyone's awareness.
     pub fn open(&mut self, now: u64, conn: ConnId, mut member: Member) {
         let who = Editor { user: &member.user, read_only: member.read_only };
-        let editors = self.sockets.values().map(|s| s.member.user.as_str()).collect();
-        let mut ctx = DocCtx::new(now, &self.doc, editors);
+        let sockets = &self.sockets;
+        let editors = || sockets.values().map(|s| s.member.user.as_str()).collect();
+        let mut ctx = DocCtx::new(now, &self.doc, &editors);
         let access = self.rules.join(&mut ctx, &who);
         self.edits.append(&mut ctx.edits);
         match access {
@@ -253,8 +254,9 @@ impl DocRoom {
 
     /// A request to a path of the room no built-in route takes, for the rules to answer.
     pub fn request(&mut self, now: u64, req: &rules::Request) -> Option<rules::Response> {
-        let editors = self.sockets.values().map(|s| s.member.user.as_str()).collect();
-        let mut ctx = DocCtx::new(now, &self.doc, editors);
+        let sockets = &self.sockets;
+        let editors = || sockets.values().map(|s| s.member.user.as_str()).collect();
+        let mut ctx = DocCtx::new(now, &self.doc, &editors);
         let answer = self.rules.request(&mut ctx, req);
         self.edits.append(&mut ctx.edits);
         self.run_edits();
@@ -374,8 +376,9 @@ impl DocRoom {
         let kept = Cell::new(self.shadow.take());
         let member = &self.sockets[&conn].member;
         let who = Editor { user: &member.user, read_only: member.read_only };
-        let editors = self.sockets.values().map(|s| s.member.user.as_str()).collect();
-        let mut ctx = DocCtx::new(now, &self.doc, editors);
+        let sockets = &self.sockets;
+        let editors = || sockets.values().map(|s| s.member.user.as_str()).collect();
+        let mut ctx = DocCtx::new(now, &self.doc, &editors);
         let change = Change { before: &self.doc, update: bytes, trial: &trial, kept: &kept };
         let verdict = self.rules.update(&mut ctx, &who, &change);
         self.edits.append(&mut ctx.edits);

@@ -118,12 +118,13 @@ pub(crate) type Edit = Box<dyn FnOnce(&mut TransactionMut<'_>)>;
 pub struct DocCtx<'a> {
     pub(crate) now: u64,
     pub(crate) doc: &'a Doc,
-    pub(crate) editors: Vec<&'a str>,
+    /// Lists the editors when a rule asks (not on every update).
+    pub(crate) editors: &'a dyn Fn() -> Vec<&'a str>,
     pub(crate) edits: Vec<Edit>,
 }
 
 impl<'a> DocCtx<'a> {
-    pub(crate) fn new(now: u64, doc: &'a Doc, editors: Vec<&'a str>) -> DocCtx<'a> {
+    pub(crate) fn new(now: u64, doc: &'a Doc, editors: &'a dyn Fn() -> Vec<&'a str>) -> DocCtx<'a> {
         DocCtx { now, doc, editors, edits: Vec::new() }
     }
 
@@ -137,9 +138,10 @@ impl<'a> DocCtx<'a> {
         self.doc.transact()
     }
 
-    /// The users with a socket open on the document (one entry per socket).
-    pub fn editors(&self) -> &[&'a str] {
-        &self.editors
+    /// The users with a socket open on the document (one entry per socket; in `join`, not
+    /// yet the one joining).
+    pub fn editors(&self) -> Vec<&'a str> {
+        (self.editors)()
     }
 
     /// Changes the document as the room, in a transaction of its own applied after the hook

@@ -120,6 +120,9 @@ impl Sim {
         self.editors[i].closed = None;
         self.room.open(self.now, conn, member);
         self.apply();
+        if self.editors[i].conn.is_none() {
+            return; // refused (the rules' join)
+        }
         let step1 = self.editors[i].step1();
         self.send(i, &step1);
     }

@@ -9,14 +9,18 @@ use crate::doc::rules::{
 };
 
 /// `text` holds at most 10 characters (decided on the document after the update); `guest`
-/// reads only, `banned` is kept out; `POST append` (admin) appends its body as the room.
+/// reads only, and only with an editor there; `banned` is kept out; `POST append` (admin) appends its body as the room.
 #[derive(Clone)]
 struct Schema;
 
 impl DocRules for Schema {
-    fn join(&mut self, _doc: &mut DocCtx<'_>, who: &Who<'_>) -> Access {
+    fn join(&mut self, doc: &mut DocCtx<'_>, who: &Who<'_>) -> Access {
         match who.user {
             "banned" => Access::Refuse(Refusal::new("banned", "not in this document")),
+            // Only with someone there to vouch for them.
+            "guest" if doc.editors().is_empty() => {
+                Access::Refuse(Refusal::new("alone", "a guest joins someone"))
+            }
             "guest" => Access::ReadOnly,
             _ => Access::Write,
         }
@@ -112,12 +116,14 @@ fn the_rules_see_the_document_an_update_would_make_after_refusals_and_the_rooms_
 #[test]
 fn join_decides_who_reads_only_and_who_is_kept_out() {
     let mut sim = Sim::new(DocConfig::default(), 3).with_rules(schema);
+    sim.connect_as(1, member("guest"));
+    assert_eq!(sim.editors[1].closed, Some((4403, "alone".into())), "no editor there yet");
     sim.connect(0);
     sim.edit(0, "kept");
     sim.connect_as(1, member("guest"));
     sim.edit(1, "x");
     assert_eq!(sim.editors[0].text(), "kept");
-    assert_eq!(refusals(&sim), vec![DocError::ReadOnly]);
+    assert_eq!(refusals(&sim)[1..], [DocError::ReadOnly]);
     assert_eq!(sim.editors[1].text(), "keptx", "its own copy only");
     // The decision is the socket's record: it survives hibernation.
     let conn = sim.editors[1].conn.unwrap();
