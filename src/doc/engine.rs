@@ -372,7 +372,6 @@ impl DocRoom {
         bytes: &[u8],
     ) -> Result<(), DocError> {
         let trial = OnceCell::new();
-        let had_copy = self.shadow.is_some();
         let kept = Cell::new(self.shadow.take());
         let member = &self.sockets[&conn].member;
         let who = Editor { user: &member.user, read_only: member.read_only };
@@ -382,27 +381,38 @@ impl DocRoom {
         let change = Change { before: &self.doc, update: bytes, trial: &trial, kept: &kept };
         let verdict = self.rules.update(&mut ctx, &who, &change);
         self.edits.append(&mut ctx.edits);
-        if trial.get().is_some() && !had_copy {
-            // A copy of the whole document was made for this update: its sender pays for it
-            // from what they may send (as if they had sent the document), so updates the rules
-            // refuse cannot make the room copy without end: past the budget, 4029.
-            let (cost, limits) = (self.stored_bytes() as u64, self.config);
-            let budget = self.budget_of(conn);
-            budget.bytes.charge(limits.bytes_per_sec, limits.byte_burst(), cost, now);
-        }
         if let Verdict::Refuse(refusal) = verdict {
-            // A trial copy holds the refused update: let it go; an untouched one stays.
-            self.shadow = if trial.get().is_some() { None } else { kept.take() };
+            // A trial copy holds the refused update: let it go (its sender pays for the next
+            // one); an untouched one stays.
+            self.shadow = kept.take();
+            if trial.get().is_some() {
+                self.copy_lost_by(conn, now);
+            }
             return Err(DocError::Rules(refusal.code().to_owned()));
         }
         let result = self.apply_and_store(update, bytes, Some(conn));
-        self.shadow = match (&result, trial.into_inner(), kept.take()) {
+        let (trial, kept) = (trial.into_inner(), kept.take());
+        let had_copy = trial.is_some() || kept.is_some();
+        self.shadow = match (&result, trial, kept) {
             (Ok(()), Some(copy), _) => Some(copy),
             (Ok(()), None, Some(copy)) => rules::apply(&copy, bytes).then_some(copy),
             (Err(DocError::TooLarge), None, copy) => copy, // nothing was applied
             _ => None,
         };
+        if had_copy && self.shadow.is_none() {
+            self.copy_lost_by(conn, now);
+        }
         result
+    }
+
+    /// Socket `conn`'s update cost the room the copy its rules decide on: the next update
+    /// that asks makes a new one, and `conn`'s user pays for it now, from what they may send
+    /// (as if they had sent the document). So updates the rules refuse cannot make the room
+    /// copy without end (past the budget, 4029), nor make another editor pay for the copy.
+    fn copy_lost_by(&mut self, conn: ConnId, now: u64) {
+        let (cost, limits) = (self.stored_bytes() as u64, self.config);
+        let budget = self.budget_of(conn);
+        budget.bytes.charge(limits.bytes_per_sec, limits.byte_burst(), cost, now);
     }
 
     /// An update made by the room itself (a backend route or the kind's rules): stored and

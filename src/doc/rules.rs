@@ -89,7 +89,9 @@ impl Change<'_> {
 
     /// The document as it would be with the update. The first call in a room builds a copy
     /// of the document, which the room then keeps in step with every change: a kind whose
-    /// rules call this holds its document twice in memory and applies every update twice.
+    /// rules call this holds its document twice in memory and applies every update twice. An
+    /// update refused after this was called costs the room its copy, and its sender the
+    /// document's size from what they may send.
     pub fn after(&self) -> Transaction<'_> {
         self.trial
             .get_or_init(|| {

@@ -219,3 +219,50 @@ fn refusals_that_cost_the_room_a_copy_of_the_document_run_out_the_senders_budget
     assert_eq!(sim.editors[0].closed, Some((4029, "rate_limited".into())));
     assert!((15..=30).contains(&sent), "closed after {sent} refusals");
 }
+
+/// Refuses an update whose document would hold a `!` (decided on the document after it).
+#[derive(Clone)]
+struct NoBang;
+
+impl DocRules for NoBang {
+    fn update(&mut self, _doc: &mut DocCtx<'_>, _who: &Who<'_>, change: &Change<'_>) -> Verdict {
+        let after = change.after();
+        if after.get_text("text").is_some_and(|t| t.get_string(&after).contains('!')) {
+            return Verdict::Refuse(Refusal::new("no_bang", "no exclamation marks"));
+        }
+        Verdict::Accept
+    }
+}
+
+#[test]
+fn a_member_whose_refused_updates_make_the_room_drop_its_copy_pays_not_the_next_editor() {
+    let mut sim = Sim::new(DocConfig::default(), 2).with_rules(|| Box::new(NoBang));
+    let big = "x".repeat(400_000);
+    sim.room
+        .server_edit(move |txn| {
+            let text = txn.get_or_insert_text("text");
+            text.insert(txn, 0, &big);
+        })
+        .unwrap();
+    sim.apply();
+    sim.connect(0); // the victim, typing
+    sim.connect_as(1, member("mallory"));
+    // Each refused update leaves the room without its copy; the victim's next keystroke needs
+    // a new one. Mallory's updates come from fresh Yjs clients, so none waits on another.
+    for round in 0..40 {
+        let doc = yrs::Doc::with_client_id(5_000 + round);
+        let text = doc.get_or_insert_text("text");
+        let mut txn = doc.transact_mut();
+        text.insert(&mut txn, 0, "!");
+        let update = txn.encode_update_v1();
+        drop(txn);
+        sim.send(1, &wire::update(&update));
+        if sim.editors[1].conn.is_none() {
+            break;
+        }
+        sim.edit(0, "a");
+    }
+    assert!(sim.editors[0].conn.is_some(), "the victim typed on: {:?}", sim.editors[0].closed);
+    assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())), "mallory paid");
+    assert!(!sim.stored_text().contains('!'));
+}
