@@ -4,7 +4,8 @@
 //! it. The operator's backend (admin key) may:
 //!
 //! - `POST /notes/{room}/lock` and `.../unlock`: a locked note opens read-only for everyone and
-//!   refuses every member's update (`locked`), sockets already open included;
+//!   refuses every member's update (`locked`), sockets already open included (a socket opened
+//!   while locked stays read-only after the unlock, until it reconnects);
 //! - `POST /notes/{room}/append` with a text body: appends it to `body` as the room (an
 //!   assistant writing into the note), stored and sent to every editor like a member's edit;
 //!
