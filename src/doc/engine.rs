@@ -371,6 +371,9 @@ impl DocRoom {
         update: Update,
         bytes: &[u8],
     ) -> Result<(), DocError> {
+        // Past the bound the update is refused before the rules try it: a refusal that is
+        // nobody's doing must not cost the room its copy, nor its sender the copy's price.
+        self.fits_the_bound(bytes.len())?;
         let trial = OnceCell::new();
         let kept = Cell::new(self.shadow.take());
         let member = &self.sockets[&conn].member;
@@ -464,13 +467,7 @@ impl DocRoom {
         if update.is_empty() {
             return Ok(()); // a sync step 2 of a client with nothing new
         }
-        if self.stored_bytes() + bytes.len() > self.config.max_doc_bytes {
-            // The log overstates the document (it repeats what merges away): measure it.
-            self.compact();
-            if self.stored_bytes() + bytes.len() > self.config.max_doc_bytes {
-                return Err(DocError::TooLarge);
-            }
-        }
+        self.fits_the_bound(bytes.len())?;
         if self.doc.transact_mut().apply_update(update).is_err() {
             // `yrs` integrates block by block: what came before the error stays in memory, and
             // a late joiner's sync would show it. Store the update so storage holds what memory
@@ -481,6 +478,21 @@ impl DocRoom {
             return Err(DocError::BadUpdate);
         }
         self.stored(bytes.to_vec(), from);
+        Ok(())
+    }
+
+    /// Whether `len` more bytes keep the document within its bound. The log overstates the
+    /// document (it repeats what merges away), so a log is folded to measure; an empty log is
+    /// not folded again (a snapshot is already the document: a member sending small updates
+    /// at the bound must not make the room re-encode the whole document for each).
+    fn fits_the_bound(&mut self, len: usize) -> Result<(), DocError> {
+        let max = self.config.max_doc_bytes;
+        if self.stored_bytes() + len > max && self.log_bytes > 0 {
+            self.compact();
+        }
+        if self.stored_bytes() + len > max {
+            return Err(DocError::TooLarge);
+        }
         Ok(())
     }
 
@@ -600,6 +612,11 @@ impl DocRoom {
         let Some(socket) = self.sockets.get(&conn) else { return };
         if socket.member.extensions {
             self.out.push(Effect::Send(conn, wire::refused(index, refused.code())));
+            if index > 0 {
+                // A refused update counts too: the count `saved` goes on from must survive
+                // hibernation.
+                self.out.push(Effect::Remember(conn));
+            }
         }
         if let Consequence::Close(code) = refused.consequence() {
             self.out.push(Effect::Close(conn, code, refused.code().to_owned()));

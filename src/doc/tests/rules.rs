@@ -64,6 +64,28 @@ fn admin(path: &str, body: &str) -> Request {
     }
 }
 
+/// An update frame inserting `s` at the start of the text, from a fresh Yjs client (so that it
+/// depends on no update refused before).
+fn from_fresh_client(client: u64, s: &str) -> Vec<u8> {
+    let doc = yrs::Doc::with_client_id(client);
+    let text = doc.get_or_insert_text("text");
+    let mut txn = doc.transact_mut();
+    text.insert(&mut txn, 0, s);
+    wire::update(&txn.encode_update_v1())
+}
+
+/// The room writes `chars` characters into the text itself (a big document, quickly).
+fn fill(sim: &mut Sim, chars: usize) {
+    let big = "x".repeat(chars);
+    sim.room
+        .server_edit(move |txn| {
+            let text = txn.get_or_insert_text("text");
+            text.insert(txn, 0, &big);
+        })
+        .unwrap();
+    sim.apply();
+}
+
 fn with_extensions(user: &str) -> Member {
     Member { extensions: true, ..member(user) }
 }
@@ -193,27 +215,14 @@ impl DocRules for RefuseAll {
 #[test]
 fn refusals_that_cost_the_room_a_copy_of_the_document_run_out_the_senders_budget() {
     let mut sim = Sim::new(DocConfig::default(), 1).with_rules(|| Box::new(RefuseAll));
-    let big = "x".repeat(400_000);
-    sim.room
-        .server_edit(move |txn| {
-            let text = txn.get_or_insert_text("text");
-            text.insert(txn, 0, &big);
-        })
-        .unwrap();
-    sim.apply();
+    fill(&mut sim, 400_000);
     sim.connect(0);
     // Each refused update cost a copy of the ~400 KB document: the byte budget (twice the
     // largest frame, about 8.5 MB) runs out after about 21 of them, not never. Each comes
     // from a fresh Yjs client, so none depends on one refused before.
     let mut sent = 0;
     while sim.editors[0].conn.is_some() && sent < 100 {
-        let doc = yrs::Doc::with_client_id(1_000 + sent);
-        let text = doc.get_or_insert_text("text");
-        let mut txn = doc.transact_mut();
-        text.insert(&mut txn, 0, "a");
-        let update = txn.encode_update_v1();
-        drop(txn);
-        sim.send(0, &wire::update(&update));
+        sim.send(0, &from_fresh_client(1_000 + sent, "a"));
         sent += 1;
     }
     assert_eq!(sim.editors[0].closed, Some((4029, "rate_limited".into())));
@@ -237,26 +246,13 @@ impl DocRules for NoBang {
 #[test]
 fn a_member_whose_refused_updates_make_the_room_drop_its_copy_pays_not_the_next_editor() {
     let mut sim = Sim::new(DocConfig::default(), 2).with_rules(|| Box::new(NoBang));
-    let big = "x".repeat(400_000);
-    sim.room
-        .server_edit(move |txn| {
-            let text = txn.get_or_insert_text("text");
-            text.insert(txn, 0, &big);
-        })
-        .unwrap();
-    sim.apply();
+    fill(&mut sim, 400_000);
     sim.connect(0); // the victim, typing
     sim.connect_as(1, member("mallory"));
     // Each refused update leaves the room without its copy; the victim's next keystroke needs
     // a new one. Mallory's updates come from fresh Yjs clients, so none waits on another.
     for round in 0..40 {
-        let doc = yrs::Doc::with_client_id(5_000 + round);
-        let text = doc.get_or_insert_text("text");
-        let mut txn = doc.transact_mut();
-        text.insert(&mut txn, 0, "!");
-        let update = txn.encode_update_v1();
-        drop(txn);
-        sim.send(1, &wire::update(&update));
+        sim.send(1, &from_fresh_client(5_000 + round, "!"));
         if sim.editors[1].conn.is_none() {
             break;
         }
@@ -265,4 +261,23 @@ fn a_member_whose_refused_updates_make_the_room_drop_its_copy_pays_not_the_next_
     assert!(sim.editors[0].conn.is_some(), "the victim typed on: {:?}", sim.editors[0].closed);
     assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())), "mallory paid");
     assert!(!sim.stored_text().contains('!'));
+}
+
+#[test]
+fn at_the_size_bound_an_editor_is_refused_without_paying_for_the_rules_copy() {
+    let config = DocConfig { max_doc_bytes: 64 * 1024, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 1).with_rules(|| Box::new(NoBang));
+    fill(&mut sim, 64 * 1024 - 200);
+    sim.connect(0);
+    sim.trace.clear();
+    // Each keystroke is refused for size before the rules try it: no copy lost, no charge
+    // (before, each one cost the typist the whole document and the fifth or so closed them).
+    for n in 0..30 {
+        sim.send(0, &from_fresh_client(7_000 + n, &"y".repeat(300)));
+    }
+    assert!(sim.editors[0].conn.is_some(), "closed: {:?}", sim.editors[0].closed);
+    assert!(refusals(&sim).iter().all(|r| *r == DocError::TooLarge), "{:?}", refusals(&sim));
+    // And the room folded its log at most once, not once a keystroke.
+    let folds = sim.trace.iter().filter(|e| matches!(e, Effect::Compact(_))).count();
+    assert!(folds <= 1, "{folds} compactions");
 }

@@ -109,3 +109,16 @@ fn saved_counts_every_update_in_order_for_clients_that_ask() {
     // counted: every update message gets one answer.
     assert_eq!(saved, vec![1, 2, 3]);
 }
+
+#[test]
+fn a_refused_update_is_counted_in_the_record_that_survives_hibernation() {
+    let mut sim = Sim::new(DocConfig::default(), 1);
+    sim.connect_as(0, Member { extensions: true, read_only: true, ..member("reader") });
+    let conn = sim.editors[0].conn.unwrap();
+    sim.trace.clear();
+    sim.edit(0, "x"); // refused read_only: its second update message
+    let after_refusal = sim.trace.iter().position(|e| matches!(e, Effect::Refused(..))).unwrap();
+    let remembered = sim.trace.iter().rposition(|e| *e == Effect::Remember(conn));
+    assert!(remembered.is_some_and(|at| at < after_refusal), "{:?}", sim.trace);
+    assert_eq!(sim.room.record(conn).unwrap().updates, 2);
+}
