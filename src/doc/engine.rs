@@ -73,8 +73,11 @@ struct Budget {
 /// What one socket keeps of itself across hibernation (its attachment).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
+    /// Who holds the socket, as admitted (read-only by the token or the rules' `join`).
     pub member: Member,
+    /// Update messages received on it, refused ones included (`saved` goes on from it).
     pub updates: u64,
+    /// Its awareness states (dropped when they do not fit, see [`DocRoom::attachment`]).
     pub awareness: Vec<Entry>,
 }
 

@@ -199,6 +199,7 @@ impl DocRules for Open {}
 /// that is `Clone` is copied; [`crate::room::rules::with_vars`] makes them from the
 /// deployment's variables.
 pub trait MakeDocRules: 'static {
+    /// Fresh rules for a room being loaded, from the deployment's variables.
     fn make(&self, vars: &Vars<'_>) -> Box<dyn DocRules>;
 }
 

@@ -14,7 +14,7 @@ use worker::{
     WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
-use super::{now, random_u64, Object};
+use super::{error_response as error, now, random_u64, Object};
 use crate::doc::rules::{DocRules, Vars};
 use crate::doc::{self, ConnId, DocConfig, DocRoom, Effect, Member, MAX_VERSIONS};
 use crate::forward::{self, DocAsk, Inbound};
@@ -164,9 +164,7 @@ impl DocHost {
 }
 
 impl Inner {
-    /// Answers an ask of the Worker's (all but the rules' routes). Not inlined into the
-    /// `fetch` future, whose state the runtime keeps across its awaits.
-    #[inline(never)]
+    /// Answers an ask of the Worker's (all but the rules' routes), its body read.
     fn answer(&self, ask: DocAsk, body: Option<Vec<u8>>) -> Result<Response> {
         // Reading a document that does not exist must not create it: only a connect, or a
         // write by the operator's backend.
@@ -239,30 +237,16 @@ impl Inner {
     /// Runs `f` on the room (loading it first if need be), then applies its effects and
     /// expires what is due.
     fn with<R>(&self, f: impl FnOnce(&mut Live, u64) -> R) -> Result<R> {
-        let mut slot = self.loaded()?;
-        let live = slot.as_mut().expect("loaded");
-        let now = now().ms();
-        let result = f(live, now);
-        self.settle(live, now)?;
-        Ok(result)
-    }
-
-    /// The room, loaded if need be. (Not inlined, nor `settle`: `with` is instantiated for
-    /// every call site, and the Wasm should hold one copy of each.)
-    #[inline(never)]
-    fn loaded(&self) -> Result<std::cell::RefMut<'_, Option<Live>>> {
         let mut slot = self.live.borrow_mut();
         if slot.is_none() {
             *slot = Some(self.load()?);
         }
-        Ok(slot)
-    }
-
-    /// Expires what is due, then applies the room's effects.
-    #[inline(never)]
-    fn settle(&self, live: &mut Live, now: u64) -> Result<()> {
+        let live = slot.as_mut().expect("loaded above");
+        let now = now().ms();
+        let result = f(live, now);
         self.due.set(live.room.tick(now));
-        self.apply(live)
+        self.apply(live)?;
+        Ok(result)
     }
 
     /// The room from storage, and the sockets that stayed connected from their attachments.
@@ -532,9 +516,4 @@ fn attachment_of(ws: &WebSocket) -> Option<String> {
 
 fn conn_of(ws: &WebSocket) -> Option<ConnId> {
     attachment_of(ws).as_deref().and_then(doc::attachment_conn)
-}
-
-fn error(status: u16, code: &str, message: &str) -> Result<Response> {
-    let body = serde_json::json!({ "error": code, "message": message });
-    Ok(Response::from_json(&body)?.with_status(status))
 }

@@ -734,7 +734,7 @@ pub(super) fn json_response(status: u16, body: String) -> Result<Response> {
     Ok(response)
 }
 
-fn error_response(status: u16, code: &str, message: &str) -> Result<Response> {
+pub(super) fn error_response(status: u16, code: &str, message: &str) -> Result<Response> {
     json_response(status, serde_json::json!({ "error": code, "message": message }).to_string())
 }
 
