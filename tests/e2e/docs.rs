@@ -230,8 +230,8 @@ async fn versions(ctx: support::Ctx) -> R {
 }
 
 /// A socket without a token, or with another kind's, is closed 4401 with the code; the
-/// backend routes want the admin key; reading a document that was never created answers 404
-/// and creates nothing (a second read still finds none).
+/// backend routes want the admin key; the rules' routes a token; reading a document that was
+/// never created answers 404 and creates nothing (a second read still finds none).
 async fn strangers(ctx: support::Ctx) -> R {
     let room = support::room("doc-strangers");
     check_token_close("no token", ctx.port, &format!("/docs/{room}"), "token_missing").await?;
@@ -250,6 +250,21 @@ async fn strangers(ctx: support::Ctx) -> R {
         let resp = get(ctx.port, &json, &[("Authorization", &bearer_admin())]).await?;
         check_refusal("json of no document", &resp, 404, "room_not_found")?;
     }
+    // A rules route (the notes kind's): an outsider is stopped at the edge; a member's read of
+    // a note never created answers 404 and creates none either.
+    let outline = format!("/notes/{room}/outline");
+    check_refusal(
+        "a rules route without a token",
+        &get(ctx.port, &outline, &[]).await?,
+        401,
+        "token_missing",
+    )?;
+    let member = format!("Bearer {}", kind_token("notes", &room, "ann", false));
+    let resp = get(ctx.port, &outline, &[("Authorization", &member)]).await?;
+    check_refusal("a member's read of no note", &resp, 404, "room_not_found")?;
+    let notes_json = format!("/notes/{room}/json?types=title:text");
+    let resp = get(ctx.port, &notes_json, &[("Authorization", &bearer_admin())]).await?;
+    check_refusal("and still no note", &resp, 404, "room_not_found")?;
     Ok(())
 }
 
