@@ -15,6 +15,19 @@ export interface SocketLike {
   close(code?: number, reason?: string): void;
 }
 
+/**
+ * Drops a socket's callbacks before it is closed or abandoned. `onerror`
+ * stays a no-op rather than null: Node's `ws` emits `error` when a socket
+ * still connecting is closed, and an `error` with no listener throws out of
+ * the timer that closed it (a probe or connect timeout would kill the process).
+ */
+export function detachSocket(s: SocketLike): void {
+  s.onopen = s.onmessage = s.onclose = null;
+  s.onerror = ignore;
+}
+
+function ignore(): void {}
+
 /** A WebSocket constructor (the browser's, or a fake). */
 export type SocketFactory = new (url: string) => SocketLike;
 

@@ -2,7 +2,7 @@
 //! one's `/probe` at once and take the first that opens, remember the choice
 //! for a day, and go back to the same endpoint within a minute of a drop.
 
-import type { Env, SocketLike } from "./env.js";
+import { detachSocket, type Env, type SocketLike } from "./env.js";
 
 export const PIN_KEY = "homeroom.endpoint";
 
@@ -108,7 +108,7 @@ export class EndpointChooser {
         done = true;
         env.clearTimeout(timer);
         for (const s of sockets) {
-          s.onopen = s.onerror = s.onclose = s.onmessage = null;
+          detachSocket(s);
           try {
             s.close(1000);
           } catch {

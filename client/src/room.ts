@@ -9,7 +9,7 @@
 import { DEFAULT_BACKOFF, plan, spreadMs, type BackoffOptions, type Cause, type StopWhy } from "./backoff.js";
 import { DEFAULT_RATE, paceFor, type RateOptions } from "./bucket.js";
 import { Emitter } from "./emitter.js";
-import { OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle, type WakeWhy } from "./env.js";
+import { detachSocket, OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle, type WakeWhy } from "./env.js";
 import { HomeroomError } from "./errors.js";
 import { DEFAULT_HEARTBEAT, Heartbeat, type HeartbeatOptions } from "./heartbeat.js";
 import { byteLength, jsonDepth } from "./json.js";
@@ -590,7 +590,7 @@ export class Room {
     this.generation += 1;
     const s = this.socket;
     this.socket = null;
-    if (s) s.onopen = s.onmessage = s.onclose = s.onerror = null;
+    if (s) detachSocket(s);
     this.welcomed = false;
     this.heartbeat.stop();
     this.sender.pause();

@@ -158,7 +158,18 @@ export class FakeSocket implements SocketLike {
 
   close(code?: number, reason?: string): void {
     this.closedByClient = { code, reason };
+    const connecting = this.readyState === 0;
     if (this.readyState < 2) this.readyState = 2;
+    // As Node's `ws` does: closing a socket that is still connecting emits
+    // `error` on the next tick, and an `error` nobody listens to then throws
+    // out of the event loop (a try around close() does not catch it).
+    if (connecting) {
+      queueMicrotask(() => {
+        const e = new Error("WebSocket was closed before the connection was established");
+        if (this.onerror === null) throw e;
+        this.onerror(e);
+      });
+    }
   }
 
   /** Frames the client sent, parsed (pings included). */
