@@ -2,7 +2,8 @@
 //! y-protocols frames (sync steps, updates of every shared type, awareness) mutated and fed to
 //! a `DocRoom` as a member's frames. What must hold for every input: no panic (a panic on
 //! workerd resets the Wasm instance and every room in it), no single allocation larger than
-//! the input justifies (a Worker has 128 MB), and storage always holds what memory holds.
+//! the input justifies (a Worker has 128 MB), storage always holds what memory holds, and no
+//! type nests deeper than `MAX_NESTING` (a deeper chain exhausts the Wasm stack).
 //!
 //! `DOC_FUZZ_INPUTS` scales it (default 20,000; the recorded run in tests/FUZZ.md used
 //! millions, with `--release`); `DOC_FUZZ_SEED` picks another base seed; a failure prints the
@@ -94,6 +95,15 @@ fn corpus() -> Vec<Vec<u8>> {
         xml.insert(t, 0, yrs::XmlElementPrelim::empty("p"));
     });
     edit(&|t| map.remove(t, "n").map(|_| ()).unwrap_or(()));
+    // Types in types: a chain of 40 maps, and one from another editor past the nesting bound
+    // (its mutations land on both sides of it).
+    edit(&|t| {
+        let mut at = map.insert(t, "chain", yrs::MapPrelim::default());
+        for _ in 0..40 {
+            at = at.insert(t, "k", yrs::MapPrelim::default());
+        }
+    });
+    frames.push(wire::update(&chain(43, usize::from(homeroom::doc::MAX_NESTING) + 20)));
     frames
         .push(wire::sync_step2(&doc.transact().encode_state_as_update_v1(&StateVector::default())));
     frames.push(wire::sync_step1(&doc.transact().state_vector().encode_v1()));
@@ -101,6 +111,45 @@ fn corpus() -> Vec<Vec<u8>> {
     frames.push(wire::awareness(entries.iter()));
     frames.push(vec![3]); // query awareness
     frames
+}
+
+/// An update from editor `client`: `depth` maps, each in the one before, under the root map
+/// "deep".
+fn chain(client: u64, depth: usize) -> Vec<u8> {
+    let doc = Doc::with_client_id(client);
+    let root = doc.get_or_insert_map("deep");
+    let mut txn = doc.transact_mut();
+    let mut at = root.insert(&mut txn, "k", yrs::MapPrelim::default());
+    for _ in 1..depth {
+        at = at.insert(&mut txn, "k", yrs::MapPrelim::default());
+    }
+    txn.encode_update_v1()
+}
+
+/// How deeply the document's maps and arrays nest under its roots "map", "array" and "deep",
+/// read through `yrs`'s API with an explicit stack (no recursion).
+fn deepest(doc: &Doc) -> usize {
+    use yrs::Out;
+    let txn = doc.transact();
+    let mut stack: Vec<(Out, usize)> = Vec::new();
+    for name in ["map", "deep"] {
+        if let Some(m) = txn.get_map(name) {
+            stack.push((Out::YMap(m), 0));
+        }
+    }
+    if let Some(a) = txn.get_array("array") {
+        stack.push((Out::YArray(a), 0));
+    }
+    let mut deepest = 0;
+    while let Some((value, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match value {
+            Out::YMap(m) => stack.extend(m.iter(&txn).map(|(_, v)| (v, depth + 1))),
+            Out::YArray(a) => stack.extend(a.iter(&txn).map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// One input: a frame of the corpus, mutated a few times, or two spliced, or random bytes.
@@ -230,6 +279,12 @@ fn no_frame_panics_overallocates_or_parts_storage_from_memory() {
                 reloaded.encoded(),
                 room.encoded(),
                 "case {case}: storage and memory differ"
+            );
+            // Counted from a root's value at 0: a type in a root is at depth 1.
+            let depth = deepest(room.doc());
+            assert!(
+                depth <= usize::from(homeroom::doc::MAX_NESTING),
+                "case {case}: the document nests {depth} deep"
             );
         }
     }

@@ -13,6 +13,7 @@ use super::awareness::{Awareness, Bounds};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
 use super::guard::{check_update, Shape};
+use super::nesting::{Nesting, Placement, MAX_NESTING};
 use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
 use super::wire::{self, Entry, Message};
 use super::ConnId;
@@ -62,12 +63,23 @@ struct Socket {
     updates: u64,
 }
 
-/// A user's budgets, shared by their sockets.
+/// A user's budgets, shared by their sockets, and kept after their last socket closes until
+/// they are full again: a member closed 4029 who reconnects at once finds what they left.
 #[derive(Debug)]
 struct Budget {
     frames: Bucket,
     bytes: Bucket,
     replies: Bucket,
+}
+
+impl Budget {
+    /// When all three are full again (ms).
+    fn full_at(&self, limits: &DocConfig) -> u64 {
+        let frames = self.frames.full_at(limits.frames_per_sec, limits.frame_burst);
+        let bytes = self.bytes.full_at(limits.bytes_per_sec, limits.byte_burst());
+        let replies = self.replies.full_at(limits.reply_bytes_per_sec, limits.reply_burst());
+        frames.max(bytes).max(replies)
+    }
 }
 
 /// What one socket keeps of itself across hibernation (its attachment).
@@ -102,6 +114,8 @@ pub struct DocRoom {
     doc: Doc,
     sockets: BTreeMap<ConnId, Socket>,
     budgets: BTreeMap<String, Budget>,
+    /// Budgets past this many are looked at for the full ones ([`Self::forget_full_budgets`]).
+    budgets_checked_above: usize,
     awareness: Awareness,
     rules: Box<dyn DocRules>,
     /// A copy of the document kept in step with it, once the rules asked what an update
@@ -112,7 +126,19 @@ pub struct DocRoom {
     /// Bytes of the stored snapshot and of the log after it: the document's stored size.
     snapshot_bytes: usize,
     log_bytes: usize,
+    /// How deeply the document's types nest; built from the document when first needed
+    /// (a wake that only serves reads never builds it).
+    nesting: Option<Nesting>,
     out: Vec<Effect>,
+}
+
+/// A member's or a backend's update, checked against the document before anything runs it:
+/// it integrates whole and nests no deeper than allowed.
+struct Checked<'a> {
+    now: u64,
+    shape: &'a Shape,
+    placement: Placement,
+    before: StateVector,
 }
 
 impl DocRoom {
@@ -124,12 +150,14 @@ impl DocRoom {
             doc: rules::blank(client),
             sockets: BTreeMap::new(),
             budgets: BTreeMap::new(),
+            budgets_checked_above: 0,
             awareness: Awareness::default(),
             rules: Box::new(rules::Open),
             shadow: None,
             edits: Vec::new(),
             snapshot_bytes: 0,
             log_bytes: 0,
+            nesting: None,
             out: Vec::new(),
         }
     }
@@ -159,6 +187,7 @@ impl DocRoom {
             skipped += usize::from(apply(&mut self.doc.transact_mut(), update).is_err());
             self.log_bytes += update.len();
         }
+        self.nesting = None;
         skipped
     }
 
@@ -348,13 +377,15 @@ impl DocRoom {
         if read_only && !update.is_empty() {
             return Err(DocError::ReadOnly);
         }
-        if !self.fits(shape) {
-            return Err(DocError::MissingDependencies);
-        }
         // An empty update (a sync step 2 with nothing new) is not the rules' to decide; it is
         // answered saved like any other, in order.
         if !update.is_empty() {
-            self.ruled_update(now, conn, update, &bytes)?;
+            // Checked before the rules see it: their copy of the document must not take an
+            // update the room refuses for its shape.
+            let checked = self.check(now, shape)?;
+            self.ruled_update(now, conn, update, &bytes, checked)?;
+        } else if !self.fits(shape) {
+            return Err(DocError::MissingDependencies);
         }
         if extensions {
             self.out.push(Effect::Send(conn, wire::saved(index)));
@@ -373,6 +404,7 @@ impl DocRoom {
         conn: ConnId,
         update: Update,
         bytes: &[u8],
+        checked: Checked<'_>,
     ) -> Result<(), DocError> {
         // Past the bound the update is refused before the rules try it: a refusal that is
         // nobody's doing must not cost the room its copy, nor its sender the copy's price.
@@ -396,7 +428,7 @@ impl DocRoom {
             }
             return Err(DocError::Rules(refusal.code().to_owned()));
         }
-        let result = self.apply_and_store(update, bytes, Some(conn));
+        let result = self.apply_and_store(update, bytes, Some(conn), checked);
         let (trial, kept) = (trial.into_inner(), kept.take());
         let had_copy = trial.is_some() || kept.is_some();
         self.shadow = match (&result, trial, kept) {
@@ -426,16 +458,50 @@ impl DocRoom {
     pub fn server_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
         let shape = check_update(bytes)?;
         let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
-        if !self.fits(&shape) {
-            return Err(DocError::MissingDependencies);
-        }
-        self.apply_and_store(update, bytes, None)
+        let checked = self.check(0, &shape)?; // no sender to charge: `now` goes unused
+        self.apply_and_store(update, bytes, None, checked)
     }
 
     /// Whether an update of this shape integrates whole (see [`Shape::fits`]).
     fn fits(&self, shape: &Shape) -> bool {
         let sv = self.doc.transact().state_vector();
-        shape.fits(|client| u64::from(sv.get(&ClientID::new(client))))
+        shape.fits(clock_in(&sv))
+    }
+
+    /// Checks an update of this shape against the document: it must integrate whole
+    /// ([`Shape::fits`]) and nest types no deeper than [`MAX_NESTING`].
+    fn check<'a>(&mut self, now: u64, shape: &'a Shape) -> Result<Checked<'a>, DocError> {
+        let before = self.doc.transact().state_vector();
+        if !shape.fits(clock_in(&before)) {
+            return Err(DocError::MissingDependencies);
+        }
+        let placement = self.nesting().place(shape, clock_in(&before))?;
+        if placement.deepest > MAX_NESTING {
+            return Err(DocError::TooDeep);
+        }
+        Ok(Checked { now, shape, placement, before })
+    }
+
+    /// The nesting index, built from the document if it is not there yet or has grown stale.
+    fn nesting(&mut self) -> &mut Nesting {
+        if self.nesting.as_ref().is_none_or(Nesting::stale) {
+            self.nesting = Some(Nesting::of_document(&self.encoded()));
+        }
+        self.nesting.get_or_insert_with(Nesting::default)
+    }
+
+    /// Notes in the nesting index what an update integrated (all of it, or what came before
+    /// `yrs` stopped).
+    fn placed(&mut self, checked: &Checked<'_>) {
+        let after = self.doc.transact().state_vector();
+        if let Some(nesting) = self.nesting.as_mut() {
+            nesting.record(
+                checked.shape,
+                &checked.placement,
+                clock_in(&checked.before),
+                clock_in(&after),
+            );
+        }
     }
 
     /// A change made by the room itself in a transaction: `edit` changes the document; what
@@ -444,11 +510,23 @@ impl DocRoom {
         &mut self,
         edit: impl FnOnce(&mut TransactionMut<'_>) -> R,
     ) -> Result<R, DocError> {
+        let before = self.doc.transact().state_vector();
         let (result, update) = {
             let mut txn = self.doc.transact_mut();
             let result = edit(&mut txn);
             (result, txn.encode_update_v1())
         };
+        // The room's own edits are not refused for depth (the kind's code chose them), but
+        // what they nest counts for the members' updates after them.
+        if let (Some(nesting), Ok(shape)) = (self.nesting.as_mut(), check_update(&update)) {
+            match nesting.place(&shape, clock_in(&before)) {
+                Ok(placement) => {
+                    let after = self.doc.transact().state_vector();
+                    nesting.record(&shape, &placement, clock_in(&before), clock_in(&after));
+                }
+                Err(_) => self.nesting = None,
+            }
+        }
         if self.stored_bytes() + update.len() > self.config.max_doc_bytes {
             // Already applied in memory: keep storage the truth by storing it anyway, then
             // compacting; the bound is checked before member updates, which can be refused.
@@ -466,18 +544,36 @@ impl DocRoom {
         update: Update,
         bytes: &[u8],
         from: Option<ConnId>,
+        checked: Checked<'_>,
     ) -> Result<(), DocError> {
         if update.is_empty() {
             return Ok(()); // a sync step 2 of a client with nothing new
         }
         self.fits_the_bound(bytes.len())?;
-        if self.doc.transact_mut().apply_update(update).is_err() {
-            // `yrs` integrates block by block: what came before the error stays in memory, and
-            // a late joiner's sync would show it. Store the update so storage holds what memory
-            // holds (a reload replays the same partial apply); send it to nobody.
-            self.log_bytes += bytes.len();
-            self.out.push(Effect::Store(bytes.to_vec()));
+        let applied = self.doc.transact_mut().apply_update(update);
+        self.placed(&checked);
+        if applied.is_err() {
+            // `yrs` integrates block by block: what came before the error (an item naming a
+            // parent that is not a type) stays in memory. What memory gained is stored and shown
+            // to the others, so storage and every editor hold what the room holds; the sender,
+            // who has it all, is told the update was refused.
             self.shadow = None; // it may not hold the same part
+            if self.doc.transact().state_vector() != checked.before {
+                let gained = self.doc.transact().encode_diff_v1(&checked.before);
+                if let Some(conn) = from {
+                    // Its sender pays for what the room stores and sends (the diff carries the
+                    // document's whole delete set), from what they may send.
+                    let (limits, cost) = (self.config, gained.len() as u64);
+                    let budget = self.budget_of(conn);
+                    budget.bytes.charge(
+                        limits.bytes_per_sec,
+                        limits.byte_burst(),
+                        cost,
+                        checked.now,
+                    );
+                }
+                self.stored(gained, from);
+            }
             return Err(DocError::BadUpdate);
         }
         self.stored(bytes.to_vec(), from);
@@ -524,16 +620,15 @@ impl DocRoom {
     /// A socket closed (or failed): its awareness states go, for the others; the last one out
     /// folds the log into the snapshot.
     pub fn close(&mut self, now: u64, conn: ConnId) {
-        let Some(socket) = self.sockets.remove(&conn) else { return };
+        if self.sockets.remove(&conn).is_none() {
+            return;
+        }
         let removed = self.awareness.drop_socket(conn, now, self.config.awareness_timeout_ms);
         if !removed.is_empty() {
             self.out
                 .push(Effect::Broadcast { except: None, frame: wire::awareness(removed.iter()) });
         }
-        let user = socket.member.user;
-        if !self.sockets.values().any(|s| s.member.user == user) {
-            self.budgets.remove(&user);
-        }
+        self.forget_full_budgets(now);
         if self.sockets.is_empty() && self.log_bytes > 0 {
             self.compact();
         }
@@ -592,6 +687,12 @@ impl DocRoom {
         })
     }
 
+    /// Entries of the nesting index, if it is built.
+    #[cfg(test)]
+    pub(crate) fn nesting_entries(&self) -> Option<usize> {
+        self.nesting.as_ref().map(Nesting::entries)
+    }
+
     /// Sockets open.
     pub fn sockets(&self) -> usize {
         self.sockets.len()
@@ -603,6 +704,23 @@ impl DocRoom {
             per_socket: self.config.awareness_per_socket,
             timeout: self.config.awareness_timeout_ms,
         }
+    }
+
+    /// Drops the budgets of users with no socket left that are full again (a full budget is
+    /// what a newcomer gets). Looked at only when they outnumber the sockets twice over (plus
+    /// 16) and twice what the last look kept, so closes cost a scan only now and then: kept are
+    /// the users present, and those who left within the time their budgets take to fill
+    /// (seconds; longer for one in debt).
+    fn forget_full_budgets(&mut self, now: u64) {
+        let floor = 2 * self.sockets.len() + 16;
+        if self.budgets.len() <= floor.max(self.budgets_checked_above) {
+            return;
+        }
+        let present: std::collections::BTreeSet<&str> =
+            self.sockets.values().map(|s| s.member.user.as_str()).collect();
+        let limits = self.config;
+        self.budgets.retain(|user, b| present.contains(user.as_str()) || b.full_at(&limits) > now);
+        self.budgets_checked_above = 2 * self.budgets.len();
     }
 
     fn budget_of(&mut self, conn: ConnId) -> &mut Budget {
@@ -632,6 +750,11 @@ impl DocRoom {
 fn apply(txn: &mut TransactionMut<'_>, bytes: &[u8]) -> Result<(), DocError> {
     let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
     txn.apply_update(update).map_err(|_| DocError::BadUpdate)
+}
+
+/// A state vector as a function from a client to its clock.
+fn clock_in(sv: &StateVector) -> impl Fn(u64) -> u64 + '_ {
+    |client| u64::from(sv.get(&ClientID::new(client)))
 }
 
 fn encode_sv(sv: &StateVector) -> Vec<u8> {

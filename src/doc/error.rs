@@ -12,6 +12,8 @@ pub enum DocError {
     ReadOnly,
     /// The update would take the document past its bound (`DOC_MAX_BYTES`).
     TooLarge,
+    /// The update would nest shared types deeper than [`super::MAX_NESTING`].
+    TooDeep,
     /// The frame is larger than a document socket takes.
     FrameTooLarge,
     /// The update needs blocks the room does not have (it came from elsewhere than the room).
@@ -47,6 +49,7 @@ impl DocError {
             DocError::BadUpdate => "bad_update",
             DocError::ReadOnly => "read_only",
             DocError::TooLarge => "document_too_large",
+            DocError::TooDeep => "too_deep",
             DocError::FrameTooLarge => "frame_too_large",
             DocError::MissingDependencies => "missing_dependencies",
             DocError::RateLimited => "rate_limited",
@@ -68,6 +71,7 @@ impl DocError {
             DocError::BadUpdate
             | DocError::ReadOnly
             | DocError::TooLarge
+            | DocError::TooDeep
             | DocError::AwarenessTooLarge
             | DocError::NotYourClient
             | DocError::Rules(_) => Consequence::Drop,

@@ -25,6 +25,7 @@ mod config;
 mod engine;
 mod error;
 pub mod guard;
+pub(crate) mod nesting;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ pub use engine::{
     attachment_conn, read_attachment, DocRoom, Effect, Member, Record, MAX_ATTACHMENT,
 };
 pub use error::{Consequence, DocError};
+pub use nesting::MAX_NESTING;
 pub use versions::MAX_VERSIONS;
 pub use view::TYPES;
 pub use wire::Entry;

@@ -144,6 +144,50 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       return result
     },
 
+    // A member nests `args.deep` maps, each in the one before, in one update: refused
+    // `too_deep` before the room's Wasm could recurse through them (which reset the instance
+    // and every room in it), so the victim's socket never drops. Another member nests exactly
+    // `args.bound` (taken), the backend reads it as JSON, and the member deletes it all: the
+    // room recurses `args.bound` levels and stays up.
+    async deep () {
+      const v = editor(args.tokens.ann)
+      const m = editor(args.tokens.bob, { homeroom: true })
+      const h = editor(args.tokens.cat, { homeroom: true })
+      await Promise.all([synced(v, 'victim'), synced(m, 'mallory'), synced(h, 'honest')])
+      let drops = 0
+      v.provider.on('status', ({ status }) => { if (status === 'disconnected') drops++ })
+      await type(v, 'before ')
+      const chain = (e, n) => e.doc.transact(() => {
+        let map = e.doc.getMap('m')
+        for (let i = 0; i < n; i++) {
+          const next = new Y.Map()
+          map.set('k', next)
+          map = next
+        }
+      })
+      chain(m, args.deep)
+      await until('mallory is answered', () => m.refused.length > 0 || m.saved > 1)
+      await type(v, 'after')
+      const fresh = editor(args.tokens.reader)
+      await synced(fresh, 'fresh')
+      await until('the fresh editor reads the victim', () => fresh.text.toString() === 'before after')
+      chain(h, args.bound)
+      await until('the honest chain is saved', () => h.saved > 1)
+      await until('the victim holds it', () => v.doc.getMap('m').has('k'))
+      const http = args.url.replace(/^ws/, 'http')
+      const admin = { authorization: `Bearer ${args.admin}` }
+      const json = await (await fetch(`${http}/${args.room}/json?types=m:map`, { headers: admin })).json()
+      let depth = 0
+      for (let at = json.m; at && at.k; at = at.k) depth++
+      h.doc.getMap('m').delete('k')
+      await until('the victim sees it deleted', () => !v.doc.getMap('m').has('k'))
+      await type(v, '!')
+      await until('the fresh editor still follows', () => fresh.text.toString() === 'before after!')
+      const result = { drops, refused: m.refused, honestRefused: h.refused, json_depth: depth, victim: v.text.toString() }
+      for (const e of [v, m, h, fresh]) e.provider.destroy()
+      return result
+    },
+
     // A read-only member types: refused, nobody sees it, a fresh reader does not get it.
     async readonly () {
       const w = editor(args.tokens.ann)

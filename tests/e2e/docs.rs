@@ -24,6 +24,11 @@ pub fn trials() -> Vec<Spec> {
         on("docs::two_stock_editors_converge_and_a_late_joiner_gets_it_all", &TOKENS, converge),
         on("docs::an_offline_edit_merges_on_reconnect", &TOKENS, offline),
         on("docs::a_read_only_members_update_is_refused_and_changes_nothing", &TOKENS, read_only),
+        on(
+            "docs::types_nested_past_the_bound_are_refused_and_the_instance_stays_up",
+            &TOKENS,
+            deep,
+        ),
         on("docs::a_backend_edit_reaches_every_editor", &TOKENS, server_edit),
         on("docs::a_killed_tabs_awareness_goes_for_the_others", &TOKENS, awareness_of_killed_tab),
         on("docs::strangers_are_refused_and_reads_create_nothing", &TOKENS, strangers),
@@ -123,6 +128,24 @@ async fn offline(ctx: support::Ctx) -> R {
     let ann = r["ann"].as_str().unwrap_or_default();
     check!(ann.contains("offline-bob ") && ann.contains("online-ann "), "both edits kept: {r}");
     check!(r["bob"] == r["ann"], "merged: {r}");
+    Ok(())
+}
+
+/// A member's update nesting 5,000 maps is refused `too_deep` and the victim's socket never
+/// drops (before the bound, the room's Wasm exhausted its stack deleting, collecting or reading
+/// such a chain, and the reset took every room of the instance); a chain of exactly the bound is
+/// taken, read as JSON and deleted without harm.
+async fn deep(ctx: support::Ctx) -> R {
+    let room = support::room("doc-deep");
+    let mut args = args_for(ctx.port, &room);
+    args["deep"] = json!(5_000);
+    args["bound"] = json!(homeroom::doc::MAX_NESTING);
+    let r = editors("deep", args).await?;
+    check!(r["refused"] == json!([{"index": 2, "code": "too_deep"}]), "mallory was told {r}");
+    check!(r["honestRefused"] == json!([]), "the honest chain was refused: {r}");
+    check!(r["drops"] == json!(0), "the victim's socket dropped: {r}");
+    check!(r["json_depth"] == json!(homeroom::doc::MAX_NESTING), "the backend read {r}");
+    check!(r["victim"] == json!("before after!"), "the victim ended with {r}");
     Ok(())
 }
 

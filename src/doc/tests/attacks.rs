@@ -124,3 +124,32 @@ fn a_socket_is_closed_when_its_token_expires_and_its_awareness_goes() {
         "the others see the leaver's awareness go"
     );
 }
+
+#[test]
+fn a_member_closed_4029_who_reconnects_at_once_finds_the_budget_they_left() {
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.connect(1);
+    let mut sent = 0;
+    while sim.editors[1].conn.is_some() {
+        sim.edit(1, "x");
+        sent += 1;
+    }
+    assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())));
+    // Back at once (100 ms later): a fresh budget would take another burst of 400 frames.
+    sim.now += 100;
+    sim.connect(1);
+    let mut again = 0;
+    while sim.editors[1].conn.is_some() && again < 400 {
+        sim.edit(1, "y");
+        again += 1;
+    }
+    assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())));
+    assert!(again < 40, "{again} frames after the reconnect (the first burst took {sent})");
+    // Once the budget is full again it is forgotten and the member starts afresh.
+    sim.now += 60_000;
+    sim.connect(1);
+    sim.edit(1, "z");
+    assert!(sim.editors[1].conn.is_some());
+    assert!(sim.editors[0].text().ends_with('z'));
+}
