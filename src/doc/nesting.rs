@@ -72,85 +72,21 @@ impl Nesting {
     /// in a circle (no `yrs` encoder writes that).
     pub fn place(&self, shape: &Shape, known: impl Fn(u64) -> u64) -> Result<Placement, DocError> {
         let items = &shape.items;
-        let key = |id: Id| (shape.clients[id.client as usize], u64::from(id.clock));
         // The update's items by client and clock, to find the one holding an id it names
         // (clients by their place in `shape.clients`: the order only has to be one).
         let mut order: Vec<u32> = (0..items.len() as u32).collect();
         order.sort_unstable_by_key(|&i| (items[i as usize].client, items[i as usize].start));
-        let find = |id: Id| -> Option<usize> {
-            let at = order.partition_point(|&i| {
-                let item = &items[i as usize];
-                (item.client, item.start) <= (id.client, id.clock)
-            });
-            let i = *order[..at].last()? as usize;
-            (items[i].client == id.client && id.clock < items[i].end).then_some(i)
+        let mut placer = Placer {
+            nesting: self,
+            shape,
+            known: &known,
+            order,
+            depths: vec![UNPLACED; items.len()],
         };
-        // Where each item hangs; OPEN while it is being placed (met again, the items hang in
-        // each other in a circle), UNPLACED before.
-        const OPEN: u16 = u16::MAX;
-        const UNPLACED: u16 = u16::MAX - 1;
-        let mut depths: Vec<u16> = vec![UNPLACED; items.len()];
-        let mut stack = Vec::new();
         for first in 0..items.len() {
-            stack.push(first);
-            while let Some(&i) = stack.last() {
-                if depths[i] < UNPLACED {
-                    stack.pop();
-                    continue;
-                }
-                depths[i] = OPEN;
-                // The depth of the type the item holding `id` hangs in, or (`as_parent`) of
-                // the type it is; or the update's item to place first.
-                let at = |id: Id, as_parent: bool| -> Result<u16, usize> {
-                    let (client, clock) = key(id);
-                    if clock < known(client) {
-                        return Ok(if as_parent {
-                            self.type_depth((client, clock))
-                        } else {
-                            self.depth_at((client, clock))
-                        });
-                    }
-                    // Not in the update: a collected range, where nothing hangs.
-                    let Some(j) = find(id) else { return Ok(0) };
-                    match depths[j] {
-                        d if d < UNPLACED && !as_parent => Ok(d),
-                        // Not a type: `yrs` refuses it, or takes it for a collected parent.
-                        d if d < UNPLACED => {
-                            Ok(if items[j].is_type { d.saturating_add(1) } else { 0 })
-                        }
-                        _ => Err(j),
-                    }
-                };
-                let item = &items[i];
-                let placed = match item.parent {
-                    Parent::Root => Ok(0),
-                    Parent::Type(id) => at(id, true),
-                    Parent::Beside { left, right } => {
-                        let left = left.map_or(Ok(0), |id| at(id, false));
-                        let right = right.map_or(Ok(0), |id| at(id, false));
-                        left.and_then(|l| right.map(|r| l.max(r)))
-                    }
-                };
-                match placed {
-                    Ok(depth) => {
-                        // Part of an item the room already holds: `yrs` hangs the rest beside
-                        // the part it has, so that part's place counts too.
-                        let client = shape.clients[item.client as usize];
-                        let held = known(client);
-                        let (start, end) = (u64::from(item.start), u64::from(item.end));
-                        depths[i] = if start < held && held < end {
-                            depth.max(self.depth_at((client, held - 1)))
-                        } else {
-                            depth
-                        };
-                        stack.pop();
-                    }
-                    // Every item OPEN is on the stack, waiting for the one above it.
-                    Err(j) if depths[j] == OPEN => return Err(DocError::Malformed),
-                    Err(j) => stack.push(j),
-                }
-            }
+            placer.place_from(first)?;
         }
+        let depths = placer.depths;
         let deepest = items
             .iter()
             .zip(&depths)
@@ -220,5 +156,101 @@ impl Nesting {
     /// a parent that is not a type, or takes it for one collected as garbage).
     fn type_depth(&self, id: Key) -> u16 {
         self.types.get(&id).copied().unwrap_or(0)
+    }
+}
+
+/// An item being placed: met again while it is, the items hang in each other in a circle.
+const OPEN: u16 = u16::MAX;
+/// An item not placed yet.
+const UNPLACED: u16 = u16::MAX - 1;
+
+/// Places an update's items, each after the ones it names (with a stack of its own: an
+/// update's chain of origins can be as long as its items).
+struct Placer<'a, K> {
+    nesting: &'a Nesting,
+    shape: &'a Shape,
+    known: &'a K,
+    /// The items' indexes by client and clock.
+    order: Vec<u32>,
+    /// Each item's parent's depth, or OPEN or UNPLACED.
+    depths: Vec<u16>,
+}
+
+impl<K: Fn(u64) -> u64> Placer<'_, K> {
+    /// Places item `first` and every item it waits for.
+    fn place_from(&mut self, first: usize) -> Result<(), DocError> {
+        let mut stack = vec![first];
+        while let Some(&i) = stack.last() {
+            if self.depths[i] < UNPLACED {
+                stack.pop();
+                continue;
+            }
+            self.depths[i] = OPEN;
+            match self.hangs(i) {
+                Ok(depth) => {
+                    self.depths[i] = depth;
+                    stack.pop();
+                }
+                // Every item OPEN is on the stack, waiting for the one above it.
+                Err(j) if self.depths[j] == OPEN => return Err(DocError::Malformed),
+                Err(j) => stack.push(j),
+            }
+        }
+        Ok(())
+    }
+
+    /// The depth of the type item `i` hangs in, or the update's item to place first.
+    fn hangs(&self, i: usize) -> Result<u16, usize> {
+        let item = &self.shape.items[i];
+        let depth = match item.parent {
+            Parent::Root => 0,
+            Parent::Type(id) => self.at(id, true)?,
+            Parent::Beside { left, right } => {
+                let left = left.map_or(Ok(0), |id| self.at(id, false))?;
+                left.max(right.map_or(Ok(0), |id| self.at(id, false))?)
+            }
+        };
+        // Part of an item the room already holds: `yrs` hangs the rest beside the part it
+        // has, so that part's place counts too.
+        let client = self.shape.clients[item.client as usize];
+        let held = (self.known)(client);
+        if u64::from(item.start) < held && held < u64::from(item.end) {
+            return Ok(depth.max(self.nesting.depth_at((client, held - 1))));
+        }
+        Ok(depth)
+    }
+
+    /// The depth of the type the item holding `id` hangs in, or (`as_parent`) of the type it
+    /// is; or the update's item to place first.
+    fn at(&self, id: Id, as_parent: bool) -> Result<u16, usize> {
+        let key = (self.shape.clients[id.client as usize], u64::from(id.clock));
+        if key.1 < (self.known)(key.0) {
+            return Ok(if as_parent {
+                self.nesting.type_depth(key)
+            } else {
+                self.nesting.depth_at(key)
+            });
+        }
+        // Not in the update: a collected range, where nothing hangs.
+        let Some(j) = self.find(id) else { return Ok(0) };
+        match self.depths[j] {
+            d if d < UNPLACED && !as_parent => Ok(d),
+            // Not a type: `yrs` refuses it, or takes it for a collected parent.
+            d if d < UNPLACED => {
+                Ok(if self.shape.items[j].is_type { d.saturating_add(1) } else { 0 })
+            }
+            _ => Err(j),
+        }
+    }
+
+    /// The update's item holding `id`.
+    fn find(&self, id: Id) -> Option<usize> {
+        let items = &self.shape.items;
+        let at = self.order.partition_point(|&i| {
+            let item = &items[i as usize];
+            (item.client, item.start) <= (id.client, id.clock)
+        });
+        let i = *self.order[..at].last()? as usize;
+        (items[i].client == id.client && id.clock < items[i].end).then_some(i)
     }
 }
