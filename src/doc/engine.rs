@@ -10,10 +10,11 @@ use yrs::updates::decoder::Decode;
 use yrs::{ClientID, Doc, ReadTxn, StateVector, Transact, TransactionMut, Update};
 
 use super::awareness::{Awareness, Bounds};
+use super::census::{self, Census, MAX_BLOCKS};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
 use super::guard::{check_update, Shape};
-use super::nesting::{Nesting, Placement, MAX_NESTING};
+use super::nesting::{Placement, MAX_NESTING};
 use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
 use super::wire::{self, Entry, Message};
 use super::ConnId;
@@ -126,9 +127,9 @@ pub struct DocRoom {
     /// Bytes of the stored snapshot and of the log after it: the document's stored size.
     snapshot_bytes: usize,
     log_bytes: usize,
-    /// How deeply the document's types nest; built from the document when first needed
-    /// (a wake that only serves reads never builds it).
-    nesting: Option<Nesting>,
+    /// How many blocks the document holds and how deeply its types nest; built from the
+    /// document when first needed (a wake that only serves reads never builds it).
+    census: Option<Census>,
     out: Vec<Effect>,
 }
 
@@ -138,6 +139,8 @@ struct Checked<'a> {
     now: u64,
     shape: &'a Shape,
     placement: Placement,
+    /// Blocks it may add (see [`census::added`]).
+    blocks: usize,
     before: StateVector,
 }
 
@@ -157,7 +160,7 @@ impl DocRoom {
             edits: Vec::new(),
             snapshot_bytes: 0,
             log_bytes: 0,
-            nesting: None,
+            census: None,
             out: Vec::new(),
         }
     }
@@ -187,7 +190,7 @@ impl DocRoom {
             skipped += usize::from(apply(&mut self.doc.transact_mut(), update).is_err());
             self.log_bytes += update.len();
         }
-        self.nesting = None;
+        self.census = None;
         skipped
     }
 
@@ -371,18 +374,17 @@ impl DocRoom {
         socket.updates += 1;
         let (index, extensions, read_only) =
             (socket.updates, socket.member.extensions, socket.member.read_only);
-        let update = Update::decode_v1(&bytes).map_err(|_| DocError::BadUpdate)?;
         // An empty update (the sync step 2 of an editor with nothing new) changes nothing,
-        // whoever sends it.
-        if read_only && !update.is_empty() {
-            return Err(DocError::ReadOnly);
-        }
-        // An empty update (a sync step 2 with nothing new) is not the rules' to decide; it is
-        // answered saved like any other, in order.
-        if !update.is_empty() {
-            // Checked before the rules see it: their copy of the document must not take an
-            // update the room refuses for its shape.
-            let checked = self.check(now, shape)?;
+        // whoever sends it, and is not the rules' to decide; it is answered saved like any
+        // other, in order.
+        if !shape.is_empty() {
+            if read_only {
+                return Err(DocError::ReadOnly);
+            }
+            // Checked before `yrs` decodes it (its blocks cost memory) and before the rules
+            // see it (their copy of the document must not take what the room refuses).
+            let checked = self.check(now, Some(conn), shape)?;
+            let update = Update::decode_v1(&bytes).map_err(|_| DocError::BadUpdate)?;
             self.ruled_update(now, conn, update, &bytes, checked)?;
         } else if !self.fits(shape) {
             return Err(DocError::MissingDependencies);
@@ -408,7 +410,7 @@ impl DocRoom {
     ) -> Result<(), DocError> {
         // Past the bound the update is refused before the rules try it: a refusal that is
         // nobody's doing must not cost the room its copy, nor its sender the copy's price.
-        self.fits_the_bound(bytes.len())?;
+        self.fits_the_bound(bytes.len(), Some((conn, now)))?;
         let trial = OnceCell::new();
         let kept = Cell::new(self.shadow.take());
         let member = &self.sockets[&conn].member;
@@ -457,8 +459,8 @@ impl DocRoom {
     /// shown to every socket like a member's.
     pub fn server_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
         let shape = check_update(bytes)?;
+        let checked = self.check(0, None, &shape)?; // no sender to charge: `now` goes unused
         let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
-        let checked = self.check(0, &shape)?; // no sender to charge: `now` goes unused
         self.apply_and_store(update, bytes, None, checked)
     }
 
@@ -469,38 +471,59 @@ impl DocRoom {
     }
 
     /// Checks an update of this shape against the document: it must integrate whole
-    /// ([`Shape::fits`]) and nest types no deeper than [`MAX_NESTING`].
-    fn check<'a>(&mut self, now: u64, shape: &'a Shape) -> Result<Checked<'a>, DocError> {
+    /// ([`Shape::fits`]), nest types no deeper than [`MAX_NESTING`] and keep the document
+    /// within [`MAX_BLOCKS`] (recounted once if the document changed since the last count;
+    /// `payer`, the sender, pays for the recount as for the document's size).
+    fn check<'a>(
+        &mut self,
+        now: u64,
+        payer: Option<ConnId>,
+        shape: &'a Shape,
+    ) -> Result<Checked<'a>, DocError> {
         let before = self.doc.transact().state_vector();
-        if !shape.fits(clock_in(&before)) {
+        let known = clock_in(&before);
+        if !shape.fits(&known) {
             return Err(DocError::MissingDependencies);
         }
-        let placement = self.nesting().place(shape, clock_in(&before))?;
+        let census = self.census();
+        let placement = census.nesting.place(shape, &known)?;
         if placement.deepest > MAX_NESTING {
             return Err(DocError::TooDeep);
         }
-        Ok(Checked { now, shape, placement, before })
-    }
-
-    /// The nesting index, built from the document if it is not there yet or has grown stale.
-    fn nesting(&mut self) -> &mut Nesting {
-        if self.nesting.as_ref().is_none_or(Nesting::stale) {
-            self.nesting = Some(Nesting::of_document(&self.encoded()));
+        let blocks = census::added(shape, &known);
+        if census.blocks.saturating_add(blocks) > MAX_BLOCKS {
+            if census.grown {
+                self.fold_to_measure(payer.map(|conn| (conn, now)));
+            }
+            if self.census().blocks.saturating_add(blocks) > MAX_BLOCKS {
+                return Err(DocError::TooLarge);
+            }
         }
-        self.nesting.get_or_insert_with(Nesting::default)
+        drop(known);
+        Ok(Checked { now, shape, placement, blocks, before })
     }
 
-    /// Notes in the nesting index what an update integrated (all of it, or what came before
-    /// `yrs` stopped).
+    /// The census, built from the document if it is not there yet or its nesting index has
+    /// grown stale.
+    fn census(&mut self) -> &mut Census {
+        if self.census.as_ref().is_none_or(|c| c.nesting.stale()) {
+            self.census = Some(Census::of_document(&self.encoded()));
+        }
+        self.census.get_or_insert_with(|| Census::of_document(&[]))
+    }
+
+    /// Notes in the census what an update integrated (all of it, or what came before `yrs`
+    /// stopped).
     fn placed(&mut self, checked: &Checked<'_>) {
         let after = self.doc.transact().state_vector();
-        if let Some(nesting) = self.nesting.as_mut() {
-            nesting.record(
+        if let Some(census) = self.census.as_mut() {
+            census.nesting.record(
                 checked.shape,
                 &checked.placement,
                 clock_in(&checked.before),
                 clock_in(&after),
             );
+            census.grow(checked.blocks);
         }
     }
 
@@ -516,15 +539,16 @@ impl DocRoom {
             let result = edit(&mut txn);
             (result, txn.encode_update_v1())
         };
-        // The room's own edits are not refused for depth (the kind's code chose them), but
-        // what they nest counts for the members' updates after them.
-        if let (Some(nesting), Ok(shape)) = (self.nesting.as_mut(), check_update(&update)) {
-            match nesting.place(&shape, clock_in(&before)) {
+        // The room's own edits are not refused for depth or blocks (the kind's code chose
+        // them), but what they add counts for the members' updates after them.
+        if let (Some(census), Ok(shape)) = (self.census.as_mut(), check_update(&update)) {
+            match census.nesting.place(&shape, clock_in(&before)) {
                 Ok(placement) => {
                     let after = self.doc.transact().state_vector();
-                    nesting.record(&shape, &placement, clock_in(&before), clock_in(&after));
+                    census.nesting.record(&shape, &placement, clock_in(&before), clock_in(&after));
+                    census.grow(census::added(&shape, clock_in(&before)));
                 }
-                Err(_) => self.nesting = None,
+                Err(_) => self.census = None,
             }
         }
         if self.stored_bytes() + update.len() > self.config.max_doc_bytes {
@@ -549,7 +573,7 @@ impl DocRoom {
         if update.is_empty() {
             return Ok(()); // a sync step 2 of a client with nothing new
         }
-        self.fits_the_bound(bytes.len())?;
+        self.fits_the_bound(bytes.len(), from.map(|conn| (conn, checked.now)))?;
         let applied = self.doc.transact_mut().apply_update(update);
         self.placed(&checked);
         if applied.is_err() {
@@ -584,15 +608,28 @@ impl DocRoom {
     /// document (it repeats what merges away), so a log is folded to measure; an empty log is
     /// not folded again (a snapshot is already the document: a member sending small updates
     /// at the bound must not make the room re-encode the whole document for each).
-    fn fits_the_bound(&mut self, len: usize) -> Result<(), DocError> {
+    fn fits_the_bound(&mut self, len: usize, payer: Option<(ConnId, u64)>) -> Result<(), DocError> {
         let max = self.config.max_doc_bytes;
         if self.stored_bytes() + len > max && self.log_bytes > 0 {
-            self.compact();
+            self.fold_to_measure(payer);
         }
         if self.stored_bytes() + len > max {
             return Err(DocError::TooLarge);
         }
         Ok(())
+    }
+
+    /// Folds the log to measure the document at a bound, which recounts its blocks too. The
+    /// member whose update asked for it (`payer`, at `now`) pays the document's size from
+    /// what they may send: an accepted update and one past the bound by turns must not make
+    /// the room encode and store the whole document for each pair.
+    fn fold_to_measure(&mut self, payer: Option<(ConnId, u64)>) {
+        self.compact();
+        if let Some((conn, now)) = payer {
+            if self.sockets.contains_key(&conn) {
+                self.copy_lost_by(conn, now);
+            }
+        }
     }
 
     /// Stores `update` (already applied), then shows it to every socket but its sender's.
@@ -612,6 +649,9 @@ impl DocRoom {
     /// Folds the log into a snapshot of the whole document.
     pub fn compact(&mut self) {
         let snapshot = self.doc.transact().encode_state_as_update_v1(&StateVector::default());
+        if let Some(census) = self.census.as_mut() {
+            census.recount(&snapshot);
+        }
         self.snapshot_bytes = snapshot.len();
         self.log_bytes = 0;
         self.out.push(Effect::Compact(snapshot));
@@ -690,7 +730,13 @@ impl DocRoom {
     /// Entries of the nesting index, if it is built.
     #[cfg(test)]
     pub(crate) fn nesting_entries(&self) -> Option<usize> {
-        self.nesting.as_ref().map(Nesting::entries)
+        self.census.as_ref().map(|c| c.nesting.entries())
+    }
+
+    /// Blocks the census holds, if it is built.
+    #[cfg(test)]
+    pub(crate) fn census_blocks(&self) -> Option<usize> {
+        self.census.as_ref().map(|c| c.blocks)
     }
 
     /// Sockets open.

@@ -48,8 +48,16 @@ pub struct Placed {
     pub end: u32,
     /// Where it hangs.
     pub parent: Parent,
+    /// Its content's kind, as `yrs` numbers them (1 deleted, 4 a string, 7 a shared type,
+    /// 9 a sub-document...).
+    pub content: u8,
+}
+
+impl Placed {
     /// Its content is a shared type (a map, an array, a text, an XML node) others may nest in.
-    pub is_type: bool,
+    pub fn is_type(&self) -> bool {
+        self.content == 7
+    }
 }
 
 /// An id an update names: a client (its place in [`Shape::clients`]) and a clock.
@@ -83,6 +91,11 @@ impl Parent {
 }
 
 impl Shape {
+    /// Whether the update changes nothing: no block, no deletion.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.deletes.is_empty()
+    }
+
     /// Whether the update integrates whole into a document whose clock for each client is
     /// `known(client)`: each client's blocks start at or before what is known (or right after
     /// another range of the update), and every id it names and range it deletes is known or
@@ -267,7 +280,7 @@ impl Walk<'_> {
         let (start, end) =
             (clock as u32, clock.saturating_add(len).min(u64::from(u32::MAX)) as u32);
         let client = self.intern(client);
-        self.shape.items.push(Placed { client, start, end, parent, is_type: kind == 7 });
+        self.shape.items.push(Placed { client, start, end, parent, content: kind });
         Ok(len)
     }
 

@@ -21,6 +21,7 @@
 //! ```
 
 mod awareness;
+mod census;
 mod config;
 mod engine;
 mod error;
@@ -33,6 +34,7 @@ mod versions;
 mod view;
 pub mod wire;
 
+pub use census::MAX_BLOCKS;
 pub use config::DocConfig;
 pub use engine::{
     attachment_conn, read_attachment, DocRoom, Effect, Member, Record, MAX_ATTACHMENT,

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use super::error::DocError;
-use super::guard::{check_update, Id, Parent, Shape};
+use super::guard::{Id, Parent, Shape};
 
 /// How deeply shared types may nest: a type in a root is at depth 1. A ProseMirror or Tiptap
 /// document (lists in lists, tables in list items) stays far below it.
@@ -53,15 +53,13 @@ pub struct Placement {
 }
 
 impl Nesting {
-    /// The index of a whole document, from its encoding as one update.
-    pub fn of_document(encoded: &[u8]) -> Nesting {
+    /// The index of a whole document, from the shape of its encoding as one update.
+    pub fn of_document(shape: &Shape) -> Nesting {
         let mut nesting = Nesting::default();
-        // The room's own encoding always walks and places; were it not to, an empty index
-        // only under-counts what was there before, never what comes next.
-        if let Ok(shape) = check_update(encoded) {
-            if let Ok(placement) = nesting.place(&shape, |_| 0) {
-                nesting.record(&shape, &placement, |_| 0, |_| u64::MAX);
-            }
+        // The room's own encoding always places (`yrs` writes no circle); were it not to, an
+        // empty index only under-counts what was there before, never what comes next.
+        if let Ok(placement) = nesting.place(shape, |_| 0) {
+            nesting.record(shape, &placement, |_| 0, |_| u64::MAX);
         }
         nesting.built_with = nesting.entries();
         nesting
@@ -91,7 +89,8 @@ impl Nesting {
             .iter()
             .zip(&depths)
             .filter(|(item, _)| {
-                item.is_type && u64::from(item.start) >= known(shape.clients[item.client as usize])
+                item.is_type()
+                    && u64::from(item.start) >= known(shape.clients[item.client as usize])
             })
             .map(|(_, d)| d.saturating_add(1))
             .max()
@@ -115,7 +114,7 @@ impl Nesting {
             if start >= end {
                 continue;
             }
-            if item.is_type {
+            if item.is_type() {
                 self.types.insert((client, start), depth.saturating_add(1));
             }
             if depth > 0 {
@@ -237,7 +236,7 @@ impl<K: Fn(u64) -> u64> Placer<'_, K> {
             d if d < UNPLACED && !as_parent => Ok(d),
             // Not a type: `yrs` refuses it, or takes it for a collected parent.
             d if d < UNPLACED => {
-                Ok(if self.shape.items[j].is_type { d.saturating_add(1) } else { 0 })
+                Ok(if self.shape.items[j].is_type() { d.saturating_add(1) } else { 0 })
             }
             _ => Err(j),
         }

@@ -153,3 +153,111 @@ fn a_member_closed_4029_who_reconnects_at_once_finds_the_budget_they_left() {
     assert!(sim.editors[1].conn.is_some());
     assert!(sim.editors[0].text().ends_with('z'));
 }
+
+/// The victim's text, typed in one insertion per editor (one block each).
+fn long_insertions(sim: &mut Sim, chars: usize) {
+    sim.edit(0, &"a".repeat(chars));
+    sim.edit(0, &"b".repeat(chars));
+}
+
+#[test]
+fn an_update_of_many_small_blocks_is_refused_before_yrs_decodes_it() {
+    // 70,000 empty maps: a 420 KB update that `yrs` would hold in about 28 MB (natively).
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.connect(1);
+    sim.edit(0, "kept");
+    let stored = sim.stored.bytes();
+    let attacker = yrs::Doc::with_client_id(9);
+    let update = {
+        use yrs::{Array, WriteTxn};
+        let mut txn = attacker.transact_mut();
+        let array = txn.get_or_insert_array("a");
+        for _ in 0..70_000 {
+            array.insert(&mut txn, 0, yrs::MapPrelim::default());
+        }
+        txn.encode_update_v1()
+    };
+    sim.send(1, &wire::update(&update));
+    assert_eq!(refusals(&sim), vec![DocError::TooLarge]);
+    assert_eq!(sim.stored.bytes(), stored, "nothing stored");
+    assert!(sim.room.doc().transact().get_array("a").is_none_or(|a| {
+        use yrs::Array;
+        a.len(&sim.room.doc().transact()) == 0
+    }));
+    sim.edit(0, ", typing on");
+    assert_eq!(sim.stored_text(), "kept, typing on");
+    assert!(sim.editors[1].conn.is_some(), "kept open, as for any document too large");
+}
+
+#[test]
+fn deletions_that_cut_a_text_into_blocks_count_as_blocks() {
+    // Deleting every other character of one long insertion cuts it into as many blocks, with
+    // three bytes a range: counted, so the second such cut is refused.
+    let config = DocConfig { frames_per_sec: 10_000, frame_burst: 10_000, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 2);
+    sim.connect(0);
+    sim.connect(1);
+    let chars = 120_000;
+    long_insertions(&mut sim, chars);
+    sim.apply();
+    // Every other character of the victim's run from `from`, as a delete set (no blocks).
+    let cut = |from: u64| -> Vec<u8> {
+        use yrs::encoding::write::Write;
+        let mut u = Vec::new();
+        u.write_var(0u32); // no blocks
+        u.write_var(1u32); // deletions of one client: the victim's
+        u.write_var(100u64);
+        u.write_var(chars as u64 / 2);
+        for i in 0..chars as u64 / 2 {
+            u.write_var(from + 2 * i);
+            u.write_var(1u32);
+        }
+        u
+    };
+    let first = cut(0);
+    sim.send(1, &wire::update(&first));
+    assert_eq!(refusals(&sim), vec![], "the first cut, 120,000 blocks, is taken");
+    let text = sim.stored_text();
+    assert_eq!(text.len(), chars / 2 + chars);
+    assert_eq!(sim.editors[0].text(), text, "the victim holds what the room holds");
+    let second = cut(chars as u64);
+    sim.send(1, &wire::update(&second));
+    assert_eq!(refusals(&sim), vec![DocError::TooLarge], "the second would pass the bound");
+    assert_eq!(sim.stored_text(), text, "nothing of it applied");
+    let blocks = sim.room.census_blocks().expect("counted");
+    assert!(blocks <= crate::doc::MAX_BLOCKS, "{blocks} blocks");
+}
+
+#[test]
+fn a_member_who_makes_the_room_measure_at_the_bound_pays_for_it() {
+    // At the size bound, an accepted update and one past the bound by turns made the room
+    // fold (encode and store) the whole document for each pair. The member pays the
+    // document's size for each fold: closed 4029 after a few, not never.
+    let config = DocConfig { max_doc_bytes: 256 * 1024, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 2);
+    sim.connect(0);
+    sim.connect(1);
+    sim.edit(0, &"v".repeat(250_000)); // 12 KB under the bound
+    let mut folds = 0;
+    for round in 0..200u64 {
+        if sim.editors[1].conn.is_none() {
+            break;
+        }
+        sim.edit(1, "y"); // taken: the log is not empty
+        if sim.editors[1].conn.is_none() {
+            break;
+        }
+        let before = sim.trace.len();
+        // Past the bound (from a Yjs client of its own, so the next "y" does not need it):
+        // the room folds the log to measure, then refuses.
+        let big = Editor::new(10_000 + round).type_text(&"x".repeat(20_000));
+        sim.send(1, &wire::update(&big));
+        folds += sim.trace[before..].iter().filter(|e| matches!(e, Effect::Compact(_))).count();
+        sim.now += 100; // what the member sends is refilled in the time: 25 KB a round
+    }
+    assert_eq!(sim.editors[1].closed, Some((4029, "rate_limited".into())));
+    assert!(folds <= 40, "{folds} whole-document folds before the member was closed");
+    sim.edit(0, "!");
+    assert!(sim.stored_text().ends_with('!'), "the victim types on");
+}

@@ -1,0 +1,90 @@
+//! What the document holds, as far as its memory and its nesting go: how many blocks (the
+//! bound [`MAX_BLOCKS`] keeps a document's memory within a Worker's 128 MB, which its encoded
+//! size does not) and how deeply its types nest ([`Nesting`]).
+//!
+//! `yrs` keeps every block (an item, or a piece an edit cut one into) as a struct of about 190
+//! bytes natively, a shared type about 400 and a sub-document about 1 KB, while an update
+//! spends a few bytes on one. Measured natively with `yrs` 0.28.1: 200,000 one-character
+//! insertions at the front of a text are a 1.4 MB update and 38 MB in memory; 200,000 empty maps
+//! 1.2 MB and 81 MB; 200,000 sub-documents 16 MB and 193 MB. A document of 4 MiB
+//! (`DOC_MAX_BYTES`) of such blocks would need 115-280 MB: past the isolate's 128 MB, an
+//! instance reset (every room in it) on every load of that room. And deleting every other
+//! character of one long insertion cuts it into as many blocks with 3 bytes a range.
+//!
+//! So the room counts blocks: exactly from the document's encoding when it builds the census
+//! (the first update after a load) and at each compaction; in between, each update adds what
+//! it may add at most ([`added`]). An update that would pass the bound is refused
+//! `document_too_large`, after one recount if the document changed since the last.
+
+use super::guard::{check_update, Shape};
+use super::nesting::Nesting;
+
+/// The most blocks a document may hold: about 40 MB natively at the sizes above (each block
+/// of a type or a sub-document counted as the blocks its size is worth).
+pub const MAX_BLOCKS: usize = 200_000;
+
+/// Blocks a content kind is worth beyond its own: a shared type holds a branch, a
+/// sub-document a document of its own.
+fn extra(content: u8) -> usize {
+    match content {
+        7 => 1,
+        9 => 4,
+        _ => 0,
+    }
+}
+
+/// What an update of this shape may add to a document whose clock for each client is
+/// `known(client)`, in blocks: each new item, and the two blocks it may cut (beside its left
+/// origin and its right one); the two ends of each range it deletes.
+pub fn added(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
+    let items: usize = shape
+        .items
+        .iter()
+        .filter(|item| u64::from(item.end) > known(shape.clients[item.client as usize]))
+        .map(|item| 3 + extra(item.content))
+        .sum();
+    items + 2 * shape.deletes.len()
+}
+
+/// The document's blocks and nesting.
+#[derive(Debug)]
+pub struct Census {
+    pub nesting: Nesting,
+    /// Blocks the document holds: exact when counted, an upper bound after updates.
+    pub blocks: usize,
+    /// An update was recorded since the count: a recount may find fewer.
+    pub grown: bool,
+}
+
+impl Census {
+    /// The census of a whole document, from its encoding as one update (the room's own
+    /// encoding always passes the guard's walk; were it not to, an empty census would only
+    /// under-count what was there before, never what comes next).
+    pub fn of_document(encoded: &[u8]) -> Census {
+        let Ok(shape) = check_update(encoded) else {
+            return Census { nesting: Nesting::default(), blocks: 0, grown: false };
+        };
+        Census { nesting: Nesting::of_document(&shape), blocks: held(&shape), grown: false }
+    }
+
+    /// Counts the blocks again, from the document's encoding (its nesting index keeps to its
+    /// own rebuilds: [`Nesting::stale`]).
+    pub fn recount(&mut self, encoded: &[u8]) {
+        if let Ok(shape) = check_update(encoded) {
+            self.blocks = held(&shape);
+            self.grown = false;
+        }
+    }
+
+    /// Notes an update of `added` blocks at most.
+    pub fn grow(&mut self, added: usize) {
+        self.blocks = self.blocks.saturating_add(added);
+        self.grown = true;
+    }
+}
+
+/// The blocks a whole document holds, from the shape of its encoding (its GC blocks, a range
+/// each, are not counted: a few bytes each).
+fn held(shape: &Shape) -> usize {
+    shape.items.iter().map(|item| 1 + extra(item.content)).sum()
+}

@@ -1,0 +1,136 @@
+//! What the document bounds let a member make a room hold in memory, measured natively with a
+//! counting allocator (its own test binary, so nothing else allocates meanwhile): for each of
+//! the shapes that cost `yrs` the most memory per byte sent (one-character insertions that
+//! never merge, empty maps, a long insertion cut by deletions), a member sends as much as the
+//! room takes, and the room's memory must stay under [`LIMIT`]. A Worker has 128 MB, and the
+//! document is not alone in it (a copy for the kind's rules, encodings, other rooms); Wasm's
+//! 4-byte pointers make each block smaller there than here.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use homeroom::doc::{wire, DocConfig, DocError, DocRoom, Effect, Member};
+use yrs::encoding::write::Write;
+use yrs::{Array, Doc, Text, Transact, WriteTxn};
+
+/// Bytes live now.
+struct Live;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Live {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Live = Live;
+
+/// The most a room may hold natively for the worst shapes (bytes).
+const LIMIT: usize = 64 * 1024 * 1024;
+
+fn config() -> DocConfig {
+    // Budgets out of the way: this is about what the bounds let in, not how fast.
+    DocConfig { frames_per_sec: 1_000_000, frame_burst: 1_000_000, ..DocConfig::default() }
+}
+
+/// Sends `updates` as one member until the room refuses one; returns the updates taken and
+/// the room's memory then (bytes, over an empty room's).
+fn fill(updates: impl Iterator<Item = Vec<u8>>) -> (usize, usize) {
+    let base = LIVE.load(Ordering::Relaxed);
+    let mut room = DocRoom::new(config(), 1);
+    let member =
+        Member { user: "mallory".into(), read_only: false, extensions: false, expires: None };
+    room.open(0, 1, member);
+    room.take_effects();
+    let mut taken = 0;
+    for update in updates {
+        room.message(0, 1, &wire::update(&update));
+        let effects = room.take_effects();
+        if let Some(refused) = effects.iter().find_map(|e| match e {
+            Effect::Refused(_, r) => Some(r.clone()),
+            _ => None,
+        }) {
+            assert_eq!(refused, DocError::TooLarge, "after {taken} updates");
+            break;
+        }
+        taken += 1;
+    }
+    let held = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+    drop(room);
+    (taken, held)
+}
+
+/// Updates of `per` insertions each, made by `insert` on the attacker's own document.
+fn batches(
+    per: usize,
+    insert: impl Fn(&mut yrs::TransactionMut<'_>) + 'static,
+) -> impl Iterator<Item = Vec<u8>> {
+    let doc = Doc::with_client_id(9);
+    (0..).map(move |_| {
+        let mut txn = doc.transact_mut();
+        for _ in 0..per {
+            insert(&mut txn);
+        }
+        txn.encode_update_v1()
+    })
+}
+
+fn report(shape: &str, taken: usize, held: usize) {
+    println!("{shape}: {taken} updates taken, the room holds {:.1} MB", held as f64 / 1e6);
+    assert!(taken > 0, "{shape}: the room took nothing");
+    assert!(held <= LIMIT, "{shape}: {held} bytes held, past {LIMIT}");
+}
+
+#[test]
+fn the_worst_documents_the_bounds_let_in_stay_within_memory() {
+    // Characters inserted at the front: one block each, 7 bytes each in an update.
+    let (taken, held) = fill(batches(10_000, |txn| {
+        txn.get_or_insert_text("text").insert(txn, 0, "x");
+    }));
+    report("front insertions", taken, held);
+
+    // Empty maps: a branch each, 6 bytes each in an update.
+    let (taken, held) = fill(batches(10_000, |txn| {
+        txn.get_or_insert_array("a").insert(txn, 0, yrs::MapPrelim::default());
+    }));
+    report("empty maps", taken, held);
+
+    // A long insertion, then every other character deleted, 3 bytes a range.
+    let chars = 150_000u64;
+    let insertion = {
+        let doc = Doc::with_client_id(9);
+        let mut txn = doc.transact_mut();
+        txn.get_or_insert_text("text").insert(&mut txn, 0, &"x".repeat(chars as usize));
+        txn.encode_update_v1()
+    };
+    let cuts = (0..4).map(move |part| {
+        // A quarter of the ranges each: every other character of a quarter of the text.
+        let mut u = Vec::new();
+        u.write_var(0u32);
+        u.write_var(1u32);
+        u.write_var(9u64);
+        let (from, n) = (part * chars / 4, chars / 8);
+        u.write_var(n);
+        for i in 0..n {
+            u.write_var(from + 2 * i);
+            u.write_var(1u32);
+        }
+        u
+    });
+    let (taken, held) = fill(std::iter::once(insertion).chain(cuts));
+    report("a cut insertion", taken, held);
+}
