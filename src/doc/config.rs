@@ -26,6 +26,12 @@ pub struct DocConfig {
     /// Bytes the room may send a user in sync replies per second (at once: the whole document
     /// twice, so a late joiner's sync fits).
     pub reply_bytes_per_sec: u64,
+    /// Sockets one user may hold in the document (more: 4429 `too_many_connections`), as for
+    /// rooms.
+    pub sockets_per_user: usize,
+    /// Connects a user may make per second, and at once (past it: 4029 `connect_rate`).
+    pub connects_per_sec: u64,
+    pub connect_burst: u64,
 }
 
 impl DocConfig {
@@ -39,6 +45,9 @@ impl DocConfig {
         frame_burst: 400,
         bytes_per_sec: 256 * 1024,
         reply_bytes_per_sec: 256 * 1024,
+        sockets_per_user: 10,
+        connects_per_sec: 1,
+        connect_burst: 20,
     };
 
     /// The largest frame a document socket takes: a sync step carrying the whole document.

@@ -71,15 +71,29 @@ struct Budget {
     frames: Bucket,
     bytes: Bucket,
     replies: Bucket,
+    connects: Bucket,
+    /// Sockets the user holds in the room.
+    sockets: usize,
 }
 
 impl Budget {
+    fn full(limits: &DocConfig, now: u64) -> Budget {
+        Budget {
+            frames: Bucket::full(limits.frame_burst, now),
+            bytes: Bucket::full(limits.byte_burst(), now),
+            replies: Bucket::full(limits.reply_burst(), now),
+            connects: Bucket::full(limits.connect_burst, now),
+            sockets: 0,
+        }
+    }
+
     /// When all three are full again (ms).
     fn full_at(&self, limits: &DocConfig) -> u64 {
         let frames = self.frames.full_at(limits.frames_per_sec, limits.frame_burst);
         let bytes = self.bytes.full_at(limits.bytes_per_sec, limits.byte_burst());
         let replies = self.replies.full_at(limits.reply_bytes_per_sec, limits.reply_burst());
-        frames.max(bytes).max(replies)
+        let connects = self.connects.full_at(limits.connects_per_sec, limits.connect_burst);
+        frames.max(bytes).max(replies).max(connects)
     }
 }
 
@@ -202,6 +216,13 @@ impl DocRoom {
     /// A socket joins, if the rules let it: it is sent the room's state vector (it answers
     /// with what the room lacks) and everyone's awareness.
     pub fn open(&mut self, now: u64, conn: ConnId, mut member: Member) {
+        if let Err(why) = self.admit(now, &member.user) {
+            if let Consequence::Close(code) = why.consequence() {
+                self.out.push(Effect::Close(conn, code, why.code().to_owned()));
+            }
+            self.out.push(Effect::Refused(conn, why));
+            return;
+        }
         let who = Editor { user: &member.user, read_only: member.read_only };
         let sockets = &self.sockets;
         let editors = || sockets.values().map(|s| s.member.user.as_str()).collect();
@@ -239,13 +260,28 @@ impl DocRoom {
         let _ = self.awareness.apply(conn, &user, awareness, now, self.bounds());
     }
 
+    /// A user's caps, as for rooms: connects come out of a bucket (a refused one too), and a
+    /// user holds at most `sockets_per_user` sockets. Each socket holds up to 32 KiB of
+    /// awareness and its share of every broadcast, so sockets without end were memory without
+    /// end.
+    fn admit(&mut self, now: u64, user: &str) -> Result<(), DocError> {
+        let limits = self.config;
+        let budget =
+            self.budgets.entry(user.to_owned()).or_insert_with(|| Budget::full(&limits, now));
+        if !budget.connects.take(limits.connects_per_sec, limits.connect_burst, 1, now) {
+            return Err(DocError::ConnectRate);
+        }
+        if budget.sockets >= limits.sockets_per_user {
+            return Err(DocError::TooManyConnections);
+        }
+        Ok(())
+    }
+
     fn open_quietly(&mut self, now: u64, conn: ConnId, member: Member, updates: u64) {
         let limits = self.config;
-        self.budgets.entry(member.user.clone()).or_insert_with(|| Budget {
-            frames: Bucket::full(limits.frame_burst, now),
-            bytes: Bucket::full(limits.byte_burst(), now),
-            replies: Bucket::full(limits.reply_burst(), now),
-        });
+        let budget =
+            self.budgets.entry(member.user.clone()).or_insert_with(|| Budget::full(&limits, now));
+        budget.sockets += 1;
         self.sockets.insert(conn, Socket { member, updates });
     }
 
@@ -660,8 +696,9 @@ impl DocRoom {
     /// A socket closed (or failed): its awareness states go, for the others; the last one out
     /// folds the log into the snapshot.
     pub fn close(&mut self, now: u64, conn: ConnId) {
-        if self.sockets.remove(&conn).is_none() {
-            return;
+        let Some(socket) = self.sockets.remove(&conn) else { return };
+        if let Some(budget) = self.budgets.get_mut(&socket.member.user) {
+            budget.sockets = budget.sockets.saturating_sub(1);
         }
         let removed = self.awareness.drop_socket(conn, now, self.config.awareness_timeout_ms);
         if !removed.is_empty() {
@@ -755,17 +792,15 @@ impl DocRoom {
     /// Drops the budgets of users with no socket left that are full again (a full budget is
     /// what a newcomer gets). Looked at only when they outnumber the sockets twice over (plus
     /// 16) and twice what the last look kept, so closes cost a scan only now and then: kept are
-    /// the users present, and those who left within the time their budgets take to fill
-    /// (seconds; longer for one in debt).
+    /// the users present, and those who left (or were refused) within the time their budgets
+    /// take to fill (seconds; longer for one in debt).
     fn forget_full_budgets(&mut self, now: u64) {
         let floor = 2 * self.sockets.len() + 16;
         if self.budgets.len() <= floor.max(self.budgets_checked_above) {
             return;
         }
-        let present: std::collections::BTreeSet<&str> =
-            self.sockets.values().map(|s| s.member.user.as_str()).collect();
         let limits = self.config;
-        self.budgets.retain(|user, b| present.contains(user.as_str()) || b.full_at(&limits) > now);
+        self.budgets.retain(|_, b| b.sockets > 0 || b.full_at(&limits) > now);
         self.budgets_checked_above = 2 * self.budgets.len();
     }
 

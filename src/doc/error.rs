@@ -21,6 +21,10 @@ pub enum DocError {
     MissingDependencies,
     /// The member sent more than its budget allows.
     RateLimited,
+    /// The user already holds as many sockets of the document as one may.
+    TooManyConnections,
+    /// The user connects faster than one may.
+    ConnectRate,
     /// An awareness state larger than allowed, or more Yjs clients on one socket than allowed.
     AwarenessTooLarge,
     /// An awareness entry for a Yjs client another user's socket holds.
@@ -53,6 +57,8 @@ impl DocError {
             DocError::FrameTooLarge => "frame_too_large",
             DocError::MissingDependencies => "missing_dependencies",
             DocError::RateLimited => "rate_limited",
+            DocError::TooManyConnections => "too_many_connections",
+            DocError::ConnectRate => "connect_rate",
             DocError::AwarenessTooLarge => "awareness_too_large",
             DocError::NotYourClient => "not_your_client",
             DocError::Rules(code) => code,
@@ -68,6 +74,12 @@ impl DocError {
             DocError::FrameTooLarge => Consequence::Close(4413),
             DocError::MissingDependencies => Consequence::Close(4500),
             DocError::RateLimited => Consequence::Close(4029),
+            // Final for the stock client (4400-4499): an eleventh tab does not knock every
+            // 2.5 s; it is told (our provider's `refused`) and stays off.
+            DocError::TooManyConnections => Consequence::Close(4429),
+            // Cured by waiting: the stock client reconnects after its backoff (rooms say 4429,
+            // which would stop it for good).
+            DocError::ConnectRate => Consequence::Close(4029),
             DocError::BadUpdate
             | DocError::ReadOnly
             | DocError::TooLarge

@@ -29,6 +29,7 @@ pub fn trials() -> Vec<Spec> {
             &TOKENS,
             deep,
         ),
+        on("docs::a_member_holds_at_most_ten_sockets_of_a_document", &TOKENS, socket_cap),
         on("docs::a_backend_edit_reaches_every_editor", &TOKENS, server_edit),
         on("docs::a_killed_tabs_awareness_goes_for_the_others", &TOKENS, awareness_of_killed_tab),
         on("docs::strangers_are_refused_and_reads_create_nothing", &TOKENS, strangers),
@@ -146,6 +147,33 @@ async fn deep(ctx: support::Ctx) -> R {
     check!(r["drops"] == json!(0), "the victim's socket dropped: {r}");
     check!(r["json_depth"] == json!(homeroom::doc::MAX_NESTING), "the backend read {r}");
     check!(r["victim"] == json!("before after!"), "the victim ended with {r}");
+    Ok(())
+}
+
+/// A member opens sockets to one document: ten stay open (each gets the room's sync step 1),
+/// the eleventh is closed 4429 `too_many_connections` at once. (Before the cap, sockets without
+/// end held awareness and broadcasts without end.)
+async fn socket_cap(ctx: support::Ctx) -> R {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let room = support::room("doc-cap");
+    let path = format!("/docs/{room}?token={}", doc_token(&room, "mallory", false));
+    let url = format!("ws://127.0.0.1:{}{path}", ctx.port);
+    let mut held = Vec::new();
+    for n in 0..10 {
+        let (mut ws, _) = tokio::time::timeout(T, tokio_tungstenite::connect_async(url.as_str()))
+            .await
+            .map_err(|_| format!("socket {n}: the upgrade timed out"))?
+            .map_err(|e| format!("socket {n}: {e}"))?;
+        // The room's first word to a socket it took: a sync step 1 (binary).
+        let first =
+            tokio::time::timeout(T, ws.next()).await.map_err(|_| format!("socket {n}: silent"))?;
+        check!(matches!(first, Some(Ok(Message::Binary(_)))), "socket {n} got {first:?}");
+        held.push(ws);
+    }
+    let eleventh = crate::edge_support::upgrade_closed(ctx.port, &path).await?;
+    check!(eleventh == (4429, "too_many_connections".into()), "the eleventh: {eleventh:?}");
+    drop(held);
     Ok(())
 }
 

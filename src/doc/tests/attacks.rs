@@ -261,3 +261,41 @@ fn a_member_who_makes_the_room_measure_at_the_bound_pays_for_it() {
     sim.edit(0, "!");
     assert!(sim.stored_text().ends_with('!'), "the victim types on");
 }
+
+#[test]
+fn a_member_holds_at_most_ten_sockets_and_connects_at_a_pace() {
+    let mut sim = Sim::new(DocConfig::default(), 1);
+    sim.connect(0);
+    let opened = |sim: &mut Sim, conn: u64| -> Option<(u16, String)> {
+        sim.room.open(sim.now, conn, member("mallory"));
+        sim.room.take_effects().into_iter().find_map(|e| match e {
+            Effect::Close(c, code, reason) if c == conn => Some((code, reason)),
+            _ => None,
+        })
+    };
+    for conn in 100..110 {
+        assert_eq!(opened(&mut sim, conn), None, "socket {conn} of ten");
+    }
+    assert_eq!(opened(&mut sim, 110), Some((4429, "too_many_connections".into())));
+    // One closes: one more may open.
+    sim.room.close(sim.now, 100);
+    sim.room.take_effects();
+    assert_eq!(opened(&mut sim, 111), None);
+    // Connecting in a loop spends the connect budget (refused connects too): 20 at once,
+    // then one a second, closed 4029 so a stock client comes back after its backoff.
+    let mut refused = 0;
+    for conn in 112..140 {
+        if opened(&mut sim, conn) == Some((4029, "connect_rate".into())) {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 28 - (20 - 11 - 1), "past the burst of 20, every connect is paced");
+    sim.now += 60_000;
+    sim.room.close(sim.now, 101);
+    sim.room.take_effects();
+    assert_eq!(opened(&mut sim, 200), None, "a minute later, a free socket opens");
+    // The victim never noticed.
+    sim.edit(0, "fine");
+    assert_eq!(sim.stored_text(), "fine");
+    assert_eq!(sim.room.sockets(), 11);
+}
