@@ -11,16 +11,10 @@ use yrs::{Map, Out};
 /// Yjs updates written by hand (lib0 v1): shapes no editor makes, and chains too deep for a
 /// test to hold as a document.
 mod write {
-    pub fn var(mut n: u64, out: &mut Vec<u8>) {
-        loop {
-            let b = (n & 127) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(b);
-                return;
-            }
-            out.push(b | 128);
-        }
+    use yrs::encoding::write::Write;
+
+    pub fn var(n: u64, out: &mut Vec<u8>) {
+        out.write_var(n);
     }
 
     fn text(s: &str, out: &mut Vec<u8>) {
