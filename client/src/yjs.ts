@@ -32,7 +32,7 @@ import type * as Y from "yjs";
 
 import { DEFAULT_BACKOFF } from "./backoff.js";
 import type { Env, StorageLike } from "./env.js";
-import { EndpointChooser, wsBase } from "./regions.js";
+import { DEFAULT_REGIONS, EndpointChooser, wsBase, type RegionOptions } from "./regions.js";
 
 /** The extension messages' tags (PROTOCOL-DOCUMENTS.md). */
 const SAVED = 100;
@@ -54,6 +54,8 @@ export interface DocProviderOptions {
    * within a minute of a drop. The server URL's path (the kind, e.g. `/docs`) is kept.
    */
   endpoints?: string[];
+  /** The probing's tuning (`probeTimeoutMs`, `pinTtlMs`, `stickyMs`), as the room client's `probe`. */
+  probe?: Partial<RegionOptions>;
 }
 
 /** An update the room refused: its number on the socket (1-based; 0: not an update) and why. */
@@ -141,7 +143,10 @@ export class DocProvider extends WebsocketProvider {
     this.capMs = options.capMs ?? DEFAULT_BACKOFF.capMs;
     this.wanted = options.connect !== false;
     this.kindPath = new URL(wsBase(serverUrl).replace(/^ws/, "http")).pathname.replace(/\/+$/, "");
-    if (options.endpoints?.length) this.chooser = new EndpointChooser(probeEnv(options.WebSocketPolyfill), options.endpoints);
+    if (options.endpoints?.length) {
+      const probe = { ...DEFAULT_REGIONS, ...options.probe };
+      this.chooser = new EndpointChooser(probeEnv(options.WebSocketPolyfill), options.endpoints, probe);
+    }
     this.messageHandlers[SAVED] = (_e, d) => {
       this.answered = readVarUint(d as unknown as Decoder);
       this.recount();

@@ -307,8 +307,11 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       const live = new URL(args.url.replace(/^ws/, 'http')).origin
       const dead = 'http://127.0.0.1:9' // nothing listens there
       const doc = new Y.Doc()
+      // A loaded test machine upgrades in up to 3 s (seen in CI's logs), past the 2.5 s a
+      // probe has by default: then no probe wins and the first endpoint, the dead one, is taken.
       const p = new DocProvider('ws://127.0.0.1:9/docs', args.room, doc, {
-        token: args.tokens.ann, WebSocketPolyfill: WebSocketImpl, endpoints: [dead, live]
+        token: args.tokens.ann, WebSocketPolyfill: WebSocketImpl, endpoints: [dead, live],
+        probe: { probeTimeoutMs: 12000 }
       })
       await until('synced through the live endpoint', () => p.synced, 15000)
       doc.getText('text').insert(0, 'through the endpoint that answered')
