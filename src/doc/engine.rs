@@ -13,6 +13,7 @@ use super::awareness::{Awareness, Bounds};
 use super::census::{self, Census, MAX_BLOCKS};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
+use super::flow::{Flow, Verdict as FlowVerdict};
 use super::guard::{check_update, Shape};
 use super::nesting::{Placement, MAX_NESTING};
 use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
@@ -62,6 +63,13 @@ struct Socket {
     member: Member,
     /// Update messages received on it (each one is answered saved or refused, in order).
     updates: u64,
+    /// What it was handed and has shown it read ([`Flow`]).
+    flow: Flow,
+    /// The sync step 1 it was sent at open has been answered (the answers to later marks are
+    /// not counted as its updates: its client does not count them).
+    opened: bool,
+    /// Closed for reading too slowly; the adapter has yet to say it is gone.
+    closing: bool,
 }
 
 /// A user's budgets, shared by their sockets, and kept after their last socket closes until
@@ -241,11 +249,10 @@ impl DocRoom {
             }
         }
         self.open_quietly(now, conn, member, 0);
-        let sv = self.doc.transact().state_vector();
-        self.out.push(Effect::Send(conn, wire::sync_step1(&encode_sv(&sv))));
+        self.mark(conn);
         let states = self.awareness.all();
         if !states.is_empty() {
-            self.out.push(Effect::Send(conn, wire::awareness(states.iter())));
+            self.send(conn, wire::awareness(states.iter()));
         }
         self.out.push(Effect::Remember(conn));
         self.run_edits();
@@ -256,6 +263,9 @@ impl DocRoom {
         let Record { member, updates, awareness } = record;
         let user = member.user.clone();
         self.open_quietly(now, conn, member, updates);
+        if let Some(socket) = self.sockets.get_mut(&conn) {
+            socket.opened = true; // long ago, before the object slept
+        }
         // Its own states, as it last set them; renewed now (its tab is still there).
         let _ = self.awareness.apply(conn, &user, awareness, now, self.bounds());
     }
@@ -282,7 +292,9 @@ impl DocRoom {
         let budget =
             self.budgets.entry(member.user.clone()).or_insert_with(|| Budget::full(&limits, now));
         budget.sockets += 1;
-        self.sockets.insert(conn, Socket { member, updates });
+        let socket =
+            Socket { member, updates, flow: Flow::default(), opened: false, closing: false };
+        self.sockets.insert(conn, socket);
     }
 
     /// What socket `conn` keeps across hibernation.
@@ -372,10 +384,13 @@ impl DocRoom {
                 ) {
                     return Err(DocError::RateLimited);
                 }
-                self.out.push(Effect::Send(conn, wire::sync_step2(&diff)));
+                self.send(conn, wire::sync_step2(&diff));
             }
-            Message::Update { bytes, shape, .. } => {
-                self.member_update(now, conn, bytes, &shape)?;
+            Message::Update { bytes, shape, step2 } => {
+                // The answer to a mark after the opening one is not one of the socket's
+                // updates: its client counts only its own.
+                let counted = !(step2 && self.answers_a_later_mark(conn));
+                self.member_update(now, conn, bytes, &shape, counted)?;
             }
             Message::Awareness(entries) => {
                 let user = self.sockets[&conn].member.user.clone();
@@ -384,14 +399,13 @@ impl DocRoom {
                     // To the sender too, as y-websocket's own server does: a stock client
                     // alone in the room hears its own renewals, or it takes the silence for a
                     // dead socket after 30 s and reconnects.
-                    let frame = wire::awareness(changed.iter());
-                    self.out.push(Effect::Broadcast { except: None, frame });
+                    self.broadcast(None, wire::awareness(changed.iter()));
                     self.out.push(Effect::Remember(conn));
                 }
             }
             Message::QueryAwareness => {
                 let states = self.awareness.all();
-                self.out.push(Effect::Send(conn, wire::awareness(states.iter())));
+                self.send(conn, wire::awareness(states.iter()));
             }
             Message::Ignored(_) => {}
         }
@@ -405,11 +419,15 @@ impl DocRoom {
         conn: ConnId,
         bytes: Vec<u8>,
         shape: &Shape,
+        counted: bool,
     ) -> Result<(), DocError> {
         let socket = self.sockets.get_mut(&conn).expect("checked by the caller");
-        socket.updates += 1;
+        if !counted && socket.member.read_only {
+            return Ok(()); // a reader's answer to a mark: nothing of theirs is taken anyway
+        }
+        socket.updates += u64::from(counted);
         let (index, extensions, read_only) =
-            (socket.updates, socket.member.extensions, socket.member.read_only);
+            (socket.updates, socket.member.extensions && counted, socket.member.read_only);
         // An empty update (the sync step 2 of an editor with nothing new) changes nothing,
         // whoever sends it, and is not the rules' to decide; it is answered saved like any
         // other, in order.
@@ -426,7 +444,7 @@ impl DocRoom {
             return Err(DocError::MissingDependencies);
         }
         if extensions {
-            self.out.push(Effect::Send(conn, wire::saved(index)));
+            self.send(conn, wire::saved(index));
             // Its count of updates must survive hibernation for `saved` to go on from it; a
             // socket without the extensions has no count to keep (and no write per update).
             self.out.push(Effect::Remember(conn));
@@ -610,8 +628,17 @@ impl DocRoom {
             return Ok(()); // a sync step 2 of a client with nothing new
         }
         self.fits_the_bound(bytes.len(), from.map(|conn| (conn, checked.now)))?;
-        let applied = self.doc.transact_mut().apply_update(update);
+        let (applied, deleted) = {
+            let mut txn = self.doc.transact_mut();
+            let applied = txn.apply_update(update);
+            (applied, !txn.delete_set().is_empty())
+        };
         self.placed(&checked);
+        if applied.is_ok() && !deleted && self.doc.transact().state_vector() == checked.before {
+            // Nothing new (a sync step 2 that repeats what the room holds, its delete set
+            // included): nothing to store or show.
+            return Ok(());
+        }
         if applied.is_err() {
             // `yrs` integrates block by block: what came before the error (an item naming a
             // parent that is not a type) stays in memory. What memory gained is stored and shown
@@ -676,7 +703,7 @@ impl DocRoom {
         self.log_bytes += update.len();
         let frame = wire::update(&update);
         self.out.push(Effect::Store(update));
-        self.out.push(Effect::Broadcast { except: from, frame });
+        self.broadcast(from, frame);
         if self.log_bytes > self.config.compact_above.max(self.snapshot_bytes) {
             self.compact();
         }
@@ -702,8 +729,7 @@ impl DocRoom {
         }
         let removed = self.awareness.drop_socket(conn, now, self.config.awareness_timeout_ms);
         if !removed.is_empty() {
-            self.out
-                .push(Effect::Broadcast { except: None, frame: wire::awareness(removed.iter()) });
+            self.broadcast(None, wire::awareness(removed.iter()));
         }
         self.forget_full_budgets(now);
         if self.sockets.is_empty() && self.log_bytes > 0 {
@@ -726,8 +752,7 @@ impl DocRoom {
         }
         let removed = self.awareness.expire(now, self.config.awareness_timeout_ms);
         if !removed.is_empty() {
-            self.out
-                .push(Effect::Broadcast { except: None, frame: wire::awareness(removed.iter()) });
+            self.broadcast(None, wire::awareness(removed.iter()));
             let owners: Vec<ConnId> = self.sockets.keys().copied().collect();
             self.out.extend(owners.into_iter().map(Effect::Remember));
         }
@@ -804,6 +829,71 @@ impl DocRoom {
         self.budgets_checked_above = 2 * self.budgets.len();
     }
 
+    /// A frame to socket `conn`, through its flow.
+    fn send(&mut self, conn: ConnId, frame: Vec<u8>) {
+        let Some(socket) = self.sockets.get_mut(&conn).filter(|s| !s.closing) else { return };
+        match socket.flow.frame(frame.len()) {
+            FlowVerdict::Close => self.too_slow(conn),
+            verdict => {
+                self.out.push(Effect::Send(conn, frame));
+                if verdict == FlowVerdict::SendAndMark {
+                    self.mark(conn);
+                }
+            }
+        }
+    }
+
+    /// A frame to every socket but `except`, through each one's flow: a socket that reads too
+    /// slowly is closed first (so the adapter no longer sends to it).
+    fn broadcast(&mut self, except: Option<ConnId>, frame: Vec<u8>) {
+        let (mut slow, mut marks) = (Vec::new(), Vec::new());
+        for (&conn, socket) in &mut self.sockets {
+            if Some(conn) == except || socket.closing {
+                continue;
+            }
+            match socket.flow.frame(frame.len()) {
+                FlowVerdict::Close => slow.push(conn),
+                FlowVerdict::SendAndMark => marks.push(conn),
+                FlowVerdict::Send => {}
+            }
+        }
+        for conn in slow {
+            self.too_slow(conn);
+        }
+        self.out.push(Effect::Broadcast { except, frame });
+        for conn in marks {
+            self.mark(conn);
+        }
+    }
+
+    /// A mark to socket `conn`: a sync step 1 its client answers in order ([`super::flow`]).
+    fn mark(&mut self, conn: ConnId) {
+        let frame = wire::sync_step1(&encode_sv(&self.doc.transact().state_vector()));
+        if let Some(socket) = self.sockets.get_mut(&conn) {
+            socket.flow.marked(frame.len());
+            self.out.push(Effect::Send(conn, frame));
+        }
+    }
+
+    /// Socket `conn` answered a mark: whether it was a mark after the opening one.
+    fn answers_a_later_mark(&mut self, conn: ConnId) -> bool {
+        let Some(socket) = self.sockets.get_mut(&conn) else { return false };
+        if !socket.flow.answered() {
+            return false; // no mark waiting: a sync step 2 of the client's own
+        }
+        std::mem::replace(&mut socket.opened, true)
+    }
+
+    /// Socket `conn` would be handed past its window while it owes an answer: closed 4013
+    /// (the adapter closes it and says so with [`DocRoom::close`]).
+    fn too_slow(&mut self, conn: ConnId) {
+        if let Some(socket) = self.sockets.get_mut(&conn) {
+            socket.closing = true;
+            self.out.push(Effect::Close(conn, 4013, DocError::SlowReader.code().to_owned()));
+            self.out.push(Effect::Refused(conn, DocError::SlowReader));
+        }
+    }
+
     fn budget_of(&mut self, conn: ConnId) -> &mut Budget {
         let user = &self.sockets[&conn].member.user;
         self.budgets.get_mut(user).expect("every socket's user has a budget")
@@ -813,7 +903,7 @@ impl DocRoom {
     fn refuse(&mut self, conn: ConnId, refused: DocError, index: u64) {
         let Some(socket) = self.sockets.get(&conn) else { return };
         if socket.member.extensions {
-            self.out.push(Effect::Send(conn, wire::refused(index, refused.code())));
+            self.send(conn, wire::refused(index, refused.code()));
             if index > 0 {
                 // A refused update counts too: the count `saved` goes on from must survive
                 // hibernation.

@@ -25,6 +25,8 @@ pub enum DocError {
     TooManyConnections,
     /// The user connects faster than one may.
     ConnectRate,
+    /// The socket was handed its window and has not shown it read it.
+    SlowReader,
     /// An awareness state larger than allowed, or more Yjs clients on one socket than allowed.
     AwarenessTooLarge,
     /// An awareness entry for a Yjs client another user's socket holds.
@@ -59,6 +61,7 @@ impl DocError {
             DocError::RateLimited => "rate_limited",
             DocError::TooManyConnections => "too_many_connections",
             DocError::ConnectRate => "connect_rate",
+            DocError::SlowReader => "slow_reader",
             DocError::AwarenessTooLarge => "awareness_too_large",
             DocError::NotYourClient => "not_your_client",
             DocError::Rules(code) => code,
@@ -80,6 +83,8 @@ impl DocError {
             // Cured by waiting: the stock client reconnects after its backoff (rooms say 4429,
             // which would stop it for good).
             DocError::ConnectRate => Consequence::Close(4029),
+            // As for rooms: the client reconnects, and its sync brings what it missed.
+            DocError::SlowReader => Consequence::Close(4013),
             DocError::BadUpdate
             | DocError::ReadOnly
             | DocError::TooLarge

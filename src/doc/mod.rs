@@ -25,6 +25,7 @@ mod census;
 mod config;
 mod engine;
 mod error;
+pub(crate) mod flow;
 pub mod guard;
 pub(crate) mod nesting;
 pub mod rules;

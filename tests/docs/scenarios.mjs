@@ -188,6 +188,37 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       return result
     },
 
+    // A member's socket stops reading (Node only: its TCP socket is paused) while another
+    // writes 3 MB: the room would hand the runtime all of it to buffer for that socket. It is
+    // closed 4013 `slow_reader` once its window is full; the readers never are.
+    async hog () {
+      const v = editor(args.tokens.ann)
+      const w = editor(args.tokens.bob)
+      await Promise.all([synced(v, 'victim'), synced(w, 'writer')])
+      let drops = 0
+      for (const e of [v, w]) e.provider.on('status', ({ status }) => { if (status === 'disconnected') drops++ })
+      const hog = new WebSocketImpl(`${args.url}/${args.room}?token=${args.tokens.cat}`)
+      hog.binaryType = 'arraybuffer'
+      let received = 0
+      let close = null
+      hog.onmessage = (m) => { received += m.data.byteLength }
+      hog.onclose = (c) => { close = { code: c.code, reason: c.reason } }
+      await until('the hog is open', () => hog.readyState === 1)
+      await until('the hog got its first frames', () => received > 0)
+      hog._socket.pause() // reads nothing more
+      const chunk = 'w'.repeat(50_000)
+      for (let i = 0; i < 60; i++) {
+        w.text.insert(w.text.length, chunk)
+        await sleep(20)
+      }
+      await until('the victim has it all', () => v.text.length === 60 * chunk.length, 30000)
+      hog._socket.resume()
+      await until('the hog is closed', () => close !== null, 20000)
+      const result = { close, received, drops, same: v.text.toString() === w.text.toString() }
+      for (const e of [v, w]) e.provider.destroy()
+      return result
+    },
+
     // A read-only member types: refused, nobody sees it, a fresh reader does not get it.
     async readonly () {
       const w = editor(args.tokens.ann)

@@ -30,6 +30,7 @@ pub fn trials() -> Vec<Spec> {
             deep,
         ),
         on("docs::a_member_holds_at_most_ten_sockets_of_a_document", &TOKENS, socket_cap),
+        on("docs::a_socket_that_stops_reading_is_closed_4013_and_readers_read_on", &TOKENS, hog),
         on("docs::a_backend_edit_reaches_every_editor", &TOKENS, server_edit),
         on("docs::a_killed_tabs_awareness_goes_for_the_others", &TOKENS, awareness_of_killed_tab),
         on("docs::strangers_are_refused_and_reads_create_nothing", &TOKENS, strangers),
@@ -174,6 +175,19 @@ async fn socket_cap(ctx: support::Ctx) -> R {
     let eleventh = crate::edge_support::upgrade_closed(ctx.port, &path).await?;
     check!(eleventh == (4429, "too_many_connections".into()), "the eleventh: {eleventh:?}");
     drop(held);
+    Ok(())
+}
+
+/// A socket that stops reading while another member writes 3 MB is closed 4013
+/// `slow_reader` after at most its window (1 MiB) and a frame; the readers stay connected and
+/// converge.
+async fn hog(ctx: support::Ctx) -> R {
+    let room = support::room("doc-hog");
+    let r = editors("hog", args_for(ctx.port, &room)).await?;
+    check!(r["close"] == json!({"code": 4013, "reason": "slow_reader"}), "the hog: {r}");
+    let received = r["received"].as_u64().unwrap_or(u64::MAX);
+    check!(received <= 1024 * 1024 + 64 * 1024, "the hog was handed {received} bytes: {r}");
+    check!(r["drops"] == json!(0) && r["same"] == json!(true), "the readers: {r}");
     Ok(())
 }
 

@@ -1,0 +1,128 @@
+//! How much a document socket has been handed that its client has not shown it read: a member
+//! who never reads would otherwise make the runtime buffer every broadcast for it (a room's
+//! socket did: +251 MB in 15 s, `tests/README.md`), and y-protocols has no acknowledgement.
+//!
+//! But every Yjs client answers a sync step 1 with a sync step 2, in order on the socket: so the
+//! room sends one as a mark every quarter of [`WINDOW`] it hands a socket, and the answer to
+//! the oldest mark confirms everything sent before it. A socket that already owes an answer and
+//! would be handed past the window is closed 4013 (`slow_reader`): the stock client reconnects,
+//! and its sync brings it everything it missed. One frame alone may pass the window (a late
+//! joiner's whole document), so a socket holds at most the window or one frame.
+
+use std::collections::VecDeque;
+
+/// Bytes a socket may leave unconfirmed.
+pub const WINDOW: u64 = 1024 * 1024;
+
+/// A socket's flow: bytes handed to it, confirmed read, and the marks waiting for an answer.
+#[derive(Debug, Default)]
+pub struct Flow {
+    sent: u64,
+    confirmed: u64,
+    /// Where each mark waiting for its answer was sent (`sent` after it).
+    marks: VecDeque<u64>,
+    /// Where the last mark was sent.
+    last_mark: u64,
+}
+
+/// What to do with a frame for a socket.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Hand it over.
+    Send,
+    /// Hand it over, then a mark.
+    SendAndMark,
+    /// The socket reads too slowly: close it instead.
+    Close,
+}
+
+impl Flow {
+    /// A frame of `len` bytes is to be handed to the socket.
+    pub fn frame(&mut self, len: usize) -> Verdict {
+        let len = len as u64;
+        let owed = self.sent - self.confirmed;
+        if owed > 0 && owed + len > WINDOW && !self.marks.is_empty() {
+            return Verdict::Close;
+        }
+        self.sent += len;
+        if self.sent - self.last_mark >= WINDOW / 4 {
+            Verdict::SendAndMark
+        } else {
+            Verdict::Send
+        }
+    }
+
+    /// A mark of `len` bytes was handed to the socket.
+    pub fn marked(&mut self, len: usize) {
+        self.sent += len as u64;
+        self.last_mark = self.sent;
+        self.marks.push_back(self.sent);
+    }
+
+    /// The client answered a sync step 1: the oldest mark is confirmed. False if no mark was
+    /// waiting (a client's own sync step 2 with no mark to answer).
+    pub fn answered(&mut self) -> bool {
+        match self.marks.pop_front() {
+            Some(at) => {
+                self.confirmed = self.confirmed.max(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Bytes handed and not confirmed.
+    #[cfg(test)]
+    pub fn owed(&self) -> u64 {
+        self.sent - self.confirmed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_that_answers_is_never_closed_and_one_that_does_not_is_at_the_window() {
+        let (mut reader, mut hog) = (Flow::default(), Flow::default());
+        for flow in [&mut reader, &mut hog] {
+            flow.marked(10); // the sync step 1 at open
+        }
+        reader.answered();
+        let frame = 64 * 1024;
+        let mut closed_after = None;
+        for n in 0..200 {
+            for (flow, answers) in [(&mut reader, true), (&mut hog, false)] {
+                match flow.frame(frame) {
+                    Verdict::Close => {
+                        assert!(!answers, "the reader was closed");
+                        closed_after.get_or_insert(n);
+                    }
+                    Verdict::SendAndMark => {
+                        flow.marked(10);
+                        if answers {
+                            flow.answered();
+                        }
+                    }
+                    Verdict::Send => {}
+                }
+            }
+        }
+        // Fifteen 64 KiB frames and four marks fit in 1 MiB; the sixteenth would not.
+        assert_eq!(closed_after, Some(15), "the hog is closed when the window is full");
+        assert!(hog.owed() <= WINDOW);
+        assert!(reader.owed() < WINDOW / 4 + frame as u64);
+    }
+
+    #[test]
+    fn one_frame_past_the_window_passes_when_nothing_is_owed() {
+        let mut flow = Flow::default();
+        flow.marked(10);
+        flow.answered();
+        assert_eq!(flow.frame(4 * 1024 * 1024), Verdict::SendAndMark, "a whole document");
+        flow.marked(10);
+        assert_eq!(flow.frame(10), Verdict::Close, "and nothing after it until it is read");
+        flow.answered();
+        assert_ne!(flow.frame(10), Verdict::Close);
+    }
+}
