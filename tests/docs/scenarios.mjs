@@ -189,8 +189,9 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
     },
 
     // A member's socket stops reading (Node only: its TCP socket is paused) while another
-    // writes 3 MB: the room would hand the runtime all of it to buffer for that socket. It is
-    // closed 4013 `slow_reader` once its window is full; the readers never are.
+    // writes 6 MB (50 KB typed then deleted, so the document stays small): the room would hand
+    // the runtime all of it to buffer for that socket. It is
+    // closed 4013 `slow_reader` once its window (4 MiB) is full; the readers never are.
     async hog () {
       const v = editor(args.tokens.ann)
       const w = editor(args.tokens.bob)
@@ -207,11 +208,13 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       await until('the hog got its first frames', () => received > 0)
       hog._socket.pause() // reads nothing more
       const chunk = 'w'.repeat(50_000)
-      for (let i = 0; i < 60; i++) {
-        w.text.insert(w.text.length, chunk)
-        await sleep(20)
+      for (let i = 0; i < 120; i++) {
+        w.text.insert(0, chunk)
+        w.text.delete(0, chunk.length)
+        await sleep(40) // 1.25 MB/s: a reader on a loaded machine keeps up
       }
-      await until('the victim has it all', () => v.text.length === 60 * chunk.length, 30000)
+      w.text.insert(0, 'done')
+      await until('the victim has it all', () => v.text.toString() === 'done', 40000)
       hog._socket.resume()
       await until('the hog is closed', () => close !== null, 20000)
       const result = { close, received, drops, same: v.text.toString() === w.text.toString() }

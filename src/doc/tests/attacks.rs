@@ -303,8 +303,9 @@ fn a_member_holds_at_most_ten_sockets_and_connects_at_a_pace() {
 #[test]
 fn a_socket_that_never_reads_is_closed_4013_at_its_window_and_readers_are_not() {
     // Mallory opens a socket and never reads (never answers the room's sync steps 1), while
-    // the victim and a writer exchange 3 MB: the room would hand the runtime all of it to
-    // buffer for her. She is closed 4013 at the window; the readers, who answer, never are.
+    // the victim and a writer exchange 6 MB (each 50 KB typed, then deleted: the document
+    // stays small): the room would hand the runtime all of it to buffer for her. She is
+    // closed 4013 at the window; the readers, who answer, never are.
     let mut sim = Sim::new(DocConfig::default(), 2);
     sim.connect(0);
     sim.connect(1);
@@ -312,9 +313,11 @@ fn a_socket_that_never_reads_is_closed_4013_at_its_window_and_readers_are_not() 
     sim.room.open(sim.now, hog, member("mallory"));
     let mut handed = 0usize;
     let mut closed = None;
-    for i in 0..60 {
+    for i in 0..120 {
         let before = sim.trace.len();
         sim.edit(i % 2, &"w".repeat(50_000));
+        let gone = sim.editors[i % 2].delete_front(50_000);
+        sim.send(i % 2, &wire::update(&gone));
         for effect in &sim.trace[before..] {
             match effect {
                 Effect::Send(c, f) if *c == hog => handed += f.len(),
@@ -331,7 +334,7 @@ fn a_socket_that_never_reads_is_closed_4013_at_its_window_and_readers_are_not() 
     }
     let (code, reason, at) = closed.expect("the hog was closed");
     assert_eq!((code, reason.as_str()), (4013, "slow_reader"));
-    assert!(at < 30, "closed after {at} of 60 edits");
+    assert!(at < 90, "closed after {at} of 120 edits");
     assert!(handed as u64 <= crate::doc::flow::WINDOW + 64 * 1024, "{handed} bytes handed to her");
     assert!(sim.editors.iter().all(|e| e.closed.is_none()), "the readers stay");
     assert_eq!(sim.editors[0].text(), sim.editors[1].text());
