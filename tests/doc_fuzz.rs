@@ -152,6 +152,14 @@ fn deepest(doc: &Doc) -> usize {
     deepest
 }
 
+/// What a document holds, as ranges of ids: its items (deleted ones included) and its
+/// deletions, however its blocks are cut.
+fn ranges(encoded: &[u8]) -> (yrs::IdSet, yrs::IdSet) {
+    use yrs::updates::decoder::Decode;
+    let update = yrs::Update::decode_v1(encoded).expect("the room's own encoding decodes");
+    (update.insertions(true), update.delete_set().clone())
+}
+
 /// One input: a frame of the corpus, mutated a few times, or two spliced, or random bytes.
 fn input(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
     if rng.below(20) == 0 {
@@ -285,9 +293,11 @@ fn no_frame_panics_overallocates_or_parts_storage_from_memory() {
                 "case {case}: storage and memory differ after frame {}",
                 hex(&frame)
             );
+            // The same items and deletions. (Not byte for byte: an update that repeats what the
+            // room holds can cut a block in two in memory, and is not stored.)
             assert_eq!(
-                reloaded.encoded(),
-                room.encoded(),
+                ranges(&reloaded.encoded()),
+                ranges(&room.encoded()),
                 "case {case}: storage and memory differ"
             );
             // Counted from a root's value at 0: a type in a root is at depth 1.
