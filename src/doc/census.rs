@@ -37,13 +37,19 @@ fn extra(content: u8) -> usize {
 /// `known(client)`, in blocks: each new item, and the two blocks it may cut (beside its left
 /// origin and its right one); the two ends of each range it deletes.
 pub fn added(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
-    let items: usize = shape
+    new_items(shape, known) + 2 * shape.deletes.len()
+}
+
+/// What the new items of an update of this shape may add (see [`added`]); with the ranges an
+/// applied update really deleted, what it is counted for once applied (a sync step 2 repeats
+/// the client's whole delete set, and must not count it again each time).
+pub fn new_items(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
+    shape
         .items
         .iter()
         .filter(|item| u64::from(item.end) > known(shape.clients[item.client as usize]))
         .map(|item| 3 + extra(item.content))
-        .sum();
-    items + 2 * shape.deletes.len()
+        .sum()
 }
 
 /// The document's blocks and nesting.
@@ -79,7 +85,7 @@ impl Census {
     /// Notes an update of `added` blocks at most.
     pub fn grow(&mut self, added: usize) {
         self.blocks = self.blocks.saturating_add(added);
-        self.grown = true;
+        self.grown |= added > 0;
     }
 }
 

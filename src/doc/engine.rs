@@ -161,8 +161,6 @@ struct Checked<'a> {
     now: u64,
     shape: &'a Shape,
     placement: Placement,
-    /// Blocks it may add (see [`census::added`]).
-    blocks: usize,
     before: StateVector,
 }
 
@@ -554,7 +552,7 @@ impl DocRoom {
             }
         }
         drop(known);
-        Ok(Checked { now, shape, placement, blocks, before })
+        Ok(Checked { now, shape, placement, before })
     }
 
     /// The census, built from the document if it is not there yet or its nesting index has
@@ -567,8 +565,8 @@ impl DocRoom {
     }
 
     /// Notes in the census what an update integrated (all of it, or what came before `yrs`
-    /// stopped).
-    fn placed(&mut self, checked: &Checked<'_>) {
+    /// stopped), and the `deleted` ranges it really deleted.
+    fn placed(&mut self, checked: &Checked<'_>, deleted: usize) {
         let after = self.doc.transact().state_vector();
         if let Some(census) = self.census.as_mut() {
             census.nesting.record(
@@ -577,7 +575,7 @@ impl DocRoom {
                 clock_in(&checked.before),
                 clock_in(&after),
             );
-            census.grow(checked.blocks);
+            census.grow(census::new_items(checked.shape, clock_in(&checked.before)) + 2 * deleted);
         }
     }
 
@@ -631,10 +629,10 @@ impl DocRoom {
         let (applied, deleted) = {
             let mut txn = self.doc.transact_mut();
             let applied = txn.apply_update(update);
-            (applied, !txn.delete_set().is_empty())
+            (applied, txn.delete_set().iter().map(|(_, ranges)| ranges.len()).sum::<usize>())
         };
-        self.placed(&checked);
-        if applied.is_ok() && !deleted && self.doc.transact().state_vector() == checked.before {
+        self.placed(&checked, deleted);
+        if applied.is_ok() && deleted == 0 && self.doc.transact().state_vector() == checked.before {
             // Nothing new (a sync step 2 that repeats what the room holds, its delete set
             // included): nothing to store or show.
             return Ok(());

@@ -340,3 +340,39 @@ fn a_socket_that_never_reads_is_closed_4013_at_its_window_and_readers_are_not() 
     assert_eq!(sim.editors[0].text(), sim.editors[1].text());
     assert_eq!(sim.stored_text(), sim.editors[0].text());
 }
+
+#[test]
+fn resyncs_that_repeat_a_long_delete_set_do_not_count_as_blocks() {
+    // A sync step 2 repeats the client's whole delete set: 10,000 ranges here. Counted each
+    // time, thirty reconnects would have made an honest document "too large".
+    let config = DocConfig { frames_per_sec: 10_000, frame_burst: 10_000, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 2);
+    sim.connect(0);
+    sim.connect(1);
+    sim.edit(0, &"a".repeat(20_000));
+    let cut = {
+        use yrs::encoding::write::Write;
+        let mut u = Vec::new();
+        u.write_var(0u32);
+        u.write_var(1u32);
+        u.write_var(100u64);
+        u.write_var(10_000u64);
+        for i in 0..10_000u64 {
+            u.write_var(2 * i);
+            u.write_var(1u32);
+        }
+        u
+    };
+    sim.send(1, &wire::update(&cut));
+    let counted = sim.room.census_blocks().expect("counted");
+    for _ in 0..30 {
+        sim.disconnect(1);
+        sim.now += 2_000;
+        sim.connect(1);
+    }
+    assert_eq!(refusals(&sim), vec![]);
+    let after = sim.room.census_blocks().expect("counted");
+    assert!(after <= counted + 100, "{counted} blocks, then {after} after thirty resyncs");
+    sim.edit(1, "!");
+    assert!(sim.stored_text().ends_with('!'));
+}
