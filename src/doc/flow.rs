@@ -11,6 +11,9 @@
 //! answered the room's first sync step 1), so a socket holds at most the window, or a mark's
 //! worth and one frame. The window is the rooms' (1 MiB handed and 4 MiB waiting, there): 4 MiB
 //! is 1.6 s of a reader's lag at 2.5 MB/s, and at most 40 MiB for a user's 10 sockets.
+//!
+//! An answer proves nothing, though: a client crafted to send sync steps 2 without reading pops
+//! the marks (PROTOCOL-DOCUMENTS.md, "Not yet held"). This stops clients that stop reading.
 
 use std::collections::VecDeque;
 

@@ -63,7 +63,9 @@ impl Placed {
 /// An id an update names: a client (its place in [`Shape::clients`]) and a clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Id {
+    /// The client's place in [`Shape::clients`].
     pub client: u32,
+    /// Its clock.
     pub clock: u32,
 }
 
