@@ -1,6 +1,7 @@
 //! What the document holds, as far as its memory and its nesting go: how many blocks (the
 //! bound [`MAX_BLOCKS`] keeps a document's memory within a Worker's 128 MB, which its encoded
-//! size does not) and how deeply its types nest ([`Nesting`]).
+//! size does not) and how deeply its types nest ([`Nesting`]); and each client's last block,
+//! which the marks ask readers for ([`Tails`]).
 //!
 //! `yrs` keeps every block (an item, or a piece an edit cut one into) as a struct of about 190
 //! bytes natively, a shared type about 400 and a sub-document about 1 KB, while an update
@@ -18,6 +19,7 @@
 
 use super::guard::{check_update, Shape};
 use super::nesting::Nesting;
+use super::tails::Tails;
 
 /// The most blocks a document may hold: about 40 MB natively at the sizes above (each block
 /// of a type or a sub-document counted as the blocks its size is worth).
@@ -60,6 +62,8 @@ pub struct Census {
     pub blocks: usize,
     /// An update was recorded since the count: a recount may find fewer.
     pub grown: bool,
+    /// Each client's last block, for the marks.
+    pub tails: Tails,
 }
 
 impl Census {
@@ -68,9 +72,15 @@ impl Census {
     /// under-count what was there before, never what comes next).
     pub fn of_document(encoded: &[u8]) -> Census {
         let Ok(shape) = check_update(encoded) else {
-            return Census { nesting: Nesting::default(), blocks: 0, grown: false };
+            let tails = Tails::default();
+            return Census { nesting: Nesting::default(), blocks: 0, grown: false, tails };
         };
-        Census { nesting: Nesting::of_document(&shape), blocks: held(&shape), grown: false }
+        Census {
+            nesting: Nesting::of_document(&shape),
+            blocks: held(&shape),
+            grown: false,
+            tails: Tails::of_document(&shape),
+        }
     }
 
     /// Counts the blocks again, from the document's encoding (its nesting index keeps to its

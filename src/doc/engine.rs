@@ -13,10 +13,11 @@ use super::awareness::{Awareness, Bounds};
 use super::census::{self, Census, MAX_BLOCKS};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
-use super::flow::{Flow, Verdict as FlowVerdict};
+use super::flow::{Answer, Flow, Verdict as FlowVerdict};
 use super::guard::{check_update, Shape};
 use super::nesting::{Placement, MAX_NESTING};
 use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
+use super::tails::Ask;
 use super::wire::{self, Entry, Message};
 use super::ConnId;
 use crate::room::rate::Bucket;
@@ -152,6 +153,8 @@ pub struct DocRoom {
     /// How many blocks the document holds and how deeply its types nest; built from the
     /// document when first needed (a wake that only serves reads never builds it).
     census: Option<Census>,
+    /// What the marks ask readers for is drawn from it ([`DocRoom::with_seed`]).
+    rng: fastrand::Rng,
     out: Vec<Effect>,
 }
 
@@ -181,8 +184,17 @@ impl DocRoom {
             snapshot_bytes: 0,
             log_bytes: 0,
             census: None,
+            rng: fastrand::Rng::with_seed(client ^ 0x9e37_79b9_7f4a_7c15),
             out: Vec::new(),
         }
+    }
+
+    /// The same room drawing what its marks ask readers for from `seed`. The adapter draws it
+    /// at random: a member who could foretell the marks could answer them without reading
+    /// (without it the seed comes from the room's Yjs client id, which every update shows).
+    pub fn with_seed(mut self, seed: u64) -> DocRoom {
+        self.rng = fastrand::Rng::with_seed(seed);
+        self
     }
 
     /// The same room under the kind's rules.
@@ -247,7 +259,7 @@ impl DocRoom {
             }
         }
         self.open_quietly(now, conn, member, 0);
-        self.mark(conn);
+        self.mark(conn, true);
         let states = self.awareness.all();
         if !states.is_empty() {
             self.send(conn, wire::awareness(states.iter()));
@@ -387,7 +399,7 @@ impl DocRoom {
             Message::Update { bytes, shape, step2 } => {
                 // The answer to a mark after the opening one is not one of the socket's
                 // updates: its client counts only its own.
-                let counted = !(step2 && self.answers_a_later_mark(conn));
+                let counted = !(step2 && self.answers_a_later_mark(conn, &shape)?);
                 self.member_update(now, conn, bytes, &shape, counted)?;
             }
             Message::Awareness(entries) => {
@@ -576,6 +588,7 @@ impl DocRoom {
                 clock_in(&after),
             );
             census.grow(census::new_items(checked.shape, clock_in(&checked.before)) + 2 * deleted);
+            census.tails.record(checked.shape, clock_in(&checked.before), clock_in(&after));
         }
     }
 
@@ -599,6 +612,7 @@ impl DocRoom {
                     let after = self.doc.transact().state_vector();
                     census.nesting.record(&shape, &placement, clock_in(&before), clock_in(&after));
                     census.grow(census::added(&shape, clock_in(&before)));
+                    census.tails.record(&shape, clock_in(&before), clock_in(&after));
                 }
                 Err(_) => self.census = None,
             }
@@ -835,7 +849,7 @@ impl DocRoom {
             verdict => {
                 self.out.push(Effect::Send(conn, frame));
                 if verdict == FlowVerdict::SendAndMark {
-                    self.mark(conn);
+                    self.mark(conn, false);
                 }
             }
         }
@@ -860,26 +874,42 @@ impl DocRoom {
         }
         self.out.push(Effect::Broadcast { except, frame });
         for conn in marks {
-            self.mark(conn);
+            self.mark(conn, false);
         }
     }
 
     /// A mark to socket `conn`: a sync step 1 its client answers in order ([`super::flow`]).
-    fn mark(&mut self, conn: ConnId) {
-        let frame = wire::sync_step1(&encode_sv(&self.doc.transact().state_vector()));
+    /// The one at open is the room's state vector (the client answers with what the room
+    /// lacks); the others ask for what only a reader has ([`super::tails`]).
+    fn mark(&mut self, conn: ConnId, opening: bool) {
+        if !self.sockets.contains_key(&conn) {
+            return;
+        }
+        let sv = self.doc.transact().state_vector();
+        let (asked, ask) = if opening {
+            (encode_sv(&sv), Ask::Anything)
+        } else {
+            self.census();
+            let (census, rng) = (self.census.as_ref().expect("built"), &mut self.rng);
+            let ask = census.tails.ask(clock_in(&sv), |n| rng.u64(0..n));
+            (asking(&sv, ask), ask)
+        };
+        let frame = wire::sync_step1(&asked);
         if let Some(socket) = self.sockets.get_mut(&conn) {
-            socket.flow.marked(frame.len());
+            socket.flow.marked(frame.len(), ask);
             self.out.push(Effect::Send(conn, frame));
         }
     }
 
-    /// Socket `conn` answered a mark: whether it was a mark after the opening one.
-    fn answers_a_later_mark(&mut self, conn: ConnId) -> bool {
-        let Some(socket) = self.sockets.get_mut(&conn) else { return false };
-        if !socket.flow.answered() {
-            return false; // no mark waiting: a sync step 2 of the client's own
+    /// Socket `conn` sent a sync step 2 of this shape: whether it answered a mark after the
+    /// opening one. An answer without what the mark asked for is refused `mark_unread`.
+    fn answers_a_later_mark(&mut self, conn: ConnId, answer: &Shape) -> Result<bool, DocError> {
+        let Some(socket) = self.sockets.get_mut(&conn) else { return Ok(false) };
+        match socket.flow.answered(answer) {
+            Answer::Read => Ok(std::mem::replace(&mut socket.opened, true)),
+            Answer::Unread => Err(DocError::MarkUnread),
+            Answer::NoMark => Ok(false), // a sync step 2 of the client's own
         }
-        std::mem::replace(&mut socket.opened, true)
     }
 
     /// Socket `conn` would be handed past its window while it owes an answer: closed 4013
@@ -924,6 +954,23 @@ fn apply(txn: &mut TransactionMut<'_>, bytes: &[u8]) -> Result<(), DocError> {
 /// A state vector as a function from a client to its clock.
 fn clock_in(sv: &StateVector) -> impl Fn(u64) -> u64 + '_ {
     |client| u64::from(sv.get(&ClientID::new(client)))
+}
+
+/// The state vector a mark sends for `ask`, encoded: every client the document has at the
+/// highest clock (their blocks are not sent back), but the one asked for, at the clock asked.
+fn asking(sv: &StateVector, ask: Ask) -> Vec<u8> {
+    use yrs::encoding::write::Write;
+    let mut out = Vec::with_capacity(1 + 16 * sv.len());
+    out.write_var(sv.len());
+    for (client, _) in sv.iter() {
+        let clock = match ask {
+            Ask::From { client: asked, clock } if asked == client.get() => clock,
+            _ => u64::from(u32::MAX),
+        };
+        out.write_var(client.get());
+        out.write_var(clock);
+    }
+    out
 }
 
 fn encode_sv(sv: &StateVector) -> Vec<u8> {

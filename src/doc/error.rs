@@ -27,6 +27,8 @@ pub enum DocError {
     ConnectRate,
     /// The socket was handed its window and has not shown it read it.
     SlowReader,
+    /// The socket answered a mark without what the mark asked for: its client did not read it.
+    MarkUnread,
     /// An awareness state larger than allowed, or more Yjs clients on one socket than allowed.
     AwarenessTooLarge,
     /// An awareness entry for a Yjs client another user's socket holds.
@@ -62,6 +64,7 @@ impl DocError {
             DocError::TooManyConnections => "too_many_connections",
             DocError::ConnectRate => "connect_rate",
             DocError::SlowReader => "slow_reader",
+            DocError::MarkUnread => "mark_unread",
             DocError::AwarenessTooLarge => "awareness_too_large",
             DocError::NotYourClient => "not_your_client",
             DocError::Rules(code) => code,
@@ -84,7 +87,7 @@ impl DocError {
             // which would stop it for good).
             DocError::ConnectRate => Consequence::Close(4029),
             // As for rooms: the client reconnects, and its sync brings what it missed.
-            DocError::SlowReader => Consequence::Close(4013),
+            DocError::SlowReader | DocError::MarkUnread => Consequence::Close(4013),
             DocError::BadUpdate
             | DocError::ReadOnly
             | DocError::TooLarge

@@ -12,10 +12,16 @@
 //! worth and one frame. The window is the rooms' (1 MiB handed and 4 MiB waiting, there): 4 MiB
 //! is 1.6 s of a reader's lag at 2.5 MB/s, and at most 40 MiB for a user's 10 sockets.
 //!
-//! An answer proves nothing, though: a client crafted to send sync steps 2 without reading pops
-//! the marks (PROTOCOL-DOCUMENTS.md, "Not yet held"). This stops clients that stop reading.
+//! A y-protocols answer echoes nothing, so a mark asks for something only a reader can send
+//! back ([`super::tails`]): a few units at the end of a client drawn at random. An answer
+//! without them (a client crafted to send sync steps 2 without reading) is closed 4013
+//! (`mark_unread`): a blind answer is a guess, right at most once in two, and every mark is
+//! another.
 
 use std::collections::VecDeque;
+
+use super::guard::Shape;
+use super::tails::Ask;
 
 /// Bytes a socket may leave unconfirmed.
 pub const WINDOW: u64 = 4 * 1024 * 1024;
@@ -28,10 +34,21 @@ pub const MARK_EVERY: u64 = 256 * 1024;
 pub struct Flow {
     sent: u64,
     confirmed: u64,
-    /// Where each mark waiting for its answer was sent (`sent` after it).
-    marks: VecDeque<u64>,
+    /// Where each mark waiting for its answer was sent (`sent` after it), and what it asked.
+    marks: VecDeque<(u64, Ask)>,
     /// Where the last mark was sent.
     last_mark: u64,
+}
+
+/// What a sync step 2 says of a socket's reading.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// It answers the oldest mark: everything before it was read.
+    Read,
+    /// It lacks what the oldest mark asked for: the client did not read the mark.
+    Unread,
+    /// No mark was waiting (a client's own sync step 2).
+    NoMark,
 }
 
 /// What to do with a frame for a socket.
@@ -61,22 +78,23 @@ impl Flow {
         }
     }
 
-    /// A mark of `len` bytes was handed to the socket.
-    pub fn marked(&mut self, len: usize) {
+    /// A mark of `len` bytes, asking for `ask`, was handed to the socket.
+    pub fn marked(&mut self, len: usize, ask: Ask) {
         self.sent += len as u64;
         self.last_mark = self.sent;
-        self.marks.push_back(self.sent);
+        self.marks.push_back((self.sent, ask));
     }
 
-    /// The client answered a sync step 1: the oldest mark is confirmed. False if no mark was
-    /// waiting (a client's own sync step 2 with no mark to answer).
-    pub fn answered(&mut self) -> bool {
+    /// The client sent a sync step 2 of this shape: the answer to the oldest mark, which it
+    /// confirms if it carries what the mark asked.
+    pub fn answered(&mut self, answer: &Shape) -> Answer {
         match self.marks.pop_front() {
-            Some(at) => {
+            Some((at, ask)) if ask.answered_by(answer) => {
                 self.confirmed = self.confirmed.max(at);
-                true
+                Answer::Read
             }
-            None => false,
+            Some(_) => Answer::Unread,
+            None => Answer::NoMark,
         }
     }
 
@@ -91,13 +109,17 @@ impl Flow {
 mod tests {
     use super::*;
 
+    fn nothing() -> Shape {
+        Shape::default()
+    }
+
     #[test]
     fn a_reader_that_answers_is_never_closed_and_one_that_does_not_is_at_the_window() {
         let (mut reader, mut hog) = (Flow::default(), Flow::default());
         for flow in [&mut reader, &mut hog] {
-            flow.marked(10); // the sync step 1 at open
+            flow.marked(10, Ask::Anything); // the sync step 1 at open
         }
-        reader.answered();
+        assert_eq!(reader.answered(&nothing()), Answer::Read);
         let frame = 64 * 1024;
         let mut closed_after = None;
         for n in 0..200 {
@@ -108,9 +130,9 @@ mod tests {
                         closed_after.get_or_insert(n);
                     }
                     Verdict::SendAndMark => {
-                        flow.marked(10);
+                        flow.marked(10, Ask::Nothing);
                         if answers {
-                            flow.answered();
+                            assert_eq!(flow.answered(&nothing()), Answer::Read);
                         }
                     }
                     Verdict::Send => {}
@@ -126,12 +148,25 @@ mod tests {
     #[test]
     fn a_late_joiner_takes_a_document_past_the_window_before_answering_the_first_mark() {
         let mut flow = Flow::default();
-        flow.marked(10); // the room's sync step 1, not answered yet
+        flow.marked(10, Ask::Anything); // the room's sync step 1, not answered yet
         assert_eq!(flow.frame(5 * 1024 * 1024), Verdict::SendAndMark, "the whole document");
-        flow.marked(10);
+        flow.marked(10, Ask::From { client: 3, clock: 9 });
         assert_eq!(flow.frame(10), Verdict::Close, "and nothing after it until it is read");
-        flow.answered();
-        flow.answered();
+        let tail = Shape { blocks: vec![(3, 9, 10)], ..Shape::default() };
+        assert_eq!(flow.answered(&nothing()), Answer::Read);
+        assert_eq!(flow.answered(&tail), Answer::Read);
+        assert_eq!(flow.answered(&tail), Answer::NoMark);
         assert_ne!(flow.frame(10), Verdict::Close);
+    }
+
+    #[test]
+    fn an_answer_without_what_the_mark_asked_confirms_nothing() {
+        let mut flow = Flow::default();
+        flow.marked(10, Ask::Anything);
+        flow.marked(10, Ask::From { client: 3, clock: 9 });
+        assert_eq!(flow.answered(&nothing()), Answer::Read);
+        let owed = flow.owed();
+        assert_eq!(flow.answered(&nothing()), Answer::Unread);
+        assert_eq!(flow.owed(), owed, "nothing confirmed");
     }
 }

@@ -35,6 +35,24 @@ pub struct Shape {
     pub clients: Vec<u64>,
     /// Its items, in the order it lists them: where each hangs, for the nesting check.
     pub items: Vec<Placed>,
+    /// The last block of each client's run, in the order it lists them (what a mark may ask
+    /// a reader to send back: PROTOCOL-DOCUMENTS.md, "Flow").
+    pub tails: Vec<Tail>,
+}
+
+/// The last block of a client's run in an update: its clock range, kind and encoded size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tail {
+    /// The Yjs client.
+    pub client: u64,
+    /// Its first clock.
+    pub start: u64,
+    /// The clock after its last.
+    pub end: u64,
+    /// Its content's kind, as in [`Placed::content`] (0: a GC block).
+    pub content: u8,
+    /// Its size in the update (bytes).
+    pub bytes: u64,
 }
 
 /// An item an update brings: its clock range and where it hangs.
@@ -234,13 +252,19 @@ impl Walk<'_> {
             let client = self.client()?;
             let start = self.clock()?;
             let mut clock = start;
+            let mut tail = None;
             for _ in 0..blocks {
-                clock = clock.saturating_add(self.block(client, clock)?);
+                let at = self.cur.next;
+                let (len, content) = self.block(client, clock)?;
+                let bytes = (self.cur.next - at) as u64;
+                tail = Some(Tail { client, start: clock, end: clock + len, content, bytes });
+                clock = clock.saturating_add(len);
                 if clock > u64::from(u32::MAX) {
                     return Err(()); // `yrs` adds block lengths to a u32 clock
                 }
             }
             self.shape.blocks.push((client, start, clock));
+            self.shape.tails.extend(tail);
         }
         self.delete_set()
     }
@@ -251,13 +275,14 @@ impl Walk<'_> {
         Ok(Id { client: self.intern(client), clock })
     }
 
-    /// One block, from `client` at `clock`; its length in clock units.
-    fn block(&mut self, client: u64, clock: u64) -> Result<u64, ()> {
+    /// One block, from `client` at `clock`: its length in clock units and its content's kind
+    /// (0 for GC and skip blocks).
+    fn block(&mut self, client: u64, clock: u64) -> Result<(u64, u8), ()> {
         let info = self.u8()?;
         if info == 0 || info == 10 {
             // GC and skip: a length (`yrs` matches the whole byte).
             self.shape.skips |= info == 10;
-            return self.clock();
+            return Ok((self.clock()?, 0));
         }
         let (origin, right) = (info & 0x80 != 0, info & 0x40 != 0);
         let left = if origin { Some(self.id()?) } else { None };
@@ -283,7 +308,7 @@ impl Walk<'_> {
             (clock as u32, clock.saturating_add(len).min(u64::from(u32::MAX)) as u32);
         let client = self.intern(client);
         self.shape.items.push(Placed { client, start, end, parent, content: kind });
-        Ok(len)
+        Ok((len, kind))
     }
 
     /// An item's content; its length in clock units.

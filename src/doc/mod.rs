@@ -29,6 +29,7 @@ pub(crate) mod flow;
 pub mod guard;
 pub(crate) mod nesting;
 pub mod rules;
+pub(crate) mod tails;
 #[cfg(test)]
 mod tests;
 mod versions;

@@ -271,7 +271,8 @@ impl Inner {
         }
         let var = |name: &str| settings::read(&self.env, name);
         let rules = (self.rules)(&Vars::new(&var));
-        let mut room = DocRoom::new(self.config, random_u64() >> 11).with_rules(rules);
+        let mut room =
+            DocRoom::new(self.config, random_u64() >> 11).with_seed(random_u64()).with_rules(rules);
         let skipped = room.restore(&snapshot, log_rows.iter().map(Vec::as_slice));
         if skipped > 0 {
             log("storage_error", serde_json::json!({ "skipped_updates": skipped }));

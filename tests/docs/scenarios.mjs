@@ -44,6 +44,16 @@ function readVarString (decoder) {
   return new TextDecoder().decode(bytes)
 }
 
+/** A y-protocols sync step 2 carrying `update`, as lib0 encodes it. */
+function syncStep2 (update) {
+  const len = []
+  for (let n = update.length; ; n = Math.floor(n / 128)) {
+    len.push(n < 128 ? n : (n % 128) | 128)
+    if (n < 128) break
+  }
+  return new Uint8Array([0, 1, ...len, ...update])
+}
+
 export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
   /** A stock editor: a Y.Doc and its provider; `homeroom` asks for the extension messages. */
   function editor (token, { homeroom = false } = {}) {
@@ -188,37 +198,66 @@ export function scenarios (args, WebSocketImpl = globalThis.WebSocket) {
       return result
     },
 
-    // A member's socket stops reading (Node only: its TCP socket is paused) while another
-    // writes 6 MB (50 KB typed then deleted, so the document stays small): the room would hand
-    // the runtime all of it to buffer for that socket. It is
-    // closed 4013 `slow_reader` once its window (4 MiB) is full; the readers never are.
+    // Two sockets that do not read while a writer writes 6 MB (text with emoji, typed and
+    // deleted, map entries, pictures, paragraphs): the hog's reads nothing and answers nothing;
+    // Mallory's blind one reads nothing either, yet sends a sync step 2 every 40 ms as if
+    // answering the room's marks: nothing, her whole document, or her best guess (the writer's
+    // last unit). She knows every block, as she reads the document on a socket of hers, a stock
+    // editor. The readers (stock editors) answer every mark; the two others are closed.
     async hog () {
       const v = editor(args.tokens.ann)
       const w = editor(args.tokens.bob)
-      await Promise.all([synced(v, 'victim'), synced(w, 'writer')])
+      const m = editor(args.tokens.cat)
+      await Promise.all([synced(v, 'victim'), synced(w, 'writer'), synced(m, 'mallory')])
       let drops = 0
-      for (const e of [v, w]) e.provider.on('status', ({ status }) => { if (status === 'disconnected') drops++ })
-      const hog = new WebSocketImpl(`${args.url}/${args.room}?token=${args.tokens.cat}`)
-      hog.binaryType = 'arraybuffer'
-      let received = 0
-      let close = null
-      hog.onmessage = (m) => { received += m.data.byteLength }
-      hog.onclose = (c) => { close = { code: c.code, reason: c.reason } }
-      await until('the hog is open', () => hog.readyState === 1)
-      await until('the hog got its first frames', () => received > 0)
-      hog._socket.pause() // reads nothing more
-      const chunk = 'w'.repeat(50_000)
+      for (const e of [v, w, m]) e.provider.on('status', ({ status }) => { if (status === 'disconnected') drops++ })
+      const open = async (token) => {
+        const ws = new WebSocketImpl(`${args.url}/${args.room}?token=${token}`)
+        ws.binaryType = 'arraybuffer'
+        const s = { ws, received: 0, close: null }
+        ws.onmessage = (msg) => { s.received += msg.data.byteLength }
+        ws.onclose = (c) => { s.close = { code: c.code, reason: c.reason } }
+        ws.onerror = () => {} // a send after the room closed it; the close says the rest
+        await until('a socket is open', () => ws.readyState === 1)
+        await until('it got its first frames', () => s.received > 0)
+        ws._socket.pause() // reads nothing more
+        return s
+      }
+      const hog = await open(args.tokens.cat)
+      const blind = await open(args.tokens.cat)
+      const guess = () => {
+        const sv = Y.decodeStateVector(Y.encodeStateVector(m.doc))
+        sv.set(w.doc.clientID, sv.get(w.doc.clientID) - 1)
+        return Y.encodeStateAsUpdate(m.doc, Y.encodeStateVector(sv))
+      }
+      const answers = [() => new Uint8Array([0, 0]), () => Y.encodeStateAsUpdate(m.doc), guess]
+      const map = w.doc.getMap('map')
+      const pictures = w.doc.getArray('pictures')
+      const xml = w.doc.getXmlFragment('xml')
+      const chunk = 'w😀'.repeat(9_000)
       for (let i = 0; i < 120; i++) {
         w.text.insert(0, chunk)
         w.text.delete(0, chunk.length)
+        map.set(`k${i % 8}`, { i, note: 'n'.repeat(1000) })
+        pictures.push([new Uint8Array(3000).fill(i)])
+        xml.insert(xml.length, [new Y.XmlText(`paragraph ${i} 😀`)])
+        if (i % 10 === 0) v.text.insert(0, 'v')
+        if (blind.ws.readyState === 1) blind.ws.send(syncStep2(answers[i % 3]()))
         await sleep(40) // 1.25 MB/s: a reader on a loaded machine keeps up
       }
       w.text.insert(0, 'done')
-      await until('the victim has it all', () => v.text.toString() === 'done', 40000)
-      hog._socket.resume()
-      await until('the hog is closed', () => close !== null, 20000)
-      const result = { close, received, drops, same: v.text.toString() === w.text.toString() }
-      for (const e of [v, w]) e.provider.destroy()
+      const view = (e) => JSON.stringify([e.text.toString(), e.doc.getMap('map').toJSON(),
+        e.doc.getArray('pictures').length, e.doc.getXmlFragment('xml').toString()])
+      await until('every reader has it all', () => [v, m].every(e => view(e) === view(w)), 40000)
+      for (const s of [hog, blind]) s.ws._socket.resume()
+      await until('both are closed', () => hog.close !== null && blind.close !== null, 20000)
+      const result = {
+        hog: { close: hog.close, received: hog.received },
+        blind: { close: blind.close, received: blind.received },
+        drops,
+        same: [v, m].every(e => view(e) === view(w))
+      }
+      for (const e of [v, w, m]) e.provider.destroy()
       return result
     },
 

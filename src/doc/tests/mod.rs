@@ -5,6 +5,7 @@
 mod attacks;
 mod awareness;
 mod fuzz;
+mod marks;
 mod nesting;
 mod rules;
 mod sync;

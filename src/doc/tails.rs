@@ -1,0 +1,197 @@
+//! The last block of each Yjs client in the document, and what a mark asks a reader to send
+//! back of one ([`super::flow`]): a few clock units at a client's end, chosen at random among
+//! those cheap to send, so that only a client that read the room's frames can answer.
+//!
+//! A sync step 2 answers a state vector with every block past it, from exactly the clock the
+//! vector names (Yjs's `writeStructs`, `yrs`'s `write_blocks_from`). A mark names every client
+//! the room knows at the highest clock (nothing of theirs is sent back) but one, named `k`
+//! units short of its end: the answer carries that client's blocks from exactly there. A client
+//! that did not read the mark cannot know which client, nor `k`; one that did not read what
+//! came before it lacks those units. The choice is made among the clients whose last block
+//! costs little to send back (at most [`MAX_ANSWER`] bytes), so a reader pays at most that per
+//! mark, not a picture someone put in the document.
+
+use super::guard::{Shape, Tail};
+
+/// The most an answer may cost its sender beyond its delete set (bytes), as the room estimates
+/// it: a client whose last block costs more is not asked for.
+pub const MAX_ANSWER: u64 = 2048;
+
+/// The most clock units a mark asks for.
+pub const MAX_UNITS: u64 = 16;
+
+/// What the answer to a mark must carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Anything: the sync step 1 a socket is sent at open, before the document is.
+    Anything,
+    /// No block of a client the room knew (every block past a first clock). Asked with the
+    /// others, so that a blind answer of nothing is a guess too; the only ask of a document
+    /// with no block cheap to send back.
+    Nothing,
+    /// The blocks of `client` from exactly `clock`, and no other block past a first clock.
+    From { client: u64, clock: u64 },
+}
+
+impl Ask {
+    /// Whether an answer of this shape carries what was asked. A client the room did not know
+    /// when it marked comes whole (from its first clock), which answers nothing either way.
+    pub fn answered_by(&self, answer: &Shape) -> bool {
+        let runs = answer.blocks.iter().filter(|&&(_, start, _)| start > 0);
+        match *self {
+            Ask::Anything => true,
+            Ask::Nothing => runs.count() == 0,
+            Ask::From { client, clock } => {
+                let mut found = false;
+                for &(c, start, _) in runs {
+                    if c != client || start != clock {
+                        return false;
+                    }
+                    found = true;
+                }
+                found
+            }
+        }
+    }
+}
+
+/// The last block of each client of the document, as the updates that made them said, in the
+/// order of their clients (a sorted list: a map's code would weigh more in the Worker's Wasm).
+#[derive(Debug, Default)]
+pub struct Tails(Vec<Tail>);
+
+impl Tails {
+    /// The tails of a whole document, from the shape of its encoding (each client's run ends at
+    /// its clock).
+    pub fn of_document(shape: &Shape) -> Tails {
+        let mut tails = Tails::default();
+        tails.record(shape, |_| 0, |_| u64::MAX);
+        tails
+    }
+
+    /// Notes the tails an applied update brought: those that took their client's clock from
+    /// `before` to where it is now (`after`; `u64::MAX` for any end). A block an update repeats
+    /// changes nothing: its kind and size are the sender's word, and a member who could make
+    /// every client's tail look costly would leave the marks nothing to ask. A block that a
+    /// later deletion made cheaper keeps its first cost (an estimate never below the truth).
+    pub fn record(
+        &mut self,
+        shape: &Shape,
+        before: impl Fn(u64) -> u64,
+        after: impl Fn(u64) -> u64,
+    ) {
+        for tail in &shape.tails {
+            let at = after(tail.client);
+            if tail.end > before(tail.client) && (at == u64::MAX || tail.end == at) {
+                match self.0.binary_search_by_key(&tail.client, |t| t.client) {
+                    Ok(i) => self.0[i] = *tail,
+                    Err(i) => self.0.insert(i, *tail),
+                }
+            }
+        }
+    }
+
+    /// What a mark asks for, given the document's clock for each client (`known`) and `pick`,
+    /// which draws a number below its argument: [`Ask::Nothing`] or a run of one to
+    /// [`MAX_UNITS`] units at the end of a client whose last block is cheap to send back, every
+    /// choice as likely.
+    pub fn ask(&self, known: impl Fn(u64) -> u64, pick: impl FnOnce(u64) -> u64) -> Ask {
+        let choices = |tail: &Tail| -> u64 {
+            if tail.end != known(tail.client) || tail.end < 2 || cost(tail) > MAX_ANSWER {
+                return 0;
+            }
+            // Within the block (what it costs is known) and never from clock 0 (the client's
+            // whole run, which a client that did not read could send).
+            (tail.end - tail.start).min(tail.end - 1).min(MAX_UNITS)
+        };
+        let total: u64 = self.0.iter().map(choices).sum();
+        let mut drawn = pick(total + 1);
+        for tail in &self.0 {
+            let n = choices(tail);
+            if drawn < n {
+                return Ask::From { client: tail.client, clock: tail.end - 1 - drawn };
+            }
+            drawn -= n;
+        }
+        Ask::Nothing
+    }
+}
+
+/// What sending back the end of this block may cost at most (bytes): a string's units are at
+/// most three bytes each; a deleted or collected block's are none; another's are the block.
+fn cost(tail: &Tail) -> u64 {
+    const HEADER: u64 = 32; // info, origins, the run's header
+    match tail.content {
+        0 | 1 => HEADER,
+        4 => HEADER + 3 * MAX_UNITS,
+        _ => HEADER + tail.bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tail(client: u64, start: u64, end: u64, content: u8, bytes: u64) -> Tail {
+        Tail { client, start, end, content, bytes }
+    }
+
+    fn shape(tails: &[Tail]) -> Shape {
+        Shape { tails: tails.to_vec(), ..Shape::default() }
+    }
+
+    #[test]
+    fn every_choice_is_drawn_and_none_starts_at_a_first_clock_or_outside_the_last_block() {
+        // A string of 40 units ending at 100; a map entry of 300 bytes; a 5 KB picture.
+        let doc = shape(&[tail(1, 60, 100, 4, 50), tail(2, 6, 7, 8, 300), tail(3, 0, 1, 3, 5000)]);
+        let tails = Tails::of_document(&doc);
+        let known = |c: u64| [0, 100, 7, 1][c as usize];
+        let mut asked = Vec::new();
+        let mut total = 0;
+        for n in 0.. {
+            let ask = tails.ask(known, |t| {
+                total = t;
+                n
+            });
+            asked.push(ask);
+            if n + 1 == total {
+                break;
+            }
+        }
+        // 16 units of the string, 1 of the entry, nothing of the picture; or nothing at all.
+        assert_eq!(total, 18);
+        assert_eq!(asked[0], Ask::From { client: 1, clock: 99 });
+        assert_eq!(asked[15], Ask::From { client: 1, clock: 84 });
+        assert_eq!(asked[16], Ask::From { client: 2, clock: 6 });
+        assert_eq!(asked[17], Ask::Nothing);
+    }
+
+    #[test]
+    fn a_document_of_one_unit_or_of_costly_blocks_is_asked_for_nothing() {
+        let one = Tails::of_document(&shape(&[tail(1, 0, 1, 4, 5)]));
+        assert_eq!(one.ask(|_| 1, |t| t - 1), Ask::Nothing);
+        let pictures = Tails::of_document(&shape(&[tail(1, 4, 5, 3, 9000)]));
+        assert_eq!(pictures.ask(|_| 5, |t| t - 1), Ask::Nothing);
+        // A tail the document has gone past (it grew since) is not asked for either.
+        let stale = Tails::of_document(&shape(&[tail(1, 4, 9, 4, 9)]));
+        assert_eq!(stale.ask(|_| 12, |t| t - 1), Ask::Nothing);
+    }
+
+    #[test]
+    fn only_the_run_asked_for_answers_it() {
+        let ask = Ask::From { client: 7, clock: 40 };
+        let answer =
+            |blocks: &[(u64, u64, u64)]| Shape { blocks: blocks.to_vec(), ..Shape::default() };
+        assert!(ask.answered_by(&answer(&[(7, 40, 41)])));
+        // With a client the room did not know (whole, from 0), and nothing else.
+        assert!(ask.answered_by(&answer(&[(9, 0, 3), (7, 40, 45)])));
+        assert!(!ask.answered_by(&answer(&[])), "nothing");
+        assert!(!ask.answered_by(&answer(&[(7, 0, 41)])), "the client's whole run");
+        assert!(!ask.answered_by(&answer(&[(7, 39, 41)])), "a guess one unit off");
+        assert!(!ask.answered_by(&answer(&[(7, 40, 41), (8, 12, 13)])), "two guesses at once");
+        assert!(!ask.answered_by(&answer(&[(7, 40, 41), (7, 45, 46)])), "a second run");
+        assert!(Ask::Nothing.answered_by(&answer(&[(9, 0, 3)])));
+        assert!(!Ask::Nothing.answered_by(&answer(&[(7, 40, 41)])));
+        assert!(Ask::Anything.answered_by(&answer(&[(7, 3, 4)])));
+    }
+}
