@@ -889,9 +889,8 @@ impl DocRoom {
         let (asked, ask) = if opening {
             (encode_sv(&sv), Ask::Anything)
         } else {
-            self.census();
-            let (census, rng) = (self.census.as_ref().expect("built"), &mut self.rng);
-            let ask = census.tails.ask(clock_in(&sv), |n| rng.u64(0..n));
+            let drawn = self.rng.u64(..);
+            let ask = self.census().tails.ask(clock_in(&sv), drawn);
             (asking(&sv, ask), ask)
         };
         let frame = wire::sync_step1(&asked);
@@ -961,7 +960,7 @@ fn clock_in(sv: &StateVector) -> impl Fn(u64) -> u64 + '_ {
 fn asking(sv: &StateVector, ask: Ask) -> Vec<u8> {
     use yrs::encoding::write::Write;
     let mut out = Vec::with_capacity(1 + 16 * sv.len());
-    out.write_var(sv.len());
+    out.write_var(sv.len() as u64);
     for (client, _) in sv.iter() {
         let clock = match ask {
             Ask::From { client: asked, clock } if asked == client.get() => clock,

@@ -91,11 +91,11 @@ impl Tails {
         }
     }
 
-    /// What a mark asks for, given the document's clock for each client (`known`) and `pick`,
-    /// which draws a number below its argument: [`Ask::Nothing`] or a run of one to
-    /// [`MAX_UNITS`] units at the end of a client whose last block is cheap to send back, every
-    /// choice as likely.
-    pub fn ask(&self, known: impl Fn(u64) -> u64, pick: impl FnOnce(u64) -> u64) -> Ask {
+    /// What a mark asks for, given the document's clock for each client (`known`) and a random
+    /// number (`drawn`): [`Ask::Nothing`] or a run of one to [`MAX_UNITS`] units at the end of a
+    /// client whose last block is cheap to send back, every choice as likely (to a bias of
+    /// choices over 2⁶⁴, nothing).
+    pub fn ask(&self, known: impl Fn(u64) -> u64, drawn: u64) -> Ask {
         let choices = |tail: &Tail| -> u64 {
             if tail.end != known(tail.client) || tail.end < 2 || cost(tail) > MAX_ANSWER {
                 return 0;
@@ -105,7 +105,7 @@ impl Tails {
             (tail.end - tail.start).min(tail.end - 1).min(MAX_UNITS)
         };
         let total: u64 = self.0.iter().map(choices).sum();
-        let mut drawn = pick(total + 1);
+        let mut drawn = drawn % (total + 1);
         for tail in &self.0 {
             let n = choices(tail);
             if drawn < n {
@@ -146,20 +146,10 @@ mod tests {
         let doc = shape(&[tail(1, 60, 100, 4, 50), tail(2, 6, 7, 8, 300), tail(3, 0, 1, 3, 5000)]);
         let tails = Tails::of_document(&doc);
         let known = |c: u64| [0, 100, 7, 1][c as usize];
-        let mut asked = Vec::new();
-        let mut total = 0;
-        for n in 0.. {
-            let ask = tails.ask(known, |t| {
-                total = t;
-                n
-            });
-            asked.push(ask);
-            if n + 1 == total {
-                break;
-            }
-        }
-        // 16 units of the string, 1 of the entry, nothing of the picture; or nothing at all.
-        assert_eq!(total, 18);
+        let asked: Vec<Ask> = (0..18).map(|n| tails.ask(known, n)).collect();
+        // 16 units of the string, 1 of the entry, nothing of the picture; or nothing at all:
+        // 18 choices, the draw taken modulo their number.
+        assert_eq!(tails.ask(known, 18), asked[0]);
         assert_eq!(asked[0], Ask::From { client: 1, clock: 99 });
         assert_eq!(asked[15], Ask::From { client: 1, clock: 84 });
         assert_eq!(asked[16], Ask::From { client: 2, clock: 6 });
@@ -169,12 +159,12 @@ mod tests {
     #[test]
     fn a_document_of_one_unit_or_of_costly_blocks_is_asked_for_nothing() {
         let one = Tails::of_document(&shape(&[tail(1, 0, 1, 4, 5)]));
-        assert_eq!(one.ask(|_| 1, |t| t - 1), Ask::Nothing);
+        assert_eq!(one.ask(|_| 1, 7), Ask::Nothing);
         let pictures = Tails::of_document(&shape(&[tail(1, 4, 5, 3, 9000)]));
-        assert_eq!(pictures.ask(|_| 5, |t| t - 1), Ask::Nothing);
+        assert_eq!(pictures.ask(|_| 5, 7), Ask::Nothing);
         // A tail the document has gone past (it grew since) is not asked for either.
         let stale = Tails::of_document(&shape(&[tail(1, 4, 9, 4, 9)]));
-        assert_eq!(stale.ask(|_| 12, |t| t - 1), Ask::Nothing);
+        assert_eq!(stale.ask(|_| 12, 7), Ask::Nothing);
     }
 
     #[test]
