@@ -16,7 +16,9 @@
 //! back ([`super::tails`]): a few units at the end of a client drawn at random. An answer
 //! without them (a client crafted to send sync steps 2 without reading) is closed 4013
 //! (`mark_unread`): a blind answer is a guess, right at most once in two, and every mark is
-//! another.
+//! another. A document with no block cheap to send back leaves a mark nothing to ask: its
+//! answers confirm nothing, and every socket of it is closed at its window and reconnects (a
+//! reader's resync is its state vector and an empty diff).
 
 use std::collections::VecDeque;
 
@@ -67,7 +69,7 @@ impl Flow {
     pub fn frame(&mut self, len: usize) -> Verdict {
         let len = len as u64;
         let owed = self.sent - self.confirmed;
-        if owed > MARK_EVERY && owed + len > WINDOW && !self.marks.is_empty() {
+        if owed > MARK_EVERY && owed + len > WINDOW {
             return Verdict::Close;
         }
         self.sent += len;
@@ -90,7 +92,12 @@ impl Flow {
     pub fn answered(&mut self, answer: &Shape) -> Answer {
         match self.marks.pop_front() {
             Some((at, ask)) if ask.answered_by(answer) => {
-                self.confirmed = self.confirmed.max(at);
+                // An answer to a mark that could not ask for anything (the one at open, and
+                // those of a document with no block cheap to send back) proves no reading, so
+                // it confirms nothing: such a socket is held to its window too, and reconnects.
+                if ask != Ask::Anything {
+                    self.confirmed = self.confirmed.max(at);
+                }
                 Answer::Read
             }
             Some(_) => Answer::Unread,
@@ -157,6 +164,27 @@ mod tests {
         assert_eq!(flow.answered(&tail), Answer::Read);
         assert_eq!(flow.answered(&tail), Answer::NoMark);
         assert_ne!(flow.frame(10), Verdict::Close);
+    }
+
+    #[test]
+    fn answers_to_marks_that_could_ask_for_nothing_confirm_nothing() {
+        // A document with no block cheap to send back: every mark asks for anything, and a
+        // reader answering each is held to the window like a socket that answers blind.
+        let mut flow = Flow::default();
+        let mut closed = false;
+        for _ in 0..100 {
+            match flow.frame(64 * 1024) {
+                Verdict::Close => closed = true,
+                Verdict::SendAndMark => flow.marked(10, Ask::Anything),
+                Verdict::Send => {}
+            }
+            if closed {
+                break;
+            }
+            let _ = flow.answered(&nothing());
+        }
+        assert!(closed, "closed at the window");
+        assert!(flow.owed() <= WINDOW);
     }
 
     #[test]

@@ -23,11 +23,12 @@ pub const MAX_UNITS: u64 = 16;
 /// What the answer to a mark must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
-    /// Anything: the sync step 1 a socket is sent at open, before the document is.
+    /// Anything: the sync step 1 a socket is sent at open, before the document is, and the
+    /// marks of a document with no block cheap to send back. An answer to it proves nothing,
+    /// so it confirms nothing ([`super::flow`]).
     Anything,
-    /// No block of a client the room knew (every block past a first clock). Asked with the
-    /// others, so that a blind answer of nothing is a guess too; the only ask of a document
-    /// with no block cheap to send back.
+    /// No block of a client the room knew (every block past a first clock): one choice among
+    /// the others, so that a blind answer of nothing is a guess too.
     Nothing,
     /// The blocks of `client` from exactly `clock`, and no other block past a first clock.
     From { client: u64, clock: u64 },
@@ -94,7 +95,7 @@ impl Tails {
     /// What a mark asks for, given the document's clock for each client (`known`) and a random
     /// number (`drawn`): [`Ask::Nothing`] or a run of one to [`MAX_UNITS`] units at the end of a
     /// client whose last block is cheap to send back, every choice as likely (to a bias of
-    /// choices over 2⁶⁴, nothing).
+    /// choices over 2⁶⁴, nothing); [`Ask::Anything`] if no block is cheap to send back.
     pub fn ask(&self, known: impl Fn(u64) -> u64, drawn: u64) -> Ask {
         let choices = |tail: &Tail| -> u64 {
             if tail.end != known(tail.client) || tail.end < 2 || cost(tail) > MAX_ANSWER {
@@ -105,6 +106,9 @@ impl Tails {
             (tail.end - tail.start).min(tail.end - 1).min(MAX_UNITS)
         };
         let total: u64 = self.0.iter().map(choices).sum();
+        if total == 0 {
+            return Ask::Anything;
+        }
         let mut drawn = drawn % (total + 1);
         for tail in &self.0 {
             let n = choices(tail);
@@ -157,14 +161,15 @@ mod tests {
     }
 
     #[test]
-    fn a_document_of_one_unit_or_of_costly_blocks_is_asked_for_nothing() {
+    fn a_document_of_one_unit_or_of_costly_blocks_has_nothing_to_ask_for() {
         let one = Tails::of_document(&shape(&[tail(1, 0, 1, 4, 5)]));
-        assert_eq!(one.ask(|_| 1, 7), Ask::Nothing);
+        assert_eq!(one.ask(|_| 1, 7), Ask::Anything);
         let pictures = Tails::of_document(&shape(&[tail(1, 4, 5, 3, 9000)]));
-        assert_eq!(pictures.ask(|_| 5, 7), Ask::Nothing);
+        assert_eq!(pictures.ask(|_| 5, 7), Ask::Anything);
         // A tail the document has gone past (it grew since) is not asked for either.
         let stale = Tails::of_document(&shape(&[tail(1, 4, 9, 4, 9)]));
-        assert_eq!(stale.ask(|_| 12, 7), Ask::Nothing);
+        assert_eq!(stale.ask(|_| 12, 7), Ask::Anything);
+        assert_eq!(Tails::default().ask(|_| 0, 7), Ask::Anything);
     }
 
     #[test]

@@ -292,3 +292,59 @@ fn repeated_blocks_cannot_make_the_marks_ask_for_nothing() {
     assert!(sim.editors.iter().all(|e| e.closed.is_none()), "the readers stay");
     assert_eq!(sim.stored_text(), sim.editors[0].text(), "her repeats changed nothing");
 }
+
+#[test]
+fn where_nothing_can_be_asked_every_socket_is_held_to_its_window() {
+    // A document of pictures only: every client's last block costs more than a mark may ask a
+    // reader for, so a mark can ask for nothing and an answer proves nothing. Mallory's socket
+    // that answers blind is closed at its window (before, her empty answers confirmed every
+    // mark); so is a reader, which reconnects, and its resync brings it everything.
+    let config = DocConfig {
+        frames_per_sec: 1_000,
+        frame_burst: 1_000,
+        max_doc_bytes: 32 * 1024 * 1024,
+        ..DocConfig::default()
+    };
+    let mut sim = Sim::new(config, 2);
+    sim.connect(0);
+    sim.connect(1);
+    let hog = 999;
+    sim.room.open(sim.now, hog, member("mallory"));
+    let (mut handed, mut closed, mut reconnects) = (0usize, None, 0);
+    for _ in 0..80 {
+        let before = sim.trace.len();
+        let picture = make(&sim.editors[0], &Edit::Picture(0, 100_000));
+        sim.send(0, &wire::update(&picture));
+        if closed.is_none() {
+            sim.room.message(sim.now, hog, &wire::sync_step2(&yrs::Update::new().encode_v1()));
+            sim.apply();
+        }
+        for effect in &sim.trace[before..] {
+            match effect {
+                Effect::Send(c, f) if *c == hog => handed += f.len(),
+                Effect::Broadcast { except, frame } if *except != Some(hog) && closed.is_none() => {
+                    handed += frame.len()
+                }
+                Effect::Close(c, code, reason) if *c == hog => {
+                    closed.get_or_insert((*code, reason.clone()));
+                }
+                _ => {}
+            }
+        }
+        if sim.editors[1].conn.is_none() {
+            assert_eq!(sim.editors[1].closed, Some((4013, "slow_reader".into())));
+            reconnects += 1;
+            sim.connect(1);
+        }
+        sim.now += 100;
+    }
+    let (code, reason) = closed.expect("the blind socket was never closed");
+    assert_eq!((code, reason.as_str()), (4013, "slow_reader"));
+    assert!(handed as u64 <= WINDOW + 128 * 1024, "{handed} bytes handed to her");
+    assert!(reconnects >= 1, "the reader was held to its window too");
+    let pictures = |e: &super::Editor| {
+        e.doc.transact().get_array("pictures").map(|a| a.len(&e.doc.transact()))
+    };
+    assert_eq!(pictures(&sim.editors[1]), Some(80), "the reader has every picture");
+    assert!(sim.editors[0].closed.is_none(), "the writer stays");
+}
