@@ -264,7 +264,9 @@ impl Walk<'_> {
                 }
             }
             self.shape.blocks.push((client, start, clock));
-            self.shape.tails.extend(tail);
+            if let Some(tail) = tail {
+                self.shape.tails.push(tail);
+            }
         }
         self.delete_set()
     }

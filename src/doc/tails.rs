@@ -97,21 +97,24 @@ impl Tails {
     /// client whose last block is cheap to send back, every choice as likely (to a bias of
     /// choices over 2⁶⁴, nothing); [`Ask::Anything`] if no block is cheap to send back.
     pub fn ask(&self, known: impl Fn(u64) -> u64, drawn: u64) -> Ask {
-        let choices = |tail: &Tail| -> u64 {
-            if tail.end != known(tail.client) || tail.end < 2 || cost(tail) > MAX_ANSWER {
-                return 0;
-            }
-            // Within the block (what it costs is known) and never from clock 0 (the client's
-            // whole run, which a client that did not read could send).
-            (tail.end - tail.start).min(tail.end - 1).min(MAX_UNITS)
-        };
-        let total: u64 = self.0.iter().map(choices).sum();
+        let choices: Vec<u64> = self
+            .0
+            .iter()
+            .map(|tail| {
+                if tail.end != known(tail.client) || tail.end < 2 || cost(tail) > MAX_ANSWER {
+                    return 0;
+                }
+                // Within the block (what it costs is known) and never from clock 0 (the
+                // client's whole run, which a client that did not read could send).
+                (tail.end - tail.start).min(tail.end - 1).min(MAX_UNITS)
+            })
+            .collect();
+        let total: u64 = choices.iter().sum();
         if total == 0 {
             return Ask::Anything;
         }
         let mut drawn = drawn % (total + 1);
-        for tail in &self.0 {
-            let n = choices(tail);
+        for (tail, n) in self.0.iter().zip(choices) {
             if drawn < n {
                 return Ask::From { client: tail.client, clock: tail.end - 1 - drawn };
             }
