@@ -957,6 +957,8 @@ fn clock_in(sv: &StateVector) -> impl Fn(u64) -> u64 + '_ {
 
 /// The state vector a mark sends for `ask`, encoded: every client the document has at the
 /// highest clock (their blocks are not sent back), but the one asked for, at the clock asked.
+/// Written out here rather than built as a `yrs` state vector and encoded by [`encode_sv`]:
+/// the same bytes, one map the fewer per mark (and 64 bytes less Wasm).
 fn asking(sv: &StateVector, ask: Ask) -> Vec<u8> {
     use yrs::encoding::write::Write;
     let mut out = Vec::with_capacity(1 + 16 * sv.len());

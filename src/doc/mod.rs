@@ -13,7 +13,9 @@
 //! ```
 //! use homeroom::doc::{DocConfig, DocRoom, Effect, Member};
 //!
-//! let mut room = DocRoom::new(DocConfig::default(), 1);
+//! // The Yjs client id of the room's own edits, and the seed its flow marks are drawn from:
+//! // an adapter draws both at random each time it loads the room.
+//! let mut room = DocRoom::new(DocConfig::default(), 1).with_seed(0x5eed);
 //! let ann = Member { user: "ann".into(), read_only: false, extensions: false, expires: None };
 //! room.open(0, 7, ann);
 //! // Ann is sent the room's state vector (sync step 1), and her socket's record is kept.

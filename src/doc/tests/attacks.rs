@@ -311,24 +311,16 @@ fn a_socket_that_never_reads_is_closed_4013_at_its_window_and_readers_are_not() 
     sim.connect(1);
     let hog = 999;
     sim.room.open(sim.now, hog, member("mallory"));
-    let mut handed = 0usize;
-    let mut closed = None;
+    let (mut handed, mut closed) = (0usize, None);
     for i in 0..120 {
         let before = sim.trace.len();
         sim.edit(i % 2, &"w".repeat(50_000));
         let gone = sim.editors[i % 2].delete_front(50_000);
         sim.send(i % 2, &wire::update(&gone));
-        for effect in &sim.trace[before..] {
-            match effect {
-                Effect::Send(c, f) if *c == hog => handed += f.len(),
-                Effect::Broadcast { except, frame } if *except != Some(hog) && closed.is_none() => {
-                    handed += frame.len()
-                }
-                Effect::Close(c, code, reason) if *c == hog => {
-                    closed.get_or_insert((*code, reason.clone(), i));
-                }
-                _ => {}
-            }
+        if closed.is_none() {
+            let (bytes, close) = handed_to(&sim.trace[before..], hog);
+            handed += bytes;
+            closed = close.map(|(code, reason)| (code, reason, i));
         }
         sim.now += 100;
     }

@@ -177,6 +177,22 @@ fn blind_answer(sim: &Sim, blind: Blind, writer: u64) -> Vec<u8> {
     }
 }
 
+/// Mallory's socket that reads nothing (her reading editor is 2).
+const BLIND: u64 = 999;
+
+/// A room drawing its marks from `seed`, with two editors, Mallory's reading editor and her
+/// socket that reads nothing ([`BLIND`]).
+fn with_mallory(seed: u64) -> Sim {
+    let config = DocConfig { frames_per_sec: 1_000, frame_burst: 1_000, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 3);
+    sim.room = DocRoom::new(config, 1).with_seed(seed);
+    sim.connect(0);
+    sim.connect(1);
+    sim.connect_as(2, member("mallory"));
+    sim.room.open(sim.now, BLIND, member("mallory"));
+    sim
+}
+
 #[test]
 fn a_socket_that_answers_marks_without_reading_them_is_closed_4013_at_its_window() {
     // Mallory reads the document on one socket and knows all of it; her second socket reads
@@ -185,15 +201,7 @@ fn a_socket_that_answers_marks_without_reading_them_is_closed_4013_at_its_window
     // runtime buffer without end.
     for blind in [Blind::Nothing, Blind::Whole, Blind::Guess] {
         for seed in 0..6 {
-            let config =
-                DocConfig { frames_per_sec: 1_000, frame_burst: 1_000, ..DocConfig::default() };
-            let mut sim = Sim::new(config, 3);
-            sim.room = DocRoom::new(config, 1).with_seed(seed);
-            sim.connect(0);
-            sim.connect(1);
-            sim.connect_as(2, member("mallory"));
-            let hog = 999;
-            sim.room.open(sim.now, hog, member("mallory"));
+            let mut sim = with_mallory(seed);
             let (mut handed, mut closed) = (0usize, None);
             for i in 0..150 {
                 let before = sim.trace.len();
@@ -201,20 +209,11 @@ fn a_socket_that_answers_marks_without_reading_them_is_closed_4013_at_its_window
                 let gone = sim.editors[i % 2].delete_front(50_000);
                 sim.send(i % 2, &wire::update(&gone));
                 let answer = blind_answer(&sim, blind, 100 + (i % 2) as u64);
-                sim.room.message(sim.now, hog, &wire::sync_step2(&answer));
+                sim.room.message(sim.now, BLIND, &wire::sync_step2(&answer));
                 sim.apply();
-                for effect in &sim.trace[before..] {
-                    match effect {
-                        Effect::Send(c, f) if *c == hog => handed += f.len(),
-                        Effect::Broadcast { except, frame } if *except != Some(hog) => {
-                            handed += frame.len()
-                        }
-                        Effect::Close(c, code, reason) if *c == hog => {
-                            closed.get_or_insert((*code, reason.clone()));
-                        }
-                        _ => {}
-                    }
-                }
+                let (bytes, close) = handed_to(&sim.trace[before..], BLIND);
+                handed += bytes;
+                closed = close;
                 if closed.is_some() {
                     break;
                 }
@@ -257,13 +256,7 @@ fn repeated_blocks_cannot_make_the_marks_ask_for_nothing() {
     // Mallory re-sends each client's last unit, declared a 5 KB picture, after every edit: had
     // the room believed her, no client's tail would be cheap to send back, every mark would
     // ask for nothing, and her blind socket's empty answers would confirm them all.
-    let config = DocConfig { frames_per_sec: 1_000, frame_burst: 1_000, ..DocConfig::default() };
-    let mut sim = Sim::new(config, 3);
-    sim.connect(0);
-    sim.connect(1);
-    sim.connect_as(2, member("mallory"));
-    let hog = 999;
-    sim.room.open(sim.now, hog, member("mallory"));
+    let mut sim = with_mallory(0);
     let mut closed = None;
     for i in 0..150 {
         sim.edit(i % 2, &"w".repeat(50_000));
@@ -272,15 +265,9 @@ fn repeated_blocks_cannot_make_the_marks_ask_for_nothing() {
         let sv = sim.editors[2].doc.transact().state_vector();
         sim.send(2, &wire::update(&repeats_as_pictures(&sv)));
         let before = sim.trace.len();
-        sim.room.message(sim.now, hog, &wire::sync_step2(&yrs::Update::new().encode_v1()));
+        sim.room.message(sim.now, BLIND, &wire::sync_step2(&yrs::Update::new().encode_v1()));
         sim.apply();
-        for effect in &sim.trace[before..] {
-            if let Effect::Close(c, code, reason) = effect {
-                if *c == hog {
-                    closed.get_or_insert((*code, reason.clone(), i));
-                }
-            }
-        }
+        closed = handed_to(&sim.trace[before..], BLIND).1.map(|(code, reason)| (code, reason, i));
         if closed.is_some() {
             break;
         }
@@ -319,17 +306,10 @@ fn where_nothing_can_be_asked_every_socket_is_held_to_its_window() {
             sim.room.message(sim.now, hog, &wire::sync_step2(&yrs::Update::new().encode_v1()));
             sim.apply();
         }
-        for effect in &sim.trace[before..] {
-            match effect {
-                Effect::Send(c, f) if *c == hog => handed += f.len(),
-                Effect::Broadcast { except, frame } if *except != Some(hog) && closed.is_none() => {
-                    handed += frame.len()
-                }
-                Effect::Close(c, code, reason) if *c == hog => {
-                    closed.get_or_insert((*code, reason.clone()));
-                }
-                _ => {}
-            }
+        if closed.is_none() {
+            let (bytes, close) = handed_to(&sim.trace[before..], hog);
+            handed += bytes;
+            closed = close;
         }
         if sim.editors[1].conn.is_none() {
             assert_eq!(sim.editors[1].closed, Some((4013, "slow_reader".into())));

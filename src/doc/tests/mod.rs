@@ -254,6 +254,23 @@ impl Sim {
     }
 }
 
+/// What `effects` hand socket `conn` (the frames sent to it, the broadcasts it is not excepted
+/// from) until they close it, and the close (code and reason) if they do.
+pub fn handed_to(effects: &[Effect], conn: u64) -> (usize, Option<(u16, String)>) {
+    let mut handed = 0;
+    for effect in effects {
+        match effect {
+            Effect::Send(c, frame) if *c == conn => handed += frame.len(),
+            Effect::Broadcast { except, frame } if *except != Some(conn) => handed += frame.len(),
+            Effect::Close(c, code, reason) if *c == conn => {
+                return (handed, Some((*code, reason.clone())));
+            }
+            _ => {}
+        }
+    }
+    (handed, None)
+}
+
 /// The refusals in the order the room made them.
 pub fn refusals(sim: &Sim) -> Vec<DocError> {
     sim.trace
