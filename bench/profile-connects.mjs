@@ -3,11 +3,13 @@
 // a time, each until its welcome), writes it (open it in Chrome's DevTools, Performance tab)
 // and prints the functions by self and by inclusive share of the busy samples.
 //
-//   scripts/dev --port 8799 --inspector-port 9239 --var LOG_CONNECTIONS:off &
+//   HOMEROOM_KEEP_NAMES=1 scripts/dev --port 8799 --inspector-port 9239 --var LOG_CONNECTIONS:off &
 //   node bench/profile-connects.mjs --port 8799 --inspector 9239 --connects 400
 //
 // The profiler slows what it samples: read the shares, not the milliseconds (bench/run's
-// CPU per connect is the figure). `ws` is wrangler's own dependency, pinned by the lock file.
+// CPU per connect is the figure). HOMEROOM_KEEP_NAMES=1 keeps the Wasm's function names
+// (scripts/build-worker drops them otherwise, and the profile shows wasm-function[N]).
+// `ws` is wrangler's own dependency, pinned by the lock file.
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import WebSocket from "ws";
