@@ -34,6 +34,8 @@ pub mod room;
 pub mod settings;
 
 #[cfg(target_arch = "wasm32")]
+mod clock;
+#[cfg(target_arch = "wasm32")]
 mod forward;
 #[cfg(target_arch = "wasm32")]
 pub mod host;
@@ -114,7 +116,7 @@ macro_rules! worker {
         $(, public [$($public:literal),* $(,)?])?;)+
         documents { $($dpath:literal => $dclass:ident($drules:expr), binding $dbinding:literal;)* }) => {
         // The classes live in a module of their own, where the names the
-        // `durable_object` attribute expects are in scope.
+        // `wasm_bindgen` attribute expects are in scope.
         #[doc(hidden)]
         mod __homeroom_classes {
             #[allow(unused_imports)]
@@ -191,54 +193,101 @@ macro_rules! worker {
     (@some) => { ::std::option::Option::None };
     (@some $binding:literal) => { ::std::option::Option::Some($binding) };
     // One Durable Object class holding an `Object` made by `$make`, every
-    // event handed to it: the rooms' classes and the companions' alike.
+    // event handed to it: the rooms' classes and the companions' alike. The
+    // class is written here rather than by `#[durable_object]` so that a
+    // handler that does not wait answers at once (`host::settle`).
     (@class $class:ident, $ty:ty, |$state:ident, $env:ident| $make:expr) => {
-        #[::worker::durable_object]
+        #[::worker::wasm_bindgen::prelude::wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
         pub struct $class {
-            object: $ty,
+            object: ::std::rc::Rc<$ty>,
         }
 
-        impl ::worker::DurableObject for $class {
-            fn new($state: ::worker::State, $env: ::worker::Env) -> Self {
-                $class { object: $make }
+        #[::worker::wasm_bindgen::prelude::wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+        impl $class {
+            #[wasm_bindgen(constructor)]
+            pub fn new(
+                state: ::worker::worker_sys::DurableObjectState,
+                env: ::worker::Env,
+            ) -> $class {
+                let $state = ::worker::State::from(state);
+                let $env = env;
+                $class { object: ::std::rc::Rc::new($make) }
             }
 
-            async fn fetch(&self, req: ::worker::Request) -> ::worker::Result<::worker::Response> {
-                $crate::host::Object::fetch(&self.object, req).await
-            }
-
-            async fn websocket_message(
+            pub fn fetch(
                 &self,
-                ws: ::worker::WebSocket,
-                message: ::worker::WebSocketIncomingMessage,
-            ) -> ::worker::Result<()> {
-                $crate::host::Object::websocket_message(&self.object, ws, message).await
+                req: ::worker::worker_sys::web_sys::Request,
+            ) -> ::std::result::Result<::worker::wasm_bindgen::JsValue, ::worker::wasm_bindgen::JsValue> {
+                let object = ::std::rc::Rc::clone(&self.object);
+                $crate::host::settle(async move {
+                    let answer = $crate::host::Object::fetch(&*object, req.into()).await?;
+                    ::std::result::Result::Ok(
+                        ::worker::worker_sys::web_sys::Response::from(answer).into(),
+                    )
+                })
             }
 
-            async fn websocket_close(
+            #[wasm_bindgen(js_name = webSocketMessage)]
+            pub fn websocket_message(
                 &self,
-                ws: ::worker::WebSocket,
+                ws: ::worker::worker_sys::web_sys::WebSocket,
+                message: ::worker::wasm_bindgen::JsValue,
+            ) -> ::std::result::Result<::worker::wasm_bindgen::JsValue, ::worker::wasm_bindgen::JsValue> {
+                let message = match message.as_string() {
+                    ::std::option::Option::Some(text) => {
+                        ::worker::WebSocketIncomingMessage::String(text)
+                    }
+                    ::std::option::Option::None => ::worker::WebSocketIncomingMessage::Binary(
+                        ::worker::js_sys::Uint8Array::new(&message).to_vec(),
+                    ),
+                };
+                let object = ::std::rc::Rc::clone(&self.object);
+                $crate::host::settle(async move {
+                    $crate::host::Object::websocket_message(&*object, ws.into(), message).await?;
+                    ::std::result::Result::Ok(::worker::wasm_bindgen::JsValue::UNDEFINED)
+                })
+            }
+
+            #[wasm_bindgen(js_name = webSocketClose)]
+            pub fn websocket_close(
+                &self,
+                ws: ::worker::worker_sys::web_sys::WebSocket,
                 code: usize,
                 reason: ::std::string::String,
                 clean: bool,
-            ) -> ::worker::Result<()> {
-                $crate::host::Object::websocket_close(&self.object, ws, code, reason, clean).await
+            ) -> ::std::result::Result<::worker::wasm_bindgen::JsValue, ::worker::wasm_bindgen::JsValue> {
+                let object = ::std::rc::Rc::clone(&self.object);
+                $crate::host::settle(async move {
+                    $crate::host::Object::websocket_close(&*object, ws.into(), code, reason, clean)
+                        .await?;
+                    ::std::result::Result::Ok(::worker::wasm_bindgen::JsValue::UNDEFINED)
+                })
             }
 
-            async fn websocket_error(
+            #[wasm_bindgen(js_name = webSocketError)]
+            pub fn websocket_error(
                 &self,
-                ws: ::worker::WebSocket,
-                error: ::worker::Error,
-            ) -> ::worker::Result<()> {
-                $crate::host::Object::websocket_error(&self.object, ws, error).await
+                ws: ::worker::worker_sys::web_sys::WebSocket,
+                error: ::worker::wasm_bindgen::JsValue,
+            ) -> ::std::result::Result<::worker::wasm_bindgen::JsValue, ::worker::wasm_bindgen::JsValue> {
+                let object = ::std::rc::Rc::clone(&self.object);
+                $crate::host::settle(async move {
+                    $crate::host::Object::websocket_error(&*object, ws.into(), error.into())
+                        .await?;
+                    ::std::result::Result::Ok(::worker::wasm_bindgen::JsValue::UNDEFINED)
+                })
             }
 
-            async fn alarm(&self) -> ::worker::Result<::worker::Response> {
-                $crate::host::Object::alarm(&self.object).await
-            }
-
-            async fn connect(&self, _socket: ::worker::Socket) -> ::worker::Result<()> {
-                ::std::result::Result::Err("homeroom's objects accept WebSockets only".into())
+            pub fn alarm(
+                &self,
+            ) -> ::std::result::Result<::worker::wasm_bindgen::JsValue, ::worker::wasm_bindgen::JsValue> {
+                let object = ::std::rc::Rc::clone(&self.object);
+                $crate::host::settle(async move {
+                    let answer = $crate::host::Object::alarm(&*object).await?;
+                    ::std::result::Result::Ok(
+                        ::worker::worker_sys::web_sys::Response::from(answer).into(),
+                    )
+                })
             }
         }
     };

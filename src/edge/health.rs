@@ -16,6 +16,7 @@ use worker::{Delay, Env, Headers, Method, Request, RequestInit, WebsocketEvent};
 use super::config::{AuthMode, Deployment};
 use super::rooms;
 use crate::auth;
+use crate::clock::now_ms;
 
 /// How long each step may take.
 const STEP_MS: u64 = 5_000;
@@ -155,8 +156,4 @@ async fn wait_for(
             Either::Right(_) => return Err((kind, format!("no {kind} within {STEP_MS} ms"))),
         }
     }
-}
-
-fn now_ms() -> u64 {
-    worker::Date::now().as_millis()
 }

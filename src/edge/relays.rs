@@ -12,6 +12,7 @@ use worker::{Env, Method, Request, Response};
 use super::refusal::HttpRefusal;
 use super::rooms::Target;
 use super::{home, region};
+use crate::clock::now_ms;
 use crate::forward::{self, Forwarded, Inbound, Routed, Via, USE_RELAY};
 
 /// How long an isolate remembers that a room is relayed (ms).
@@ -25,10 +26,6 @@ thread_local! {
 
 fn key(at: Target<'_>) -> String {
     format!("{}/{}", at.kind.path, at.room)
-}
-
-fn now_ms() -> u64 {
-    worker::Date::now().as_millis()
 }
 
 /// Whether this isolate knows `at` to be relayed.

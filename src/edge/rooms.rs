@@ -116,6 +116,11 @@ pub async fn route(
         ["cut"] => or_relay(req, env, dep, at, Method::Post, Inbound::Cut, false).await,
         #[cfg(feature = "fault-injection")]
         ["forget"] => admin(req, env, dep, at, Method::Post, Inbound::Forget).await,
+        #[cfg(feature = "fault-injection")]
+        ["nap", ms] => {
+            let ms = ms.parse().map_err(|_| HttpRefusal::BadParam("ms"))?;
+            admin(req, env, dep, at, Method::Post, Inbound::Nap { ms }).await
+        }
         [] => admin(req, env, dep, at, Method::Delete, Inbound::Delete).await,
         ["state"] => admin(req, env, dep, at, Method::Get, Inbound::State).await,
         ["state", key] => {
@@ -362,7 +367,7 @@ fn checked_token(
     token: Option<&str>,
     at: Target<'_>,
 ) -> Result<auth::Claims, auth::AuthError> {
-    let now = worker::Date::now().as_millis() / 1000;
+    let now = crate::clock::now_ms() / 1000;
     verifier.verify(token, auth::Place { kind: at.kind.path, room: at.room }, now)
 }
 

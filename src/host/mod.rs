@@ -1,6 +1,6 @@
 //! The room's Durable Object: a thin adapter that turns hibernation events
 //! into engine inputs and applies the engine's outputs in order. A crate's
-//! `#[durable_object]` class (made by [`crate::worker!`]) holds a [`Host`]
+//! Durable Object class (made by [`crate::worker!`]) holds a [`Host`]
 //! and hands it every event.
 //!
 //! The engine lives in memory only while the object does. After eviction or a
@@ -10,6 +10,7 @@
 
 #[cfg(feature = "documents")]
 mod doc;
+mod event;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod heartbeat;
@@ -36,6 +37,8 @@ use crate::room::{self, Block, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
 #[cfg(feature = "documents")]
 pub use doc::{DocHost, MakeDocRules};
+#[doc(hidden)]
+pub use event::settle;
 use links::Links;
 pub use object::{Companion, Object};
 pub use relay::Relay;
@@ -308,6 +311,13 @@ impl Inner {
             }
             #[cfg(feature = "fault-injection")]
             Inbound::Forget => (self.forget(origin), Effects::default()),
+            #[cfg(feature = "fault-injection")]
+            Inbound::Nap { ms } => {
+                // From the handler's first poll: the timer keeps that poll's waker.
+                worker::Delay::from(std::time::Duration::from_millis(ms.min(5_000))).await;
+                let body = serde_json::json!({ "napped": ms }).to_string();
+                (json_response(200, body), Effects::default())
+            }
             #[cfg(feature = "fault-injection")]
             Inbound::Mute | Inbound::Cut => (
                 error_response(404, "not_found", "a room has no link of its own"),
@@ -749,7 +759,7 @@ fn read_refused(refused: &crate::room::ReadRefusal) -> Result<Response> {
 
 /// The runtime's clock, which the engine has none of.
 fn now() -> Time {
-    Time::from_ms(worker::Date::now().as_millis())
+    Time::from_ms(crate::clock::now_ms())
 }
 
 /// 64 random bits, for connection ids, epochs and the engine's jitter.

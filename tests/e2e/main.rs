@@ -22,6 +22,7 @@ mod edge_home;
 mod edge_logs;
 mod edge_probe;
 mod edge_support;
+mod events;
 mod eviction;
 mod faults;
 mod history;
@@ -51,6 +52,7 @@ fn main() {
         faults::trials(),
         history::trials(),
         eviction::trials(),
+        events::trials(),
         presence_ttl::trials(),
         edge_drain::trials(),
         presence_eviction::trials(),
