@@ -3,8 +3,9 @@
 //! socket did: +251 MB in 15 s, `tests/README.md`), and y-protocols has no acknowledgement.
 //!
 //! But every Yjs client answers a sync step 1 with a sync step 2, in order on the socket: so the
-//! room sends one as a mark every [`MARK_EVERY`] bytes it hands a socket, and the answer to the
-//! oldest mark confirms everything sent before it. A socket that owes more than a mark's worth
+//! room sends one as a mark every [`MARK_EVERY`] bytes it hands a socket (up to
+//! [`MARK_EVERY_MAX`] for big marks), and the answer to the oldest mark confirms everything
+//! sent before it. A socket that owes more than a mark's worth
 //! and would be handed past [`WINDOW`] is closed 4013 (`slow_reader`): the stock client
 //! reconnects, and its sync brings it everything it missed. A socket that owes less may take
 //! one frame past the window (a late joiner's whole document, asked for before the client
@@ -28,8 +29,16 @@ use super::tails::Ask;
 /// Bytes a socket may leave unconfirmed.
 pub const WINDOW: u64 = 4 * 1024 * 1024;
 
-/// Bytes handed between marks.
+/// Bytes handed between marks, at least.
 pub const MARK_EVERY: u64 = 256 * 1024;
+
+/// Bytes handed between marks, at most: a mark names every Yjs client of the document (about
+/// 12 bytes each, [`super::tails`]), so a document of many clients (a writer can make tens of
+/// thousands) makes big marks, and they come at least four times their size apart, so that
+/// they are at most a fifth of what a socket is handed while they are under 256 KiB (about
+/// 21,000 clients). Past that they stay this far apart, which keeps a reader that answers
+/// every mark well inside the window: it owes at most this, a mark and what is in flight.
+pub const MARK_EVERY_MAX: u64 = WINDOW / 4;
 
 /// A socket's flow: bytes handed to it, confirmed read, and the marks waiting for an answer.
 #[derive(Debug, Default)]
@@ -40,6 +49,9 @@ pub struct Flow {
     marks: VecDeque<(u64, Ask)>,
     /// Where the last mark was sent.
     last_mark: u64,
+    /// Bytes to hand before the next mark: [`MARK_EVERY`], or four times the last mark's size
+    /// up to [`MARK_EVERY_MAX`] (0 until the first mark: [`MARK_EVERY`]).
+    every: u64,
 }
 
 /// What a sync step 2 says of a socket's reading.
@@ -73,7 +85,7 @@ impl Flow {
             return Verdict::Close;
         }
         self.sent += len;
-        if self.sent - self.last_mark >= MARK_EVERY {
+        if self.sent - self.last_mark >= self.every.max(MARK_EVERY) {
             Verdict::SendAndMark
         } else {
             Verdict::Send
@@ -82,6 +94,7 @@ impl Flow {
 
     /// A mark of `len` bytes, asking for `ask`, was handed to the socket.
     pub fn marked(&mut self, len: usize, ask: Ask) {
+        self.every = (4 * len as u64).clamp(MARK_EVERY, MARK_EVERY_MAX);
         self.sent += len as u64;
         self.last_mark = self.sent;
         self.marks.push_back((self.sent, ask));
@@ -150,6 +163,37 @@ mod tests {
         assert_eq!(closed_after, Some(63), "the hog is closed when the window is full");
         assert!(hog.owed() <= WINDOW);
         assert!(reader.owed() < MARK_EVERY + frame as u64);
+    }
+
+    #[test]
+    fn big_marks_come_at_least_four_times_their_size_apart_up_to_a_quarter_window() {
+        // A document of many Yjs clients makes marks of tens or hundreds of KiB: at one every
+        // 256 KiB, a mark of 200 KiB would be nearly half of what a reader is handed.
+        for (mark, apart) in [(10, MARK_EVERY), (200 * 1024, 800 * 1024), (3 << 20, MARK_EVERY_MAX)]
+        {
+            let mut flow = Flow::default();
+            flow.marked(10, Ask::Anything);
+            assert_eq!(flow.answered(&nothing()), Answer::Read);
+            let (frame, mut framed, mut marks) = (16 * 1024, 0u64, 0u64);
+            for _ in 0..2_000 {
+                match flow.frame(frame) {
+                    Verdict::Close => panic!("a reader with marks of {mark} bytes was closed"),
+                    Verdict::SendAndMark => {
+                        flow.marked(mark, Ask::Nothing);
+                        marks += mark as u64;
+                        assert_eq!(flow.answered(&nothing()), Answer::Read);
+                    }
+                    Verdict::Send => {}
+                }
+                framed += frame as u64;
+            }
+            let expected = framed / apart;
+            let count = marks / mark as u64;
+            assert!(count.abs_diff(expected) <= 1, "{mark}: {count} marks, {expected} expected");
+            if mark <= 256 * 1024 {
+                assert!(marks * 4 <= framed + mark as u64, "{mark}: {marks} of {framed}");
+            }
+        }
     }
 
     #[test]

@@ -31,6 +31,11 @@ pub fn trials() -> Vec<Spec> {
         ),
         on("docs::a_member_holds_at_most_ten_sockets_of_a_document", &TOKENS, socket_cap),
         on(
+            "docs::a_chain_of_twenty_thousand_clients_is_taken_and_the_instance_stays_up",
+            &TOKENS,
+            chain,
+        ),
+        on(
             "docs::sockets_that_stop_reading_or_answer_blind_are_closed_4013_and_readers_read_on",
             &TOKENS,
             hog,
@@ -179,6 +184,104 @@ async fn socket_cap(ctx: support::Ctx) -> R {
     let eleventh = crate::edge_support::upgrade_closed(ctx.port, &path).await?;
     check!(eleventh == (4429, "too_many_connections".into()), "the eleventh: {eleventh:?}");
     drop(held);
+    Ok(())
+}
+
+/// An update of 20,000 Yjs clients, each typing a character after the one before's (by hand, as
+/// `y-protocols` frames it; homeroom's `src/doc/tests/marks.rs` builds the same).
+fn chain_update(clients: u64) -> Vec<u8> {
+    use homeroom::doc::yrs::encoding::write::Write;
+    let mut u = Vec::new();
+    u.write_var(clients);
+    for client in 1..=clients {
+        u.write_var(1u32);
+        u.write_var(client);
+        u.write_var(0u32);
+        if client == 1 {
+            u.write_u8(4); // a string with no origin: its parent, the root text, follows
+            u.write_var(1u32);
+            u.write_string("text");
+        } else {
+            u.write_u8(0x80 | 4); // a string after client - 1's
+            u.write_var(client - 1);
+            u.write_var(0u32);
+        }
+        u.write_string("x");
+    }
+    u.write_var(0u32);
+    u
+}
+
+/// A document socket of `sub`, after the room's first word (its sync step 1).
+async fn doc_socket(
+    port: u16,
+    room: &str,
+    sub: &str,
+) -> R<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>>
+{
+    use futures_util::StreamExt;
+    let url = format!("ws://127.0.0.1:{port}/docs/{room}?token={}", doc_token(room, sub, false));
+    let (mut ws, _) = tokio::time::timeout(T, tokio_tungstenite::connect_async(url.as_str()))
+        .await
+        .map_err(|_| format!("{sub}: the upgrade timed out"))?
+        .map_err(|e| format!("{sub}: {e}"))?;
+    let first = tokio::time::timeout(T, ws.next()).await.map_err(|_| format!("{sub}: silent"))?;
+    check!(
+        matches!(first, Some(Ok(tokio_tungstenite::tungstenite::Message::Binary(_)))),
+        "{sub} got {first:?}"
+    );
+    Ok(ws)
+}
+
+/// Mallory sends one update of a 20,000-client chain. yrs 0.28.1 recursed once per client as it
+/// integrated it, past the Wasm's stack ("Maximum call stack size exceeded": the update lost
+/// before it was stored, the room's memory rebuilt empty, every room of the instance at risk);
+/// patched (vendor/README.md), the room takes it, a late joiner reads all of it, and a
+/// bystander in another document never drops.
+async fn chain(ctx: support::Ctx) -> R {
+    use futures_util::{SinkExt, StreamExt};
+    use homeroom::doc::wire::{self, Message as Y};
+    use homeroom::doc::yrs::updates::decoder::Decode;
+    use homeroom::doc::yrs::{GetString, Transact};
+    use tokio_tungstenite::tungstenite::Message;
+    let room = support::room("doc-chain");
+    let mut bystander = doc_socket(ctx.port, &support::room("doc-bystander"), "ann").await?;
+    // A member of the document who reads along (the room hands her the update).
+    let victim = doc_socket(ctx.port, &room, "ann").await?;
+    let mut mallory = doc_socket(ctx.port, &room, "mallory").await?;
+    let frame = wire::update(&chain_update(20_000));
+    mallory.send(Message::Binary(frame.into())).await.map_err(|e| format!("send: {e}"))?;
+    // A late joiner asks for everything; the room answers with the chain.
+    let mut late = doc_socket(ctx.port, &room, "bob").await?;
+    let empty = homeroom::doc::yrs::StateVector::default();
+    let ask = wire::sync_step1(&homeroom::doc::yrs::updates::encoder::Encode::encode_v1(&empty));
+    late.send(Message::Binary(ask.into())).await.map_err(|e| format!("ask: {e}"))?;
+    let deadline = tokio::time::Instant::now() + T;
+    let text = loop {
+        let next = tokio::time::timeout_at(deadline, late.next())
+            .await
+            .map_err(|_| "the late joiner got no sync step 2".to_string())?;
+        let Some(Ok(Message::Binary(bytes))) = next else {
+            return Err(format!("the late joiner's socket: {next:?}"));
+        };
+        if let Ok(Y::Update { bytes, step2: true, .. }) = wire::decode(&bytes) {
+            let doc = homeroom::doc::yrs::Doc::new();
+            let update =
+                homeroom::doc::yrs::Update::decode_v1(&bytes).map_err(|e| e.to_string())?;
+            doc.transact_mut().apply_update(update).map_err(|e| e.to_string())?;
+            let text = doc.get_or_insert_text("text");
+            let s = text.get_string(&doc.transact());
+            break s;
+        }
+    };
+    check!(text.len() == 20_000, "the late joiner read {} characters, not 20,000", text.len());
+    // The bystander's document still answers: its socket did not drop.
+    let ask = wire::sync_step1(&homeroom::doc::yrs::updates::encoder::Encode::encode_v1(&empty));
+    bystander.send(Message::Binary(ask.into())).await.map_err(|e| format!("bystander: {e}"))?;
+    let answer =
+        tokio::time::timeout(T, bystander.next()).await.map_err(|_| "bystander: silent")?;
+    check!(matches!(answer, Some(Ok(Message::Binary(_)))), "the bystander's socket: {answer:?}");
+    drop((mallory, victim));
     Ok(())
 }
 
