@@ -9,7 +9,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const MAX_FILE_LINES: usize = 1_500;
 const MAX_FN_LINES: usize = 80;
 
-/// The repository's files (what git tracks, or would: the untracked ones that are not ignored).
+/// The repository's files (what git tracks, or would: the untracked ones that are not ignored),
+/// but for the crate it vendors (`vendor/yrs`, upstream's code with a fix: vendor/README.md).
 fn files() -> Vec<PathBuf> {
     let out = std::process::Command::new("git")
         .args(["ls-files", "--cached", "--others", "--exclude-standard"])
@@ -19,6 +20,7 @@ fn files() -> Vec<PathBuf> {
     assert!(out.status.success(), "git ls-files failed");
     String::from_utf8_lossy(&out.stdout)
         .lines()
+        .filter(|l| !l.starts_with("vendor/yrs/"))
         .map(|l| Path::new(ROOT).join(l))
         .filter(|p| p.is_file())
         .collect()
