@@ -178,7 +178,7 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         cfg.split_rounds
     ));
     w(String::new());
-    w("The column \"plain in Rust\" is the plain room's object written in Rust through workers-rs, as homeroom's objects are (bench/baselines/rust-floor, under the plain room's JavaScript Worker): what the same work costs a Rust object, before any of homeroom's.".into());
+    w("The column \"plain in Rust\" is the plain room's object written in Rust through workers-rs's `durable_object` (homeroom's objects use workers-rs's types, but answer at once when a handler does not wait) (bench/baselines/rust-floor, under the plain room's JavaScript Worker): what the same work costs a Rust object, before any of homeroom's.".into());
     w(String::new());
     w("| per part | homeroom direct | homeroom relayed | plain | plain in Rust | homeroom / plain | plain in Rust / plain | goal |".into());
     w("|---|---:|---:|---:|---:|---:|---:|---:|".into());

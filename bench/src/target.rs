@@ -21,7 +21,7 @@ pub enum Target {
     PlainDurable,
     /// The same room on the `partyserver` npm package.
     Partyserver,
-    /// The plain room's object written in Rust through workers-rs, as homeroom's objects are
+    /// The plain room's object written in Rust through workers-rs's `durable_object`
     /// (bench/baselines/rust-floor): what a connect and a frame cost a Rust object before any
     /// of homeroom's work. In the per-object rounds only (not in [`Target::ALL`]).
     PlainRust,
