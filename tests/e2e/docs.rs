@@ -188,7 +188,7 @@ async fn socket_cap(ctx: support::Ctx) -> R {
 }
 
 /// An update of 20,000 Yjs clients, each typing a character after the one before's (by hand, as
-/// `y-protocols` frames it; homeroom's `src/doc/tests/marks.rs` builds the same).
+/// `y-protocols` frames it; `src/doc/tests/chains.rs` builds the same).
 fn chain_update(clients: u64) -> Vec<u8> {
     use homeroom::doc::yrs::encoding::write::Write;
     let mut u = Vec::new();

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use yrs::{Array, ClientID, GetString, Map, Transact, WriteTxn, XmlFragment, XmlTextPrelim};
 
+use super::chains::chain;
 use super::*;
 use crate::doc::flow::WINDOW;
 
@@ -329,33 +330,6 @@ fn where_nothing_can_be_asked_every_socket_is_held_to_its_window() {
     assert!(sim.editors[0].closed.is_none(), "the writer stays");
 }
 
-/// An update from `n` Yjs clients from `first` on, each typing one character after the one
-/// before (the first after client `first - 1`'s, or at the start of the text for client 1):
-/// `n` more clients for every mark to name.
-fn many_clients(first: u64, n: u64) -> Vec<u8> {
-    use yrs::encoding::write::Write;
-    let mut u = Vec::new();
-    u.write_var(n);
-    for client in first..first + n {
-        u.write_var(1u32); // one block
-        u.write_var(client);
-        u.write_var(0u32); // from clock 0
-        if client == 1 {
-            u.write_u8(4); // a string, no origins: its parent follows
-            u.write_var(1u32); // a root type...
-            u.write_string("text"); // ...named
-        } else {
-            // A string with a left origin (appending keeps each insert cheap to integrate).
-            u.write_u8(0x80 | 4);
-            u.write_var(client - 1);
-            u.write_var(0u32);
-        }
-        u.write_string("x");
-    }
-    u.write_var(0u32); // no deletions
-    u
-}
-
 #[test]
 fn a_document_of_many_clients_costs_a_reader_at_most_a_fifth_in_marks() {
     // A writer gives the document 20,000 clients (about 140 KiB of state vector, which every
@@ -371,7 +345,8 @@ fn a_document_of_many_clients_costs_a_reader_at_most_a_fifth_in_marks() {
     sim.connect(0);
     sim.connect(1);
     for k in 0..20 {
-        let update = many_clients(1 + k * 1_000, 1_000);
+        let clients: Vec<u64> = (1 + k * 1_000..1 + (k + 1) * 1_000).collect();
+        let update = chain(&clients, (k > 0).then_some(k * 1_000));
         sim.editors[0]
             .doc
             .transact_mut()
@@ -407,24 +382,4 @@ fn a_document_of_many_clients_costs_a_reader_at_most_a_fifth_in_marks() {
     assert_eq!(text.len(), 20_000 + 60 * 50_000, "the reader has every client's and the text");
     // Loaded from storage (the snapshot names every client in one update): the same.
     assert_eq!(sim.stored_text(), text);
-}
-
-#[test]
-fn a_chain_of_twenty_thousand_clients_in_one_update_is_taken_and_loads_again() {
-    // Each client's character follows the one before's, all in one update. yrs 0.28.1 took
-    // the blocks of the chain as dependencies of the last client's, then recursed once per
-    // client it found emptied: 20,000 deep, past a Wasm's stack (the instance trapped, on the
-    // member's update and on every load of the document after it). Patched: vendor/README.md.
-    let config = DocConfig { max_doc_bytes: 48 * 1024 * 1024, ..DocConfig::default() };
-    let mut sim = Sim::new(config, 3);
-    sim.connect(0);
-    sim.connect(1);
-    let chain = many_clients(1, 20_000);
-    sim.send(0, &wire::update(&chain));
-    assert_eq!(refusals(&sim), vec![]);
-    let all = "x".repeat(20_000);
-    assert_eq!(sim.editors[1].text(), all, "the reader has the chain");
-    sim.reset(); // the document loaded again from what is stored
-    sim.connect(2);
-    assert_eq!(sim.editors[2].text(), all, "a late joiner after the load has it");
 }

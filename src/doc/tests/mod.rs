@@ -4,6 +4,7 @@
 
 mod attacks;
 mod awareness;
+mod chains;
 mod fuzz;
 mod marks;
 mod nesting;
