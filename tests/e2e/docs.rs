@@ -239,50 +239,62 @@ async fn doc_socket(
 /// patched (vendor/README.md), the room takes it, a late joiner reads all of it, and a
 /// bystander in another document never drops.
 async fn chain(ctx: support::Ctx) -> R {
-    use futures_util::{SinkExt, StreamExt};
-    use homeroom::doc::wire::{self, Message as Y};
-    use homeroom::doc::yrs::updates::decoder::Decode;
-    use homeroom::doc::yrs::{GetString, Transact};
+    use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     let room = support::room("doc-chain");
     let mut bystander = doc_socket(ctx.port, &support::room("doc-bystander"), "ann").await?;
     // A member of the document who reads along (the room hands her the update).
     let victim = doc_socket(ctx.port, &room, "ann").await?;
     let mut mallory = doc_socket(ctx.port, &room, "mallory").await?;
-    let frame = wire::update(&chain_update(20_000));
+    let frame = homeroom::doc::wire::update(&chain_update(20_000));
     mallory.send(Message::Binary(frame.into())).await.map_err(|e| format!("send: {e}"))?;
+    // Her own ask comes after her update on her socket: the room has taken it (or lost it) by
+    // the time it answers.
+    let hers = read_all(&mut mallory, "mallory").await?;
+    check!(hers.len() == 20_000, "the room answered mallory {} characters, not 20,000", hers.len());
     // A late joiner asks for everything; the room answers with the chain.
     let mut late = doc_socket(ctx.port, &room, "bob").await?;
-    let empty = homeroom::doc::yrs::StateVector::default();
-    let ask = wire::sync_step1(&homeroom::doc::yrs::updates::encoder::Encode::encode_v1(&empty));
-    late.send(Message::Binary(ask.into())).await.map_err(|e| format!("ask: {e}"))?;
-    let deadline = tokio::time::Instant::now() + T;
-    let text = loop {
-        let next = tokio::time::timeout_at(deadline, late.next())
-            .await
-            .map_err(|_| "the late joiner got no sync step 2".to_string())?;
-        let Some(Ok(Message::Binary(bytes))) = next else {
-            return Err(format!("the late joiner's socket: {next:?}"));
-        };
-        if let Ok(Y::Update { bytes, step2: true, .. }) = wire::decode(&bytes) {
-            let doc = homeroom::doc::yrs::Doc::new();
-            let update =
-                homeroom::doc::yrs::Update::decode_v1(&bytes).map_err(|e| e.to_string())?;
-            doc.transact_mut().apply_update(update).map_err(|e| e.to_string())?;
-            let text = doc.get_or_insert_text("text");
-            let s = text.get_string(&doc.transact());
-            break s;
-        }
-    };
+    let text = read_all(&mut late, "the late joiner").await?;
     check!(text.len() == 20_000, "the late joiner read {} characters, not 20,000", text.len());
     // The bystander's document still answers: its socket did not drop.
-    let ask = wire::sync_step1(&homeroom::doc::yrs::updates::encoder::Encode::encode_v1(&empty));
-    bystander.send(Message::Binary(ask.into())).await.map_err(|e| format!("bystander: {e}"))?;
-    let answer =
-        tokio::time::timeout(T, bystander.next()).await.map_err(|_| "bystander: silent")?;
-    check!(matches!(answer, Some(Ok(Message::Binary(_)))), "the bystander's socket: {answer:?}");
+    read_all(&mut bystander, "the bystander").await?;
     drop((mallory, victim));
     Ok(())
+}
+
+/// Asks the room for the whole document on `ws` (a sync step 1 with an empty state vector) and
+/// returns the text of its answer (the sync step 2), skipping whatever comes before it.
+async fn read_all(
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    who: &str,
+) -> R<String> {
+    use futures_util::{SinkExt, StreamExt};
+    use homeroom::doc::wire::{self, Message as Y};
+    use homeroom::doc::yrs::updates::decoder::Decode;
+    use homeroom::doc::yrs::updates::encoder::Encode;
+    use homeroom::doc::yrs::{Doc, GetString, StateVector, Transact, Update};
+    use tokio_tungstenite::tungstenite::Message;
+    let ask = wire::sync_step1(&StateVector::default().encode_v1());
+    ws.send(Message::Binary(ask.into())).await.map_err(|e| format!("{who}: ask: {e}"))?;
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let next = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .map_err(|_| format!("{who}: no sync step 2"))?;
+        let Some(Ok(Message::Binary(bytes))) = next else {
+            return Err(format!("{who}'s socket: {next:?}"));
+        };
+        if let Ok(Y::Update { bytes, step2: true, .. }) = wire::decode(&bytes) {
+            let doc = Doc::new();
+            let update = Update::decode_v1(&bytes).map_err(|e| format!("{who}: {e}"))?;
+            doc.transact_mut().apply_update(update).map_err(|e| format!("{who}: {e}"))?;
+            let text = doc.get_or_insert_text("text");
+            let s = text.get_string(&doc.transact());
+            return Ok(s);
+        }
+    }
 }
 
 /// A socket that stops reading while another member writes 6 MB is closed 4013

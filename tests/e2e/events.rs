@@ -18,7 +18,7 @@ pub fn trials() -> Vec<Spec> {
 }
 
 /// How long the home's handler waits (`POST /rooms/{room}/nap/{ms}`, test builds).
-const NAP: Duration = Duration::from_millis(3_000);
+const NAP: Duration = Duration::from_millis(5_000);
 
 async fn nap(ctx: Ctx) -> R {
     let room = support::room("nap");
