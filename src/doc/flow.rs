@@ -3,15 +3,15 @@
 //! socket did: +251 MB in 15 s, `tests/README.md`), and y-protocols has no acknowledgement.
 //!
 //! But every Yjs client answers a sync step 1 with a sync step 2, in order on the socket: so the
-//! room sends one as a mark every [`MARK_EVERY`] bytes it hands a socket (up to
-//! [`MARK_EVERY_MAX`] for big marks), and the answer to the oldest mark confirms everything
-//! sent before it. A socket that owes more than a mark's worth
-//! and would be handed past [`WINDOW`] is closed 4013 (`slow_reader`): the stock client
-//! reconnects, and its sync brings it everything it missed. A socket that owes less may take
-//! one frame past the window (a late joiner's whole document, asked for before the client
-//! answered the room's first sync step 1), so a socket holds at most the window, or a mark's
-//! worth and one frame. The window is the rooms' (1 MiB handed and 4 MiB waiting, there): 4 MiB
-//! is 1.6 s of a reader's lag at 2.5 MB/s, and at most 40 MiB for a user's 10 sockets.
+//! room sends one as a mark every [`MARK_EVERY`] bytes it hands a socket (up to [`MARK_EVERY_MAX`]
+//! for big marks), and the answer to the oldest mark confirms everything sent before it. A socket
+//! that owes more than a mark's worth and would be handed past [`WINDOW`] is closed 4013
+//! (`slow_reader`): the stock client reconnects, and its sync brings it everything it missed. A
+//! socket that owes less may take one frame past the window (a late joiner's whole document, asked
+//! for before the client answered the room's first sync step 1), so a socket holds at most the
+//! window, or a mark's worth and one frame. The window is the rooms' (1 MiB handed and 4 MiB
+//! waiting, there): 4 MiB is 1.6 s of a reader's lag at 2.5 MB/s, and at most 40 MiB for a user's
+//! 10 sockets.
 //!
 //! A y-protocols answer echoes nothing, so a mark asks for something only a reader can send
 //! back ([`super::tails`]): a few units at the end of a client drawn at random. An answer
