@@ -158,9 +158,9 @@ pub enum Inbound {
     /// next event rebuilds it from storage (test builds only).
     #[cfg(feature = "fault-injection")]
     Forget,
-    /// The home waits `ms` on a timer (workers-rs's `Delay`, which keeps the waker of its first
-    /// poll) before it answers: a handler that waits from its first poll still answers
-    /// (`host::settle`; test builds only).
+    /// The home waits `ms` (at most 5,000) on a timer (workers-rs's `Delay`, which keeps the
+    /// waker of its first poll) before it answers: a handler that waits from its first poll
+    /// still answers (`host::settle`; test builds only).
     #[cfg(feature = "fault-injection")]
     Nap { ms: u64 },
 }

@@ -314,7 +314,8 @@ impl Inner {
             #[cfg(feature = "fault-injection")]
             Inbound::Nap { ms } => {
                 // From the handler's first poll: the timer keeps that poll's waker.
-                worker::Delay::from(std::time::Duration::from_millis(ms.min(5_000))).await;
+                let ms = ms.min(5_000);
+                worker::Delay::from(std::time::Duration::from_millis(ms)).await;
                 let body = serde_json::json!({ "napped": ms }).to_string();
                 (json_response(200, body), Effects::default())
             }
