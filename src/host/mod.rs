@@ -312,13 +312,7 @@ impl Inner {
             #[cfg(feature = "fault-injection")]
             Inbound::Forget => (self.forget(origin), Effects::default()),
             #[cfg(feature = "fault-injection")]
-            Inbound::Nap { ms } => {
-                // From the handler's first poll: the timer keeps that poll's waker.
-                let ms = ms.min(5_000);
-                worker::Delay::from(std::time::Duration::from_millis(ms)).await;
-                let body = serde_json::json!({ "napped": ms }).to_string();
-                (json_response(200, body), Effects::default())
-            }
+            Inbound::Nap { ms } => (nap(ms).await, Effects::default()),
             #[cfg(feature = "fault-injection")]
             Inbound::Mute | Inbound::Cut => (
                 error_response(404, "not_found", "a room has no link of its own"),
@@ -761,6 +755,15 @@ fn read_refused(refused: &crate::room::ReadRefusal) -> Result<Response> {
 /// The runtime's clock, which the engine has none of.
 fn now() -> Time {
     Time::from_ms(crate::clock::now_ms())
+}
+
+/// Waits `ms` (at most 5 s) on a timer from the handler's first poll, whose waker the timer
+/// keeps, then answers how long (test builds: `host::settle` must forward that wake).
+#[cfg(feature = "fault-injection")]
+async fn nap(ms: u64) -> Result<Response> {
+    let ms = ms.min(5_000);
+    worker::Delay::from(std::time::Duration::from_millis(ms)).await;
+    json_response(200, serde_json::json!({ "napped": ms }).to_string())
 }
 
 /// 64 random bits, for connection ids, epochs and the engine's jitter.
