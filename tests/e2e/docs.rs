@@ -164,23 +164,13 @@ async fn deep(ctx: support::Ctx) -> R {
 /// the eleventh is closed 4429 `too_many_connections` at once. (Before the cap, sockets without
 /// end held awareness and broadcasts without end.)
 async fn socket_cap(ctx: support::Ctx) -> R {
-    use futures_util::StreamExt;
-    use tokio_tungstenite::tungstenite::Message;
     let room = support::room("doc-cap");
-    let path = format!("/docs/{room}?token={}", doc_token(&room, "mallory", false));
-    let url = format!("ws://127.0.0.1:{}{path}", ctx.port);
     let mut held = Vec::new();
     for n in 0..10 {
-        let (mut ws, _) = tokio::time::timeout(T, tokio_tungstenite::connect_async(url.as_str()))
-            .await
-            .map_err(|_| format!("socket {n}: the upgrade timed out"))?
-            .map_err(|e| format!("socket {n}: {e}"))?;
-        // The room's first word to a socket it took: a sync step 1 (binary).
-        let first =
-            tokio::time::timeout(T, ws.next()).await.map_err(|_| format!("socket {n}: silent"))?;
-        check!(matches!(first, Some(Ok(Message::Binary(_)))), "socket {n} got {first:?}");
-        held.push(ws);
+        // Each gets the room's first word to a socket it took: a sync step 1 (binary).
+        held.push(doc_socket(ctx.port, &room, "mallory").await.map_err(|e| format!("#{n}: {e}"))?);
     }
+    let path = format!("/docs/{room}?token={}", doc_token(&room, "mallory", false));
     let eleventh = crate::edge_support::upgrade_closed(ctx.port, &path).await?;
     check!(eleventh == (4429, "too_many_connections".into()), "the eleventh: {eleventh:?}");
     drop(held);
@@ -212,7 +202,7 @@ fn chain_update(clients: u64) -> Vec<u8> {
     u
 }
 
-/// A document socket of `sub`, after the room's first word (its sync step 1).
+/// A document socket of `sub`, after the room's first word to it (its sync step 1, binary).
 async fn doc_socket(
     port: u16,
     room: &str,
