@@ -37,7 +37,8 @@ pub const MARK_EVERY: u64 = 256 * 1024;
 /// thousands) makes big marks, and they come at least four times their size apart, so that
 /// they are at most a fifth of what a socket is handed while they are under 256 KiB (about
 /// 21,000 clients). Past that they stay this far apart, which keeps a reader that answers
-/// every mark well inside the window: it owes at most this, a mark and what is in flight.
+/// every mark well inside the window (it owes at most this, a mark and what is in flight) and
+/// a socket answering blind guessing at least four times a window.
 pub const MARK_EVERY_MAX: u64 = WINDOW / 4;
 
 /// A socket's flow: bytes handed to it, confirmed read, and the marks waiting for an answer.
