@@ -238,6 +238,14 @@ impl Relay {
         &self.name
     }
 
+    /// Whether an [`Input::Alarm`] at `now` may find a client gone silent: the only use of
+    /// [`Input::Heartbeat`]s, so an adapter need not collect them (a read of every socket)
+    /// for an alarm of its own (the link's watch). The armed alarm is never later than the
+    /// first client's due time (`arm_alarm`), so no silent client is missed.
+    pub fn sweep_due(&self, now: Time) -> bool {
+        self.alarm.is_some_and(|at| at <= now.ms())
+    }
+
     /// The instance the relay's messages speak as.
     pub fn epoch(&self) -> u64 {
         self.epoch

@@ -754,7 +754,7 @@ impl Sim {
     }
 
     /// Runs virtual time forward to `until`, firing the alarm on the way as
-    /// the adapter does: heartbeats of every open socket first, then the timer.
+    /// the adapter does ([`Sim::fire_alarm`]).
     pub fn run_until(&mut self, until: Time) {
         // Time must move: an alarm the room asks for again and again at a moment already past
         // is a stuck room (the runtime would fire it as fast as it can).
@@ -827,11 +827,13 @@ impl Sim {
     }
 
     /// Fires the alarm now, whatever it was set to (an early alarm).
+    /// As the adapter does, the heartbeats only when the alarm looks for silent members
+    /// ([`Room::sweep_due`](super::Room::sweep_due)).
     pub fn fire_alarm(&mut self) {
         let beats: Vec<(String, Time)> = self
             .sockets
             .iter()
-            .filter(|(_, s)| s.open)
+            .filter(|(_, s)| s.open && self.room.sweep_due(self.now))
             .filter_map(|(c, s)| s.pinged.map(|at| (c.clone(), at)))
             .collect();
         for (conn, at) in &beats {

@@ -1402,6 +1402,36 @@ fn a_relay_asks_for_its_sweep_once_not_after_every_frame() {
     assert_eq!((relay.clients(), relay.stats().timed_out), (99, 1));
 }
 
+/// The adapter reads every socket for the runtime's answers to pings only when an alarm may
+/// find a silent client (`sweep_due`), not at every wake of its own: a client that only pings
+/// (the runtime answers, the relay never hears it) still stays, its heartbeat given at the
+/// sweep that would otherwise have closed it.
+#[test]
+fn a_relay_wants_heartbeats_only_when_a_client_may_be_due() {
+    let config = RoomConfig::default();
+    let ttl = config.presence_ttl_ms;
+    let mut relay = Relay::new("oc-0", 1, config);
+    let t0 = 1_000;
+    relay.handle(Time::from_ms(t0), Input::Open(hello("oc-0.pinger", "ann")));
+    relay.handle(Time::from_ms(t0 + 10), Input::Open(hello("oc-0.quiet", "bob")));
+    while relay.poll_output().is_some() {}
+    // The link's watch wakes the adapter every 5 s: no heartbeats wanted then.
+    for at in (t0..t0 + ttl).step_by(5_000) {
+        assert!(!relay.sweep_due(Time::from_ms(at)), "at {at}");
+        relay.handle(Time::from_ms(at), Input::Alarm);
+    }
+    assert_eq!(relay.clients(), 2);
+    let due = Time::from_ms(t0 + ttl);
+    assert!(relay.sweep_due(due));
+    relay.handle(due, Input::Heartbeat { conn: "oc-0.pinger", at: Time::from_ms(t0 + ttl - 500) });
+    relay.handle(due, Input::Alarm);
+    assert!(!relay.sweep_due(due), "the next sweep is further out");
+    let last = Time::from_ms(t0 + ttl + 10);
+    assert!(relay.sweep_due(last), "the quiet one's due time");
+    relay.handle(last, Input::Alarm);
+    assert_eq!((relay.clients(), relay.stats().timed_out), (1, 1), "the quiet one went");
+}
+
 /// Under a home of link version 1, which marks a relayed session with the client's secret
 /// itself, the echo of the home's mark is not taken for the relay's own (which the relay
 /// makes with a key of its own): it goes up to the home, whose window it opens.

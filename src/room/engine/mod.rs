@@ -302,6 +302,14 @@ impl Room {
         self.conns.len()
     }
 
+    /// Whether an [`Input::Alarm`] at `now` would look for members gone silent: the only
+    /// use of [`Input::Heartbeat`]s, so an adapter need not collect them (a read of every
+    /// socket) for an alarm due for something else, such as a summary. A heartbeat not given
+    /// only makes the sweep come early; the sweep then has them all.
+    pub fn sweep_due(&self, now: Time) -> bool {
+        self.sweep_at.is_some_and(|at| at <= now.ms())
+    }
+
     /// Whether the engine tracks connection `conn`.
     pub fn knows(&self, conn: &str) -> bool {
         self.conns.contains_key(conn)
