@@ -248,6 +248,12 @@ pub fn request(
 /// Reads what the Worker forwarded; `None` for a request that did not come
 /// through it (the object is reachable only through the Worker anyway).
 pub fn read(req: &Request) -> Option<Routed> {
+    read_raw(req.inner())
+}
+
+/// [`read`] of the request as the runtime delivered it (an object's connect never makes
+/// workers-rs's `Request`: `host::upgrade`).
+pub fn read_raw(req: &worker::worker_sys::web_sys::Request) -> Option<Routed> {
     let ask = req.headers().get(ASK).ok().flatten()?;
     let json = URL_SAFE_NO_PAD.decode(ask).ok()?;
     serde_json::from_slice(&json).ok()

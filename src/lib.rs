@@ -220,10 +220,8 @@ macro_rules! worker {
             ) -> ::std::result::Result<::worker::wasm_bindgen::JsValue, ::worker::wasm_bindgen::JsValue> {
                 let object = ::std::rc::Rc::clone(&self.object);
                 $crate::host::settle(async move {
-                    let answer = $crate::host::Object::fetch(&*object, req.into()).await?;
-                    ::std::result::Result::Ok(
-                        ::worker::worker_sys::web_sys::Response::from(answer).into(),
-                    )
+                    let answer = $crate::host::Object::fetch_raw(&*object, req).await?;
+                    ::std::result::Result::Ok(answer.into())
                 })
             }
 

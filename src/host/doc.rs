@@ -455,7 +455,7 @@ impl Inner {
                 if let (Some(ws), Some(text)) =
                     (live.sockets.get(&conn), live.room.attachment(conn))
                 {
-                    if let Err(e) = ws.serialize_attachment(text) {
+                    if let Err(e) = super::upgrade::attach(ws, &text) {
                         log(
                             "attachment_error",
                             serde_json::json!({"conn": conn, "error": e.to_string()}),
@@ -512,7 +512,7 @@ impl Inner {
 }
 
 fn attachment_of(ws: &WebSocket) -> Option<String> {
-    ws.deserialize_attachment().ok()?
+    super::upgrade::attachment(ws)
 }
 
 fn conn_of(ws: &WebSocket) -> Option<ConnId> {

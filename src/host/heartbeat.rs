@@ -21,6 +21,16 @@ extern "C" {
     ) -> Result<JsValue, JsValue>;
 }
 
+/// Every socket's last ping the runtime answered, by connection: the [`Input::Heartbeat`]s
+/// of an alarm that looks for silent members (`Room::sweep_due`).
+///
+/// [`Input::Heartbeat`]: crate::room::Input::Heartbeat
+pub fn collect(state: &State) -> Vec<(String, Time)> {
+    let sockets = state.get_websockets();
+    let beat = |ws: &WebSocket| Some((super::sockets::conn_of(ws)?, last_answered(state, ws)?));
+    sockets.iter().filter_map(beat).collect()
+}
+
 /// When the runtime last answered a ping on `ws`, if it has.
 pub fn last_answered(state: &State, ws: &WebSocket) -> Option<Time> {
     let raw: &worker_sys::DurableObjectState = state.as_raw();

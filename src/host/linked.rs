@@ -98,7 +98,7 @@ impl Inner {
             // otherwise find it among its sockets and take it for a link it had before
             // (and ask its relay for sessions it never had).
             self.state.accept_web_socket(&server);
-            server.serialize_attachment(text)?;
+            super::upgrade::attach(&server, &text)?;
             let old = match live.links.registry.admit(relay, epoch) {
                 Admit::Stale { current } => {
                     let mut refusal = Downlinks::default();

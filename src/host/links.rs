@@ -33,7 +33,7 @@ fn v1() -> u32 {
 
 /// The link a socket is, if it is one.
 pub fn link_of(ws: &WebSocket) -> Option<LinkTag> {
-    let text: String = ws.deserialize_attachment().ok()??;
+    let text = super::upgrade::attachment(ws)?;
     serde_json::from_str::<LinkTag>(&text).ok()
 }
 

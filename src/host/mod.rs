@@ -21,16 +21,18 @@ mod relay;
 mod sockets;
 mod storage;
 mod timer;
+mod upgrade;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use worker::worker_sys::web_sys;
 use worker::{
     js_sys, Env, Request, Response, Result, ScheduledTime, State, WebSocket,
-    WebSocketIncomingMessage, WebSocketPair,
+    WebSocketIncomingMessage,
 };
 
-use crate::forward::{self, Forwarded, Inbound};
+use crate::forward::{self, Forwarded, Inbound, Routed};
 use crate::logline::log;
 use crate::room::rules::{Rules, Vars};
 use crate::room::{self, Block, Input, Room as Engine, RoomConfig, Time};
@@ -132,11 +134,32 @@ impl Host {
     }
 
     /// A request the Worker forwarded to the room.
-    pub async fn fetch(&self, mut req: Request) -> Result<Response> {
+    pub async fn fetch(&self, req: Request) -> Result<Response> {
+        // `Clone::clone`, not the JS `clone()` (which would copy the body).
+        self.fetch_raw(Clone::clone(req.inner())).await.map(Response::from)
+    }
+
+    /// A request the Worker forwarded to the room, as the runtime delivered it: a connect
+    /// never becomes workers-rs's `Request` or `Response` ([`upgrade`]).
+    pub async fn fetch_raw(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         self.inner.event();
-        let Some(routed) = forward::read(&req) else {
-            return Response::error("the room accepts only requests forwarded by the Worker", 400);
+        let Some(routed) = forward::read_raw(&req) else {
+            let refused =
+                Response::error("the room accepts only requests forwarded by the Worker", 400);
+            return refused.map(Into::into);
         };
+        let inner = &self.inner;
+        let Inbound::Connect(fwd) = routed.what else {
+            return self.routed(routed, req.into()).await.map(Into::into);
+        };
+        let origin = Origin { room: &routed.room, home: routed.home.as_deref() };
+        let (response, effects) = inner.connect(origin, fwd)?;
+        inner.after(effects).await;
+        response
+    }
+
+    /// A request other than a connect.
+    async fn routed(&self, routed: Routed, mut req: Request) -> Result<Response> {
         let inner = &self.inner;
         let origin = Origin { room: &routed.room, home: routed.home.as_deref() };
         // The engine has run once `run` returns: its timers are started even
@@ -210,15 +233,11 @@ impl Host {
             return Response::ok(""); // a deleted room's leftover alarm
         }
         // Pings answered by the runtime never woke us: collect them now, so a
-        // client that only pings is not mistaken for a dead one.
-        let beats: Vec<(String, Time)> = inner
-            .state
-            .get_websockets()
-            .iter()
-            .filter_map(|ws| {
-                Some((sockets::conn_of(ws)?, heartbeat::last_answered(&inner.state, ws)?))
-            })
-            .collect();
+        // client that only pings is not mistaken for a dead one; only when the alarm looks for
+        // silent members (a read of every socket; most alarms are a big room's summaries),
+        // or when the room is not in memory to say.
+        let sweeps = inner.live.borrow().as_ref().is_none_or(|l| l.engine.sweep_due(now()));
+        let beats = if sweeps { heartbeat::collect(&inner.state) } else { Vec::new() };
         inner.alarm_at.set(None);
         let ((), effects) = inner.run(None, |live, now| {
             for (conn, at) in &beats {
@@ -277,7 +296,10 @@ impl Inner {
         req: &mut Request,
     ) -> Result<(Result<Response>, Effects)> {
         let answered = match what {
-            Inbound::Connect(fwd) => self.connect(origin, fwd)?,
+            Inbound::Connect(fwd) => {
+                let (answer, fx) = self.connect(origin, fwd)?;
+                (answer.map(Response::from), fx)
+            }
             Inbound::Link { relay, epoch, version } => self.link(origin, &relay, epoch, version)?,
             Inbound::Presence { reader } => {
                 let (read, fx) = self.run(Some(origin), |live, now| {
@@ -390,9 +412,13 @@ impl Inner {
 
     /// A forwarded upgrade: sent back to go through a relay if the room is relayed now,
     /// else accepted.
-    fn connect(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Result<Response>, Effects)> {
+    fn connect(
+        &self,
+        origin: Origin<'_>,
+        fwd: Forwarded,
+    ) -> Result<(Result<web_sys::Response>, Effects)> {
         match self.use_relay(origin, &fwd)? {
-            (Some(answer), fx) => Ok((answer, fx)),
+            (Some(answer), fx) => Ok((answer.map(Into::into), fx)),
             (None, fx) => {
                 let (answer, more) = self.accept(origin, fwd)?;
                 Ok((answer, fx.and(more)))
@@ -401,17 +427,17 @@ impl Inner {
     }
 
     /// Accepts a forwarded upgrade: a hibernatable socket, then the engine's welcome.
-    fn accept(&self, origin: Origin<'_>, fwd: Forwarded) -> Result<(Result<Response>, Effects)> {
-        let pair = WebSocketPair::new()?;
-        // Made before the socket is accepted: once the engine has the
-        // connection, nothing may fail between it and the client.
-        let response = Response::from_websocket(pair.client)?;
+    fn accept(
+        &self,
+        origin: Origin<'_>,
+        fwd: Forwarded,
+    ) -> Result<(Result<web_sys::Response>, Effects)> {
+        // No tags: nothing looks a socket up by tag (its attachment names its connection,
+        // written when the engine has admitted it).
+        let upgrade::Accepted { server, response } = upgrade::accept(&self.state, None)?;
         let rand = random_u64();
         let conn = room::conn_id(rand);
-        // No tags: nothing looks a socket up by tag (its attachment names its connection).
-        self.state.accept_web_socket(&pair.server);
         let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
-        let server = pair.server;
         let ((), effects) = self.run(Some(origin), move |live, now| {
             live.sockets.add(conn, server);
             live.engine.handle(now, Input::Open(hello));

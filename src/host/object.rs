@@ -3,6 +3,7 @@
 //! beside them (a [`Companion`], e.g. the relays that hold a region's sockets of a big room),
 //! whose class `worker!` writes the same way.
 
+use worker::worker_sys::web_sys;
 use worker::{Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage};
 
 /// The events of a Durable Object, as the runtime delivers them (with the hibernation API).
@@ -13,6 +14,13 @@ use worker::{Env, Request, Response, Result, State, WebSocket, WebSocketIncoming
 pub trait Object {
     /// A request routed to the object (by the Worker, or by another object).
     async fn fetch(&self, req: Request) -> Result<Response>;
+
+    /// [`fetch`](Object::fetch) as the class calls it: homeroom's own objects answer a
+    /// connect without workers-rs's `Request` and `Response` (`host::upgrade`).
+    #[doc(hidden)]
+    async fn fetch_raw(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+        Ok(self.fetch(req.into()).await?.into())
+    }
 
     /// A frame arrived on one of the object's accepted WebSockets.
     async fn websocket_message(
@@ -60,6 +68,10 @@ pub trait Companion: Object {
 impl Object for super::Host {
     async fn fetch(&self, req: Request) -> Result<Response> {
         super::Host::fetch(self, req).await
+    }
+
+    async fn fetch_raw(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+        super::Host::fetch_raw(self, req).await
     }
 
     async fn websocket_message(

@@ -14,9 +14,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use worker::worker_sys::web_sys;
 use worker::{
     js_sys, wasm_bindgen_futures, Delay, Env, Method, Request, Response, Result, ScheduledTime,
-    State, WebSocket, WebSocketIncomingMessage, WebSocketPair, WebsocketEvent,
+    State, WebSocket, WebSocketIncomingMessage, WebsocketEvent,
 };
 
 use super::{error_response, heartbeat, json_response, now, random_u64, sockets};
@@ -118,20 +119,27 @@ impl super::Companion for Relay {
 
 impl super::Object for Relay {
     async fn fetch(&self, req: Request) -> Result<Response> {
-        let Some(routed) = forward::read(&req) else {
-            return error_response(400, "invalid", "a relay takes requests from the Worker only");
+        // `Clone::clone`, not the JS `clone()` (which would copy the body).
+        self.fetch_raw(Clone::clone(req.inner())).await.map(Response::from)
+    }
+
+    /// A connect never becomes workers-rs's `Request` or `Response` ([`super::upgrade`]).
+    async fn fetch_raw(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+        let Some(routed) = forward::read_raw(&req) else {
+            let refused =
+                error_response(400, "invalid", "a relay takes requests from the Worker only");
+            return refused.map(Into::into);
         };
         let Some(via) = routed.via.clone() else {
-            return error_response(400, "invalid", "a relay takes requests for a relay only");
+            let refused = error_response(400, "invalid", "a relay takes requests for a relay only");
+            return refused.map(Into::into);
         };
-        match routed.what {
+        let room = routed.room;
+        let answer = match routed.what {
             Inbound::Connect(fwd) => {
-                let route = Route {
-                    room: routed.room,
-                    home: routed.home,
-                    home_binding: via.home_binding.clone(),
-                };
-                self.inner.accept(route, &via, fwd)
+                let route =
+                    Route { room, home: routed.home, home_binding: via.home_binding.clone() };
+                return self.inner.accept(route, &via, fwd);
             }
             Inbound::Stats => json_response(200, self.inner.stats(&via)),
             #[cfg(feature = "fault-injection")]
@@ -139,13 +147,13 @@ impl super::Object for Relay {
                 if let Some(live) = self.inner.live.borrow_mut().as_mut() {
                     live.muted = true;
                 }
-                log("relay_muted", serde_json::json!({"room": routed.room, "relay": via.relay}));
+                log("relay_muted", serde_json::json!({"room": room, "relay": via.relay}));
                 json_response(200, "{}".into())
             }
             #[cfg(feature = "fault-injection")]
             Inbound::Cut => {
                 let epoch = self.inner.live.borrow().as_ref().map(|l| l.engine.epoch());
-                log("link_cut", serde_json::json!({"room": routed.room, "relay": via.relay}));
+                log("link_cut", serde_json::json!({"room": room, "relay": via.relay}));
                 if let Some(epoch) = epoch {
                     self.inner.link_lost(epoch);
                 }
@@ -153,11 +161,12 @@ impl super::Object for Relay {
             }
             #[cfg(feature = "fault-injection")]
             Inbound::Fault => {
-                log("fault_injected", serde_json::json!({"room": routed.room, "relay": via.relay}));
+                log("fault_injected", serde_json::json!({"room": room, "relay": via.relay}));
                 panic!("fault injection: a forced Wasm reset in relay {}", via.relay);
             }
             _ => error_response(404, "not_found", "a relay answers connects and stats"),
-        }
+        };
+        answer.map(Into::into)
     }
 
     async fn websocket_message(
@@ -206,14 +215,10 @@ impl super::Object for Relay {
             inner.orphaned();
             return Response::ok("");
         }
-        let beats: Vec<(String, Time)> = inner
-            .state
-            .get_websockets()
-            .iter()
-            .filter_map(|ws| {
-                Some((sockets::conn_of(ws)?, heartbeat::last_answered(&inner.state, ws)?))
-            })
-            .collect();
+        // The runtime's answers to pings, only when the engine may sweep (every 5 s the watch
+        // wakes the relay too).
+        let sweeps = inner.live.borrow().as_ref().is_some_and(|l| l.engine.sweep_due(now()));
+        let beats = if sweeps { heartbeat::collect(&inner.state) } else { Vec::new() };
         inner.run(|e, now| {
             for (conn, at) in &beats {
                 e.handle(now, Input::Heartbeat { conn, at: *at });
@@ -233,22 +238,24 @@ impl super::timer::Timed for RelayInner {
 
 impl RelayInner {
     /// A client the Worker vouched for: accepted, and opened at the home over the link.
-    fn accept(self: &Rc<Self>, route: Route, via: &Via, fwd: Forwarded) -> Result<Response> {
+    fn accept(
+        self: &Rc<Self>,
+        route: Route,
+        via: &Via,
+        fwd: Forwarded,
+    ) -> Result<web_sys::Response> {
         if self.live.borrow().is_none() {
             self.start(route, via)?;
         }
-        let pair = WebSocketPair::new()?;
-        let response = Response::from_websocket(pair.client)?;
         let conn = format!("{}.{}", via.relay, room::conn_id(random_u64()));
-        self.state.accept_web_socket(&pair.server);
         let attachment = serde_json::json!({ "conn": conn }).to_string();
-        pair.server.serialize_attachment(attachment)?;
+        let accepted = super::upgrade::accept(&self.state, Some(&attachment))?;
         let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
         if let Some(live) = self.live.borrow_mut().as_mut() {
-            live.clients.insert(conn, pair.server);
+            live.clients.insert(conn, accepted.server);
         }
         self.run(|e, now| e.handle(now, Input::Open(hello)));
-        Ok(response)
+        Ok(accepted.response)
     }
 
     /// A new instance: the next epoch (stored), and the sockets an instance before a reset

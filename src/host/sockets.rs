@@ -37,9 +37,11 @@ impl Effects {
 }
 
 /// Open sockets by connection id.
-#[derive(Default)]
 pub struct Sockets {
     by_conn: HashMap<String, WebSocket>,
+    /// The same sockets as a JS `Set`: a broadcast loops over them in JavaScript
+    /// ([`super::upgrade::fanout`]).
+    all: js_sys::Set,
     /// Texts sent to the home's own sockets since the room was loaded (one per socket), for
     /// `/stats`: with the links' messages, what the home sends per durable message.
     pub sends: u64,
@@ -52,38 +54,50 @@ pub fn conn_of(ws: &WebSocket) -> Option<String> {
     struct Conn {
         conn: String,
     }
-    let text: String = ws.deserialize_attachment().ok()??;
+    let text = super::upgrade::attachment(ws)?;
     serde_json::from_str::<Conn>(&text).ok().map(|c| c.conn)
 }
 
 fn peer_of(ws: &WebSocket) -> Option<Peer> {
-    let text: String = ws.deserialize_attachment().ok()??;
+    let text = super::upgrade::attachment(ws)?;
     serde_json::from_str(&text).ok()
+}
+
+impl Default for Sockets {
+    fn default() -> Self {
+        Sockets { by_conn: HashMap::new(), all: js_sys::Set::new(&JsValue::UNDEFINED), sends: 0 }
+    }
 }
 
 impl Sockets {
     /// Rebuilds the map from the runtime's sockets, collecting their peers.
     pub fn restore(all: &[WebSocket], peers: &mut Vec<Peer>) -> Sockets {
-        let mut by_conn = HashMap::new();
+        let mut sockets = Sockets::default();
         for ws in all {
             if let Some(peer) = peer_of(ws) {
-                by_conn.insert(peer.conn.clone(), ws.clone());
+                sockets.add(peer.conn.clone(), ws.clone());
                 peers.push(peer);
             }
         }
-        Sockets { by_conn, sends: 0 }
+        sockets
     }
 
     pub fn add(&mut self, conn: String, ws: WebSocket) {
-        self.by_conn.insert(conn, ws);
+        self.all.add(ws.as_ref());
+        if let Some(old) = self.by_conn.insert(conn, ws) {
+            self.all.delete(old.as_ref());
+        }
     }
 
-    pub fn remove(&mut self, conn: &str) {
-        self.by_conn.remove(conn);
+    pub fn remove(&mut self, conn: &str) -> Option<WebSocket> {
+        let ws = self.by_conn.remove(conn)?;
+        self.all.delete(ws.as_ref());
+        Some(ws)
     }
 
     /// Closes every socket (the engine is about to be dropped).
     pub fn close_all(&mut self, code: u16, reason: &str) {
+        self.all.clear();
         for (_, ws) in self.by_conn.drain() {
             let _ = ws.close(Some(code), Some(reason));
         }
@@ -107,18 +121,17 @@ impl Sockets {
 
     /// A frame for every socket and every link's session but those in `skip`.
     fn broadcast(&mut self, links: &mut Links, frame: &str, skip: &[String]) {
-        // Usually nobody or only the sender is skipped; connections with frames queued (a
-        // signal window, a held replay) may be many, so look up fast.
-        let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
-        // One JS string for every socket: passing `&str` would copy and decode the frame once
-        // per receiver.
+        // One JS string for every socket (passing `&str` would copy and decode the frame once
+        // per receiver), one call for the loop. Usually nobody or only the sender is skipped;
+        // connections with frames queued (a signal window, a held replay) may be many.
         let text = JsValue::from_str(frame);
-        for (conn, ws) in &self.by_conn {
-            if !skip.contains(conn.as_str()) {
-                send_shared(ws, &text);
-                self.sends += 1;
-            }
+        let skipped = js_sys::Set::new(&JsValue::UNDEFINED);
+        for ws in skip.iter().filter_map(|conn| self.by_conn.get(conn)) {
+            skipped.add(ws.as_ref());
         }
+        let skipped = (skipped.size() > 0).then_some(&skipped);
+        self.sends += u64::from(super::upgrade::fanout(&self.all, &text, skipped));
+        let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
         links.broadcast(&skip, frame);
     }
 
@@ -172,7 +185,7 @@ impl Sockets {
                 | Output::Welcome(_)
                 | Output::State { .. }) => link_work(links, out),
                 Output::Close { conn, code } => {
-                    if let Some(ws) = self.by_conn.remove(&conn) {
+                    if let Some(ws) = self.remove(&conn) {
                         let _ = ws.close(Some(code.code()), Some(code.reason()));
                     } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
                         links.down.close(&link, &conn, &code);
@@ -187,7 +200,7 @@ impl Sockets {
                     } else if let Some(ws) = self.by_conn.get(&peer.conn) {
                         let text = serde_json::to_string(&peer).unwrap_or_default();
                         // Only fails past 16 KiB; a peer is far smaller.
-                        let _ = ws.serialize_attachment(text);
+                        let _ = super::upgrade::attach(ws, &text);
                     }
                 }
                 Output::Block { user, until } => storage::block(sql, &user, until, now)?,
