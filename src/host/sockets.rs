@@ -83,10 +83,12 @@ impl Sockets {
     }
 
     pub fn add(&mut self, conn: String, ws: WebSocket) {
-        self.all.add(ws.as_ref());
-        if let Some(old) = self.by_conn.insert(conn, ws) {
+        // An old socket of the same id leaves the set first (were it this one, it stays in).
+        if let Some(old) = self.by_conn.remove(&conn) {
             self.all.delete(old.as_ref());
         }
+        self.all.add(ws.as_ref());
+        self.by_conn.insert(conn, ws);
     }
 
     pub fn remove(&mut self, conn: &str) -> Option<WebSocket> {
