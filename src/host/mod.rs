@@ -140,7 +140,9 @@ impl Host {
     }
 
     /// A request the Worker forwarded to the room, as the runtime delivered it: a connect
-    /// never becomes workers-rs's `Request` or `Response` ([`upgrade`]).
+    /// never becomes workers-rs's `Request` or `Response` ([`upgrade`]). What the classes
+    /// [`crate::worker!`] writes call; [`Host::fetch`] is the same for a `Request`.
+    #[doc(hidden)]
     pub async fn fetch_raw(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         self.inner.event();
         let Some(routed) = forward::read_raw(&req) else {
