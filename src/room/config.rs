@@ -110,6 +110,9 @@ room_settings! {
         var "SUMMARY_INTERVAL_MS";
     large_room: usize = 100, doc "above this many members, summaries only",
         var "LARGE_ROOM";
+    presence_window_ms: u64 = 50,
+        doc "how long a small room's presence changes after the first one coalesce into one diff (0: each at once)",
+        var "PRESENCE_WINDOW_MS";
     batch_window_ms: u64 = 50,
         doc "how long signals to one connection coalesce (the latest per sender and topic)",
         var "BATCH_WINDOW_MS";

@@ -440,6 +440,13 @@ impl Sim {
         self.pump();
     }
 
+    /// Runs virtual time to the end of a presence window opened now: the changes it held go
+    /// out (and whatever else falls due by then).
+    pub fn presence_window_ends(&mut self) {
+        let end = self.now.plus_ms(self.config.presence_window_ms);
+        self.run_until(end);
+    }
+
     /// Moves the virtual clock `ms` milliseconds on (nothing fires).
     pub fn advance(&mut self, ms: u64) {
         self.now = self.now.plus_ms(ms);

@@ -150,13 +150,27 @@ impl Room {
 
     /// A durable or control frame for every connection but `except`.
     pub(super) fn broadcast(&mut self, frame: Rc<str>, except: Option<&str>) {
+        match except {
+            Some(conn) => self.broadcast_but(frame, &[conn]),
+            None => self.broadcast_but(frame, &[]),
+        }
+    }
+
+    /// A frame for every connection but those in `skip` (usually none or one: the sender; a
+    /// window's presence diff skips those who get one of their own).
+    pub(super) fn broadcast_but(&mut self, frame: Rc<str>, skip: &[&str]) {
         let window = self.config.send_window;
+        let many: Option<HashSet<&str>> = (skip.len() > 8).then(|| skip.iter().copied().collect());
+        let skipped = |id: &str| match &many {
+            Some(set) => set.contains(id),
+            None => skip.contains(&id),
+        };
         if self.batching() {
             let now = self.now;
             let max_backlog = self.config.max_backlog;
             let mut over = Vec::new();
             for (id, c) in &mut self.conns {
-                if Some(id.as_str()) == except {
+                if skipped(id) {
                     continue;
                 }
                 c.out.push(frame.clone());
@@ -176,18 +190,18 @@ impl Room {
         let slow: Vec<String> = self
             .conns
             .iter()
-            .filter(|(id, c)| Some(id.as_str()) != except && !c.idle(window))
+            .filter(|(id, c)| !skipped(id) && !c.idle(window))
             .map(|(id, _)| id.clone())
             .collect();
-        let receivers =
-            self.conns.len() - usize::from(except.is_some_and(|e| self.conns.contains_key(e)));
+        let skipped_here = skip.iter().filter(|c| self.conns.contains_key(**c)).count();
+        let receivers = self.conns.len() - skipped_here;
         if slow.len() < receivers {
-            let mut skip = slow.clone();
-            skip.extend(except.map(str::to_owned));
+            let mut all_skipped = slow.clone();
+            all_skipped.extend(skip.iter().map(|c| (*c).to_owned()));
             let fast = (receivers - slow.len()) as u64;
             self.count(fast, fast);
-            self.sent_to_all(frame.len() as u64, &skip);
-            self.push(Output::Broadcast { frame: frame.clone(), skip });
+            self.sent_to_all(frame.len() as u64, &all_skipped);
+            self.push(Output::Broadcast { frame: frame.clone(), skip: all_skipped });
         }
         for conn in slow {
             self.send(&conn, frame.clone());
@@ -400,7 +414,8 @@ impl Room {
         if !self.turn.is_empty() {
             return Some(self.now);
         }
-        [self.deadlines.first().map(|(at, _)| *at), self.summary.due].into_iter().flatten().min()
+        let deadline = self.deadlines.first().map(|(at, _)| *at);
+        [deadline, self.summary.due, self.window.due()].into_iter().flatten().min()
     }
 
     /// Whether some connection has frames queued behind its flow window:

@@ -18,7 +18,11 @@ use crate::room::{CloseCode, ReadRefusal};
 
 /// What happened to the member list, for the frame that tells the others.
 enum Change<'a> {
-    Joined(&'a str),
+    /// A member came or changed (`listed`: the others knew it before).
+    Joined {
+        session: &'a str,
+        listed: bool,
+    },
     Left(&'a str),
     /// Nothing others need to hear about (same member reconnected as it was).
     Quiet,
@@ -56,6 +60,8 @@ impl Room {
                 expires: p.exp.map(Time::ms),
                 stalled_since: None,
                 mirror: p.relay_mirror && p.link.is_some(),
+                // Its client saw what it saw: any diff still owed to it is whole.
+                presence_seen: 0,
                 link: p.link,
             };
             self.add_conn(&p.conn, conn, now);
@@ -147,12 +153,12 @@ impl Room {
                     self.push(Output::Close { conn: old.conn.clone(), code });
                 }
                 if old.region != region || old.user != user {
-                    Change::Joined(session)
+                    Change::Joined { session, listed: true }
                 } else {
                     Change::Quiet
                 }
             }
-            None => Change::Joined(session),
+            None => Change::Joined { session, listed: false },
         };
         let record = Conn {
             session: session.to_owned(),
@@ -166,6 +172,8 @@ impl Room {
             stalled_since: None,
             mirror: relay_mirror && link.is_some(),
             link,
+            // Owed nothing before its welcome (below), which must be its first frame.
+            presence_seen: u64::MAX,
         };
         let member = Member {
             conn: conn.to_owned(),
@@ -182,6 +190,11 @@ impl Room {
         self.presence.insert(session.to_owned(), member);
         self.sweep_at.get_or_insert(now + self.config.presence_ttl_ms);
         self.members_changed(now, change, Some(conn));
+        // The welcome, made next, lists every member as they are now.
+        let seen = self.window.seen();
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.presence_seen = seen;
+        }
     }
 
     /// A `presence` frame: replace the session's state and tell the others.
@@ -198,7 +211,7 @@ impl Room {
         };
         self.remember(&session, &member, now);
         if !self.large {
-            self.broadcast_joins(BTreeMap::from([(session.as_str(), member.view())]), Some(conn));
+            self.presence_changed(now, &session, true, Some(conn));
         }
     }
 
@@ -515,6 +528,7 @@ impl Room {
         }
         if self.large != was_large {
             self.presence_stale = false; // the reset below is the whole list
+            self.window.forget();
             let joins = if self.large { BTreeMap::new() } else { self.presence.view() };
             let frame =
                 ServerFrame::Presence { joins, leaves: Vec::new(), reset: true, large: self.large }
@@ -525,29 +539,10 @@ impl Room {
             self.presence_stale = true;
         } else if !self.large {
             match change {
-                Change::Joined(session) => {
-                    if let Some(m) = self.presence.get(session) {
-                        let joins = BTreeMap::from([(session, m.view())]);
-                        let frame = ServerFrame::Presence {
-                            joins,
-                            leaves: Vec::new(),
-                            reset: false,
-                            large: false,
-                        }
-                        .to_text();
-                        self.broadcast(frame.into(), except);
-                    }
+                Change::Joined { session, listed } => {
+                    self.presence_changed(now, session, listed, except)
                 }
-                Change::Left(session) => {
-                    let frame = ServerFrame::Presence {
-                        joins: BTreeMap::new(),
-                        leaves: vec![session],
-                        reset: false,
-                        large: false,
-                    }
-                    .to_text();
-                    self.broadcast(frame.into(), None);
-                }
+                Change::Left(session) => self.presence_changed(now, session, true, None),
                 Change::Quiet => {}
             }
         }
@@ -556,16 +551,10 @@ impl Room {
         self.summary_changed(now, except);
     }
 
-    fn broadcast_joins(&mut self, joins: crate::protocol::server::Joins<'_>, except: Option<&str>) {
-        let frame = ServerFrame::Presence { joins, leaves: Vec::new(), reset: false, large: false }
-            .to_text();
-        self.broadcast(frame.into(), except);
-    }
-
     /// Leading and trailing edge: a change right after a quiet interval goes
     /// out at once; changes within the interval coalesce into one summary at
     /// its end.
-    fn summary_changed(&mut self, now: u64, except: Option<&str>) {
+    pub(super) fn summary_changed(&mut self, now: u64, except: Option<&str>) {
         if self.summary.due.is_some() {
             return;
         }
@@ -586,6 +575,7 @@ impl Room {
             self.summary.due = Some(now + self.config.summary_interval_ms);
         } else if self.presence_stale && !self.large {
             self.presence_stale = false;
+            self.window.forget();
             let joins = self.presence.view();
             let frame =
                 ServerFrame::Presence { joins, leaves: Vec::new(), reset: true, large: false }

@@ -8,6 +8,7 @@
 
 mod admission;
 mod delivery;
+mod diffs;
 mod hosting;
 mod membership;
 use membership::Joining;
@@ -67,6 +68,9 @@ struct Conn {
     link: Option<String>,
     /// Its link's far end mirrors the room's parts and state ([`Hello::relay_mirror`]).
     mirror: bool,
+    /// The presence changes its welcome showed: those up to this number
+    /// ([`diffs::Window::seen`]).
+    presence_seen: u64,
 }
 
 impl Conn {
@@ -94,6 +98,8 @@ pub struct Room {
     /// Presence diffs were held back under load; the next summary sends
     /// the whole member list.
     presence_stale: bool,
+    /// A small room's presence changes held for the end of their window.
+    window: diffs::Window,
     /// Connections over their backlog, closed (4013) once the operation that
     /// took them over is done: a close in the middle of a broadcast would
     /// run the whole leave path inside it (a leave reaching a socket before
@@ -217,6 +223,7 @@ impl Room {
             summary: SummaryThrottle::default(),
             large: false,
             presence_stale: false,
+            window: diffs::Window::default(),
             doomed: BTreeSet::new(),
             closing_doomed: false,
             echo_wait: false,
@@ -361,6 +368,9 @@ impl Room {
                 // hibernate, and the summary with it).
                 if self.summary.due.is_some_and(|due| due <= now) {
                     self.flush_summary(now, None);
+                }
+                if self.window.due().is_some_and(|due| due <= now) {
+                    self.flush_presence(now);
                 }
             }
         }

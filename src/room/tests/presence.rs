@@ -1,6 +1,8 @@
 //! Presence on virtual time: newest-wins sessions, exact counts, TTL expiry,
 //! summary cadence and the large-room switch.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use crate::room::sim::Sim;
@@ -20,11 +22,13 @@ fn a_session_hopping_region_is_never_two_members() {
     let mut s = Sim::new(RoomConfig::default());
     let obs = s.connect("sess-obsv", "EU", None);
     let old = s.connect_as("sess-hopr", "u1", "EU", None);
+    s.presence_window_ends(); // its join, a window after the observer's
     s.take(&obs);
     // The phone moves networks: the new socket arrives before the old one closes.
     let new = s.connect_as("sess-hopr", "u1", "OC", None);
     assert_eq!(s.sockets[&old].closed, Some(4001));
     assert_eq!((s.room.members(), s.room.connections()), (2, 2));
+    s.presence_window_ends();
     let f = s.take(&obs);
     let presence = of_type(&f, "presence");
     assert_eq!(presence.len(), 1, "one frame: {f:?}");
@@ -85,6 +89,7 @@ fn an_early_alarm_is_a_harmless_no_op() {
     let mut s = Sim::new(RoomConfig::default());
     let a = s.connect("sess-aaaa", "EU", None);
     let b = s.connect("sess-bbbb", "EU", None);
+    s.settle();
     s.take(&a);
     s.advance(1_000);
     s.fire_alarm();
@@ -160,7 +165,11 @@ fn a_large_room_sends_summaries_only_and_switches_back() {
     for i in 0..9 {
         conns.push(s.connect(&format!("sess-{i:04}"), "EU", None));
     }
-    assert_eq!(of_type(&s.take(&obs), "presence").len(), 9, "10 members: one diff per join");
+    s.presence_window_ends();
+    // 10 members: diffs (the observer's join opened a window; the others' go in one at its end).
+    let diffs = of_type(&s.take(&obs), "presence");
+    let joined = diffs[0]["joins"].as_object().map(|j| j.len());
+    assert_eq!((diffs.len(), joined), (1, Some(9)), "{diffs:?}");
     conns.push(s.connect("sess-0009", "EU", None)); // 11 members > 10
     let f = of_type(&s.take(&obs), "presence");
     assert_eq!(f, [json!({"type":"presence","joins":{},"leaves":[],"reset":true,"large":true})]);
@@ -187,6 +196,7 @@ fn a_large_room_sends_summaries_only_and_switches_back() {
     assert_eq!(f[0]["joins"].as_object().unwrap().len(), 9);
     assert!(f[0].get("large").is_none());
     s.drop_conn(&conns.pop().unwrap());
+    s.presence_window_ends(); // the window the reset's leave opened
     assert_eq!(of_type(&s.take(&obs), "presence")[0]["leaves"], json!(["sess-0007"]));
 }
 
@@ -205,4 +215,122 @@ fn a_socket_the_room_closes_is_not_sent_its_own_leave() {
     let own_leave = json!(["sess-qiet"]);
     assert!(s.take(&quiet).iter().all(|f| f["leaves"] != own_leave), "not told of its own leave");
     assert!(of_type(&s.take(&obs), "presence").iter().any(|f| f["leaves"] == json!(["sess-qiet"])));
+}
+
+// ---- the presence window: a small room's changes coalesce --------------
+
+/// What `frames` (a connection's from its welcome on) tell it of the others: session -> member.
+fn view_of(frames: &[Value], own: &str) -> BTreeMap<String, Value> {
+    let mut view = BTreeMap::new();
+    for f in frames {
+        let (joins, leaves) = match f["type"].as_str() {
+            Some("welcome") => (&f["presence"]["members"], &Value::Null),
+            Some("presence") => {
+                assert!(f["reset"] == true || f["joins"].get(own).is_none(), "told of itself: {f}");
+                if f["reset"] == true {
+                    view.clear();
+                }
+                (&f["joins"], &f["leaves"])
+            }
+            _ => continue,
+        };
+        for (s, m) in joins.as_object().into_iter().flatten() {
+            view.insert(s.clone(), m.clone());
+        }
+        for s in leaves.as_array().into_iter().flatten() {
+            assert!(view.remove(s.as_str().unwrap()).is_some(), "a leave of a stranger {s}: {f}");
+        }
+    }
+    view.remove(own);
+    view
+}
+
+/// The room's member list, less `own`.
+fn room_view(s: &Sim, own: &str) -> BTreeMap<String, Value> {
+    let list: Value = serde_json::from_str(&s.room.presence_json()).unwrap();
+    let mut view: BTreeMap<String, Value> =
+        list["members"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    view.remove(own);
+    view
+}
+
+/// 40 members join a room of one within a few milliseconds: `(presence frames sent, every
+/// reader's view right)`.
+fn join_storm(window_ms: u64) -> (usize, bool) {
+    let mut s = Sim::new(RoomConfig { presence_window_ms: window_ms, ..RoomConfig::default() });
+    let mut conns = vec![(s.connect("sess-obsv", "EU", None), "sess-obsv".to_owned())];
+    for i in 0..40 {
+        if i % 4 == 0 {
+            s.advance(1);
+        }
+        let session = format!("sess-{i:04}");
+        conns.push((s.connect(&session, "EU", None), session));
+    }
+    s.presence_window_ends();
+    let mut diffs = 0;
+    let mut right = true;
+    for (conn, session) in &conns {
+        let frames = s.take(conn);
+        diffs += of_type(&frames, "presence").len();
+        right &= view_of(&frames, session) == room_view(&s, session);
+    }
+    (diffs, right)
+}
+
+#[test]
+fn a_storm_of_joins_into_a_small_room_costs_each_reader_one_diff_per_window() {
+    // At once (no window): each join is a diff to each member there, 40 * 41 / 2 of them.
+    assert_eq!(join_storm(0), (820, true));
+    // The window: the observer hears all 40 joins in one diff at its end; each newcomer one of
+    // those after its welcome (the last, none): 1 + 39.
+    assert_eq!(join_storm(50), (40, true));
+}
+
+#[test]
+fn a_member_who_came_and_went_within_a_window_is_no_news() {
+    let mut s = Sim::new(RoomConfig::default());
+    let obs = s.connect("sess-obsv", "EU", None);
+    let flash = s.connect("sess-flsh", "EU", None);
+    let mid = s.connect("sess-midl", "EU", None); // welcomed with the flash in its list
+    s.drop_conn(&flash);
+    s.presence_window_ends();
+    let to_obs = of_type(&s.take(&obs), "presence");
+    assert_eq!(to_obs.len(), 1, "{to_obs:?}");
+    assert_eq!(to_obs[0]["leaves"], json!([]), "never saw it, so no leave");
+    assert!(to_obs[0]["joins"].get("sess-flsh").is_none());
+    assert!(to_obs[0]["joins"]["sess-midl"].is_object());
+    let to_mid = s.take(&mid);
+    assert_eq!(to_mid[0]["presence"]["members"].as_object().map(|m| m.len()), Some(3));
+    let diffs = of_type(&to_mid, "presence");
+    assert_eq!(diffs, [json!({"type":"presence","joins":{},"leaves":["sess-flsh"]})]);
+}
+
+#[test]
+fn a_state_changed_within_a_window_reaches_the_others_once_as_its_latest() {
+    let mut s = Sim::new(RoomConfig::default());
+    let a = s.connect("sess-aaaa", "EU", None);
+    let b = s.connect("sess-bbbb", "EU", None);
+    s.settle();
+    s.take(&a);
+    s.take(&b);
+    for n in 1..=5 {
+        s.send(&a, &format!(r#"{{"type":"presence","state":{{"x":{n}}}}}"#));
+        if n == 1 {
+            let first = of_type(&s.take(&b), "presence");
+            assert_eq!(
+                first[0]["joins"]["sess-aaaa"]["state"],
+                json!({"x":1}),
+                "the first at once"
+            );
+        }
+    }
+    s.presence_window_ends();
+    let rest = of_type(&s.take(&b), "presence");
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert_eq!(rest[0]["joins"]["sess-aaaa"]["state"], json!({"x":5}));
+    assert!(of_type(&s.take(&a), "presence").is_empty(), "its own changes are its own");
+    // A quiet spell: the next change goes at once again.
+    s.advance(1_000);
+    s.send(&b, r#"{"type":"presence","state":{"y":1}}"#);
+    assert_eq!(of_type(&s.take(&a), "presence")[0]["joins"]["sess-bbbb"]["state"], json!({"y":1}));
 }

@@ -248,6 +248,7 @@ fn an_oversized_frame_closes_with_1009_and_spares_the_others() {
         format!(r#"{{"type":"publish","id":"m1","topic":"t","data":"{}"}}"#, "x".repeat(64 * 1024));
     s.send(&a, &big);
     assert_eq!(s.sockets[&a].closed, Some(1009));
+    s.presence_window_ends(); // the leave, a window after b's join
     assert_eq!(s.take(&b), [json!({"type":"presence","joins":{},"leaves":["sess-aaaa"]})]);
     assert_eq!(s.room.seq(), 0);
     s.publish(&b, "m1", "1");
@@ -286,9 +287,11 @@ fn a_second_connection_of_a_session_supersedes_the_first_without_a_leave() {
     let mut s = sim();
     let obs = s.connect("sess-obsv", "EU", None);
     let a1 = s.connect("sess-aaaa", "EU", None);
+    s.presence_window_ends(); // its join, a window after the observer's
     s.take(&obs);
     let a2 = s.connect("sess-aaaa", "OC", None);
     assert_eq!(s.sockets[&a1].closed, Some(4001));
+    s.presence_window_ends();
     let f = s.take(&obs);
     assert_eq!(f.len(), 1);
     assert_eq!(f[0]["joins"]["sess-aaaa"]["region"], "OC");
@@ -298,6 +301,7 @@ fn a_second_connection_of_a_session_supersedes_the_first_without_a_leave() {
     assert_eq!(s.room.members(), 2);
     // same region again: nothing changed, nothing to say
     let _a3 = s.connect("sess-aaaa", "OC", None);
+    s.presence_window_ends();
     assert!(s.take(&obs).is_empty());
     assert_eq!(s.sockets[&a2].closed, Some(4001));
 }

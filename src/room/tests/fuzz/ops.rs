@@ -187,6 +187,7 @@ pub(super) fn gen_config(rng: &mut Rng) -> RoomConfig {
     c.presence_ttl_ms = rng.pick(&[1_000, 5_000, 30_000, 60_000, 300_000]);
     c.summary_interval_ms = rng.range(1, 5_000);
     c.large_room = rng.range(1, 8) as usize;
+    c.presence_window_ms = if rng.chance(30) { 0 } else { rng.range(1, 200) };
     c.batch_window_ms = rng.range(1, 200);
     c.batch_above = if rng.chance(50) { rng.range(1, 30) } else { 5_000 };
     c.outbound_budget = if rng.chance(40) { rng.range(1, 40) } else { 50_000 };

@@ -727,6 +727,15 @@ impl<'a> World<'a> {
                     !leaves.iter().any(|s| *s == rec.session.as_str()),
                     "[presence] {who}: told of its own leave"
                 );
+                // A diff tells a reader what changed among the others; its own state is its own.
+                assert!(
+                    f["reset"] == true || !joins.contains_key(&rec.session),
+                    "[presence] {who}: a diff names its own session"
+                );
+                assert!(
+                    !leaves.iter().any(|s| s.as_str().is_some_and(|s| joins.contains_key(s))),
+                    "[presence] {who}: a session joins and leaves in one diff"
+                );
                 if f["reset"] == true {
                     rec.view.large = f["large"] == true;
                     rec.view.members.clear();
