@@ -343,6 +343,49 @@ impl Client {
         }
     }
 
+    /// The members the welcome and the presence frames since have listed (itself included).
+    pub fn members_seen(&self) -> std::collections::BTreeSet<String> {
+        let listed = |f: &Value| -> Vec<String> {
+            f.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
+        };
+        let mut seen: std::collections::BTreeSet<String> =
+            listed(&self.welcome["presence"]["members"]).into_iter().collect();
+        for f in self.history.iter().filter(|f| f["type"] == "presence") {
+            if f["reset"] == true {
+                seen.clear();
+            }
+            seen.extend(listed(&f["joins"]));
+            for s in f["leaves"].as_array().into_iter().flatten() {
+                seen.remove(s.as_str().unwrap_or_default());
+            }
+        }
+        seen
+    }
+
+    /// Reads until the member list its welcome and diffs make has `n` members: a small room's
+    /// presence changes after the first coalesce over a window (50 ms), so a test that needs
+    /// everyone's view of everyone waits for it.
+    pub async fn await_members(&mut self, n: usize) -> R<()> {
+        let deadline = tokio::time::Instant::now() + FRAME_TIMEOUT;
+        while self.members_seen().len() != n {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.next_event_within(left).await {
+                Ok(Event::Frame(_)) => {}
+                Ok(Event::Closed(code)) => {
+                    return Err(format!("closed ({code:?}) waiting for {n} members"))
+                }
+                Err(e) => {
+                    let seen = self.members_seen().len();
+                    return Err(format!(
+                        "waiting for {n} members (seen {seen}): {e}; {}",
+                        self.recent()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The `message` with this id: from `history` if it already arrived (e.g. while waiting for
     /// an ack), else the next one to arrive.
     pub async fn message(&mut self, id: &str) -> R<Value> {

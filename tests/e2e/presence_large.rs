@@ -149,28 +149,34 @@ async fn two_hundred_joins(ctx: Ctx) -> R {
             .take(5)
             .collect::<Vec<_>>()
     );
-    // Members 2..=100 joined while the room was small: 99 joins, one per frame, no leaves.
-    check!(
-        diffs.len() == LARGE_ROOM - 1 && diffs.len() < JOINERS,
-        "expected {} join diffs (the joins before the room turned large), got {}",
-        LARGE_ROOM - 1,
-        diffs.len()
-    );
+    // Members 2..=100 joined while the room was small: up to 99 joins, coalesced (the first
+    // of a quiet spell at once, the rest of each 50 ms window in one diff), no leaves. Joins
+    // still held when the room turned large are not owed: the reset said "large".
     let mut diff_sessions = BTreeSet::new();
+    let mut carried = 0;
     for (_, f) in &diffs {
         let joins = f["joins"].as_object();
         check!(
-            joins.is_some_and(|j| j.len() == 1) && f["leaves"] == json!([]),
-            "a join diff should carry one member: {f}"
+            joins.is_some_and(|j| !j.is_empty()) && f["leaves"] == json!([]),
+            "a join diff should carry members and no leaves: {f}"
         );
-        let (s, m) = joins.unwrap().iter().next().unwrap();
-        check!(
-            members.get(s).is_some_and(|r| m["region"] == r.as_str()),
-            "join diff for an unknown session or wrong region: {f}"
-        );
-        diff_sessions.insert(s.clone());
+        for (s, m) in joins.unwrap() {
+            check!(
+                members.get(s).is_some_and(|r| m["region"] == r.as_str()),
+                "join diff for an unknown session or wrong region: {f}"
+            );
+            diff_sessions.insert(s.clone());
+            carried += 1;
+        }
     }
-    check!(diff_sessions.len() == diffs.len(), "a session joined twice in the diffs");
+    check!(diff_sessions.len() == carried, "a session joined twice in the diffs");
+    check!(
+        carried < LARGE_ROOM && diffs.len() <= carried,
+        "expected at most {} joins (those before the room turned large) in as many diffs or fewer, got {carried} in {}",
+        LARGE_ROOM - 1,
+        diffs.len()
+    );
+    note(format!("large: {carried} joins in {} diffs before the switch", diffs.len()));
 
     check_http(port, &room, &members, true, "after 200 joins").await?;
 

@@ -188,6 +188,14 @@ async fn victim_and_observer(ctx: &Ctx, room: &str, vic: &str) -> R<(Client, Cli
     check!(s1 == 1, "the victim's first write should be seq 1, got {s1}");
     let m = observer.message("m1").await?;
     check!(m["user"] == "vic" && m["session"] == vic, "the observer's m1: {m}");
+    // The victim's join and state may wait for the end of a presence window (50 ms): what
+    // the observer sees after this is the attack's doing.
+    let victoria =
+        |f: &Value| f["type"] == "presence" && f["joins"][vic]["state"]["name"] == "Victoria";
+    if !observer.history.iter().any(victoria) {
+        let wait = Duration::from_secs(5);
+        crate::presence::read_until(&mut observer, "the victim's state", wait, victoria).await?;
+    }
     Ok((victim, observer))
 }
 
@@ -285,7 +293,7 @@ async fn walking(ctx: Ctx) -> R {
     }
     // Everyone has seen everyone's join: later presence frames are the attack's doing.
     for m in members.iter_mut() {
-        m.ping().await?;
+        m.await_members(10).await?;
     }
     let marks: Vec<usize> = members.iter().map(|m| m.history.len()).collect();
     let mallory = token(&room, "mallory");
