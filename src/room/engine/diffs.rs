@@ -15,8 +15,9 @@ use crate::protocol::server::ServerFrame;
 pub(super) struct Window {
     /// The window is open until then (ms): a change before it waits for its end.
     until: Option<u64>,
-    /// The sessions changed within the window.
-    held: BTreeMap<String, Held>,
+    /// The sessions changed within the window, each once, in the order of their first change
+    /// (a list: at most a small room's members and leavers, searched once per change).
+    held: Vec<(String, Held)>,
     /// Changes numbered so far: a connection's welcome shows every change up to the number
     /// it records then.
     count: u64,
@@ -73,12 +74,16 @@ impl Room {
         self.window.count += 1;
         if self.window.until.is_some_and(|t| t > now) && !linked {
             let latest = self.window.count;
-            let held = Held { first: latest, latest, listed };
-            let held = self.window.held.entry(session.to_owned()).or_insert(held);
-            held.latest = latest;
+            match self.window.held.iter_mut().find(|(s, _)| s == session) {
+                Some((_, held)) => held.latest = latest,
+                None => {
+                    let held = Held { first: latest, latest, listed };
+                    self.window.held.push((session.to_owned(), held));
+                }
+            }
             return;
         }
-        if let Some(frame) = self.diff_text([(session, true)]) {
+        if let Some(frame) = self.diff_text(&[(session, true)]) {
             self.broadcast(frame.into(), except);
         }
         let length = self.config.presence_window_ms;
@@ -91,7 +96,7 @@ impl Room {
         let held = std::mem::take(&mut self.window.held);
         let length = self.config.presence_window_ms;
         self.window.until = (!held.is_empty() && length > 0).then_some(now + length);
-        let Some(first) = held.values().map(|h| h.first).min() else {
+        let Some(first) = held.first().map(|(_, h)| h.first) else {
             return;
         };
         if self.large {
@@ -104,27 +109,28 @@ impl Room {
         }
         // Readers welcomed within the window, and those whose own session changed, each get
         // theirs; every other reader shares the whole diff.
-        let mut own: Vec<(String, Option<String>)> = Vec::new();
-        for (id, c) in &self.conns {
-            let seen = c.presence_seen;
-            if seen < first && !held.contains_key(&c.session) {
-                continue;
-            }
-            let unseen = held
-                .iter()
-                .filter(|(s, h)| h.latest > seen && **s != c.session)
-                .map(|(s, h)| (s.as_str(), h.listed || seen >= h.first));
-            own.push((id.clone(), self.diff_text(unseen)));
-        }
+        let mut own: Vec<String> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.presence_seen >= first || held.iter().any(|(s, _)| *s == c.session))
+            .map(|(id, _)| id.clone())
+            .collect();
         own.sort(); // deterministic order of sends
-        let skip: Vec<&str> = own.iter().map(|(id, _)| id.as_str()).collect();
-        let all = held.iter().map(|(s, h)| (s.as_str(), h.listed));
-        if let Some(frame) = self.diff_text(all) {
+        let skip: Vec<&str> = own.iter().map(String::as_str).collect();
+        let all: Vec<(&str, bool)> = held.iter().map(|(s, h)| (s.as_str(), h.listed)).collect();
+        if let Some(frame) = self.diff_text(&all) {
             self.broadcast_but(frame.into(), &skip);
         }
-        for (conn, frame) in own {
-            if let Some(frame) = frame {
-                self.send(&conn, Rc::from(frame));
+        for conn in &own {
+            let Some(c) = self.conns.get(conn) else { continue };
+            let seen = c.presence_seen;
+            let unseen: Vec<(&str, bool)> = held
+                .iter()
+                .filter(|(s, h)| h.latest > seen && *s != c.session)
+                .map(|(s, h)| (s.as_str(), h.listed || seen >= h.first))
+                .collect();
+            if let Some(frame) = self.diff_text(&unseen) {
+                self.send(conn, Rc::from(frame));
             }
         }
     }
@@ -136,9 +142,9 @@ impl Room {
 
     /// A diff of `sessions`: the present ones as joins (their member now), the others as
     /// leaves if the reader may have known them; `None` when that is nothing.
-    fn diff_text<'s>(&self, sessions: impl IntoIterator<Item = (&'s str, bool)>) -> Option<String> {
+    fn diff_text(&self, sessions: &[(&str, bool)]) -> Option<String> {
         let (mut joins, mut leaves) = (BTreeMap::new(), Vec::new());
-        for (session, known) in sessions {
+        for &(session, known) in sessions {
             match self.presence.get(session) {
                 Some(m) => {
                     joins.insert(session, m.view());
