@@ -683,17 +683,16 @@ impl Inner {
     /// after its last event, no later than `presence_ttl_ms` from now), whichever is first.
     /// An alarm the engine did not ask for only makes it look at its deadlines early.
     fn alarm_wanted(&self, asked: Option<Time>) -> Option<Time> {
+        let linked = self.live.borrow().as_ref().is_some_and(|l| l.links.any());
+        if asked.is_none() && !linked {
+            return None; // what is set stays (most turns, a connect's among them)
+        }
         let now = now();
         // An alarm that is due but has not fired yet must not be replaced by a later one: that
         // would cancel it (the runtime keeps one alarm). One overdue by more than a minute is
         // taken for lost.
         let pending = self.alarm_at.get().filter(|p| p.plus_ms(60_000) > now);
-        let lease = self
-            .live
-            .borrow()
-            .as_ref()
-            .filter(|l| l.links.any())
-            .map(|_| now.plus_ms(self.lease_check_ms(now)));
+        let lease = linked.then(|| now.plus_ms(self.lease_check_ms(now)));
         let want = [asked, lease, pending].into_iter().flatten().min()?;
         (Some(want) != pending).then_some(want)
     }
