@@ -245,14 +245,9 @@ pub fn request(
     Request::new_with_init(&format!("https://room/{}", routed.room), &init)
 }
 
-/// Reads what the Worker forwarded; `None` for a request that did not come
-/// through it (the object is reachable only through the Worker anyway).
-pub fn read(req: &Request) -> Option<Routed> {
-    read_raw(req.inner())
-}
-
-/// [`read`] of the request as the runtime delivered it (an object's connect never makes
-/// workers-rs's `Request`: `host::upgrade`).
+/// Reads what the Worker forwarded, from the request as the runtime delivered it (an object's
+/// connect never makes workers-rs's `Request`: `host::upgrade`); `None` for a request that did
+/// not come through it (the object is reachable only through the Worker anyway).
 pub fn read_raw(req: &worker::worker_sys::web_sys::Request) -> Option<Routed> {
     // One call out of the Wasm, not three (the headers, the name, the value): every connect
     // reads it.

@@ -87,7 +87,7 @@ impl DocHost {
 
 impl Object for DocHost {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let Some(routed) = forward::read(&req) else {
+        let Some(routed) = forward::read_raw(req.inner()) else {
             return Response::error("the room accepts only requests forwarded by the Worker", 400);
         };
         let inner = &self.inner;
