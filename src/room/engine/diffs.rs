@@ -51,10 +51,10 @@ impl Window {
 }
 
 impl Room {
-    /// `session`'s member joined, changed its state or left, in a small room that is not
-    /// shedding (`listed`: it was a member before): the others hear of it now if the window
-    /// is closed (everyone but `except`, the connection that made the change), else at the
-    /// window's end.
+    /// `session`'s member joined, changed its state or left, in a small room (`listed`: it
+    /// was a member before): the others hear of it now if the window is closed (everyone but
+    /// `except`, the connection that made the change), else at the window's end (a room
+    /// shedding load by then sends the whole list with its next summary instead).
     pub(super) fn presence_changed(
         &mut self,
         now: u64,

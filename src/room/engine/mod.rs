@@ -163,6 +163,20 @@ pub struct Room {
     tails: HashMap<String, (u64, u64)>,
 }
 
+/// The log a snapshot holds: the ids of the oldest entries, the recent entries whole.
+fn history_of(config: &RoomConfig, snap: &Snapshot) -> History {
+    let mut history = History::new(config.replay_limit, config.log_retain, config.log_retain_bytes);
+    let first_framed = snap.recent.first().map_or(u64::MAX, |e| e.seq);
+    for e in snap.ids.iter().filter(|e| e.seq < first_framed) {
+        history.remember_id(e.seq, &e.session, &e.id, &e.user, e.bytes);
+    }
+    for e in &snap.recent {
+        let bytes = e.data.get().len() as u64;
+        history.push(e.seq, &e.session, &e.id, &e.user, bytes, e.frame());
+    }
+    history
+}
+
 impl std::fmt::Debug for Room {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Room")
@@ -192,16 +206,7 @@ impl Room {
         now: Time,
     ) -> Room {
         let now = now.ms();
-        let mut history =
-            History::new(config.replay_limit, config.log_retain, config.log_retain_bytes);
-        let first_framed = snap.recent.first().map_or(u64::MAX, |e| e.seq);
-        for e in snap.ids.iter().filter(|e| e.seq < first_framed) {
-            history.remember_id(e.seq, &e.session, &e.id, &e.user, e.bytes);
-        }
-        for e in &snap.recent {
-            let bytes = e.data.get().len() as u64;
-            history.push(e.seq, &e.session, &e.id, &e.user, bytes, e.frame());
-        }
+        let history = history_of(&config, &snap);
         let mut users = Users::default();
         for (user, until) in &snap.blocks {
             users.block(user, Some(until.ms()));
