@@ -196,7 +196,7 @@ fn a_large_room_sends_summaries_only_and_switches_back() {
     assert_eq!(f[0]["joins"].as_object().unwrap().len(), 9);
     assert!(f[0].get("large").is_none());
     s.drop_conn(&conns.pop().unwrap());
-    s.presence_window_ends(); // the window the reset's leave opened
+    s.presence_window_ends(); // the window the last diff opened is still open: this leave waits
     assert_eq!(of_type(&s.take(&obs), "presence")[0]["leaves"], json!(["sess-0007"]));
 }
 
