@@ -4,6 +4,7 @@
 //! an operator kicks a user's every socket (4403 `kicked`) and blocks them for a while (4403
 //! `blocked`), and the edge refuses tokens that would live too long (401 `token_lifetime`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -57,15 +58,38 @@ async fn ends_at_exp(ctx: Ctx) -> R {
     // Until then it is a member like any other.
     raw.send(json!({"type":"publish","id":"before","topic":"chat","data":1})).await?;
     observer.message("before").await?;
-    let end = raw.until_close(Duration::from_secs(8)).await?;
-    let closed_at = now_ms();
+    // From `exp` until the close arrives, the observer asks the same room for its state every
+    // 100 ms: the slowest answer is how far behind the room's thread ran then. The alarm that
+    // closes the socket runs on that thread, so it may be late by as much (a CI run with the
+    // drain trial's 50-client storm beside this one saw the whole runtime answer ~2 s late and
+    // the close come 2.4 s after `exp`), and by nothing more than the 2 s allowance besides.
+    let closing = AtomicBool::new(false);
+    let (end, lag) = tokio::join!(
+        async {
+            let end = raw.until_close(Duration::from_secs(8)).await;
+            closing.store(true, Ordering::SeqCst);
+            end.map(|e| (e, now_ms()))
+        },
+        async {
+            sleep_until_ms(exp * 1000).await;
+            let mut worst = 0;
+            while !closing.load(Ordering::SeqCst) {
+                let asked = now_ms();
+                observer.get_state().await?;
+                worst = worst.max(now_ms() - asked);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            R::Ok(worst)
+        }
+    );
+    let ((end, closed_at), lag) = (end?, lag?);
     check!(
         end.code == Some(4401) && end.reason == "token_expired",
         "expected close 4401 token_expired, got {end:?}"
     );
     check!(
-        closed_at >= exp * 1000 && closed_at <= exp * 1000 + 2000,
-        "closed {} ms after exp (should be 0..2000)",
+        closed_at >= exp * 1000 && closed_at <= exp * 1000 + 2000 + lag,
+        "closed {} ms after exp (should be 0..2000 plus the room's slowest answer then, {lag} ms)",
         closed_at as i64 - (exp * 1000) as i64
     );
     wait_leave(&mut observer, &short, Duration::from_secs(5)).await?;
@@ -203,7 +227,9 @@ async fn kick(ctx: Ctx) -> R {
     for s in &sessions {
         socks.push(Raw::connect(&Dial::new(ctx.port, &room, s).token(&mal)).await?.0);
     }
-    bystander.ping().await?;
+    // The bystander sees all three join before the kick: a socket that came and went within
+    // one presence window (`PRESENCE_WINDOW_MS`) is no news to it, and no leave would come.
+    bystander.await_members(4).await?;
 
     let answer = kick_req(&ctx, &room, json!({"user":"mallory"})).await?;
     check!(answer == json!({"closed":3,"blocked_until":null}), "kick answered {answer}");
