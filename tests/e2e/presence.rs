@@ -278,6 +278,8 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
     check_http(port, &room, &members, false, "after 10 joins").await?;
     let waited = await_summary(&mut obs, &members, "after 10 joins").await?;
     note(format!("regions: summary after the joins arrived in {waited:?}"));
+    // The summary goes at once; the last joins' diff may follow it by a presence window.
+    obs.await_members(order.len() + 1).await?;
     for s in &order {
         let about = presence_about(&obs.history, s);
         check!(
@@ -327,6 +329,13 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
     let waited = await_summary(&mut obs, &members, "after the hop").await?;
     let hop_summary_at = Instant::now();
     note(format!("regions: summary after the hop arrived in {waited:?}"));
+    // The hop's join may follow the summary by a presence window (`PRESENCE_WINDOW_MS`).
+    if presence_about(&obs.history[obs_mark..], &hopper).is_empty() {
+        read_until(&mut obs, "the hop's join", Duration::from_secs(5), |f| {
+            f["type"] == "presence" && f["joins"][&hopper]["region"] == "EU"
+        })
+        .await?;
+    }
     // The superseded socket's close must change nothing: give the room time to hear it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -379,9 +388,11 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
 
     // Step 4: after a quiet summary interval, an NA client closes normally → a leave, counts
     // drop, and the summary goes out at once (leading edge): in the leave's own turn, so it is the
-    // observer's next frame after the leave. Meanwhile another member changes its state every
-    // 100 ms; a summary held for the interval's timer would have those changes before it. (No
-    // clock in the check: on a loaded machine the close alone can take over a second.)
+    // observer's next frame after the leave. Meanwhile another member publishes every 100 ms; a
+    // summary held for the interval's timer would have those messages before it. (Messages, not
+    // presence states: a state change would open a presence window that holds the leave for up
+    // to `PRESENCE_WINDOW_MS` while the summary goes at once. No clock in the check: on a loaded
+    // machine the close alone can take over a second.)
     tokio::time::sleep_until((hop_summary_at + Duration::from_millis(2200)).into()).await;
     let na = order.iter().find(|s| members[*s] == "NA").cloned().ok_or("no NA client")?;
     let mut fencer = clients.remove(&eu).unwrap();
@@ -392,7 +403,8 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
-                fencer.send(json!({"type":"presence","state":{"fence":n}})).await?;
+                let id = format!("fence-{n}");
+                fencer.send(json!({"type":"publish","id":id,"topic":"fence","data":n})).await?;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Ok::<_, String>((fencer, n))

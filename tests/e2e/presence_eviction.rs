@@ -72,8 +72,10 @@ async fn survives_eviction(ctx: Ctx) -> R {
     if latest != Some(expected_summary(&members)) {
         await_summary(&mut clients[0].0, &members, "before the idle period").await?;
     }
-    // Fence: every frame broadcast so far is read before the idle period starts.
+    // Fence: every frame broadcast so far is read before the idle period starts (and every
+    // join: one held in a presence window comes after the `state` answers).
     for (c, _) in clients.iter_mut() {
+        c.await_members(members.len()).await?;
         c.get_state().await?;
     }
     let before = check_http(port, &room, &members, false, "before the idle period").await?;

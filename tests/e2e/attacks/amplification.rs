@@ -296,6 +296,8 @@ async fn deep_values(ctx: Ctx) -> R {
     let mut attacker = ctx.dial(&room, &attacker_session).connect().await?;
     let s0 = attacker.publish_acked("m0", "chat", json!("fine")).await?;
     other.message("m0").await?;
+    // The attacker's join may be held in a presence window past m0: seen before the mark.
+    other.await_members(2).await?;
     let seen = other.history.len();
     let deep = nest(30_000);
     let over = nest(33);
