@@ -16,7 +16,7 @@ use crate::target::Target;
 /// The parts of `target`'s Worker, the edge (where clients connect) last.
 fn parts(target: Target) -> &'static [&'static str] {
     match target {
-        Target::Plain | Target::PlainRust => &["home", "edge"],
+        Target::Plain | Target::PlainRust | Target::PlainWelcome => &["home", "edge"],
         _ => &["home", "relays", "edge"],
     }
 }
@@ -38,6 +38,11 @@ fn config(root: &Path, target: Target, part: &str) -> String {
         // The object in Rust, under the plain room's JavaScript Worker.
         (Target::PlainRust, "home") => ("plain-rust", root.join(RUST_FLOOR)),
         (Target::PlainRust, _) => ("plain-rust", plain),
+        // The plain object that sends a welcome-sized text on connect, under the plain Worker.
+        (Target::PlainWelcome, "home") => {
+            ("plain-welcome", root.join("bench/baselines/plain-welcome/src/index.js"))
+        }
+        (Target::PlainWelcome, _) => ("plain-welcome", plain),
         _ => ("homeroom", root.join("worker/build/index.js")),
     };
     let script = |p: &str| format!("{prefix}-{p}");
@@ -49,8 +54,12 @@ fn config(root: &Path, target: Target, part: &str) -> String {
     let home = script("home");
     let relays = script("relays");
     let (bindings, classes): (Vec<String>, &[&str]) = match (target, part) {
-        (Target::Plain, "home") => (vec![binding("ROOMS", "Room", None)], &["Room"]),
-        (Target::Plain, _) => (vec![binding("ROOMS", "Room", Some(&home))], &[]),
+        (Target::Plain | Target::PlainWelcome, "home") => {
+            (vec![binding("ROOMS", "Room", None)], &["Room"])
+        }
+        (Target::Plain | Target::PlainWelcome, _) => {
+            (vec![binding("ROOMS", "Room", Some(&home))], &[])
+        }
         (Target::PlainRust, "home") => (vec![binding("ROOMS", "Floor", None)], &["Floor"]),
         (Target::PlainRust, _) => (vec![binding("ROOMS", "Floor", Some(&home))], &[]),
         (_, "home") => (
@@ -110,7 +119,8 @@ const COLD: &str = "split";
 /// The scenario of its second run, into the same runtimes, warm.
 const WARM: &str = "split-warm";
 
-/// The per-object rounds: homeroom direct, homeroom through relays, the plain room, each split.
+/// The per-object rounds: homeroom direct, homeroom through relays, the plain room (also in
+/// Rust, and answering each connect with a welcome-sized text), each split.
 pub async fn runs(
     root: &Path,
     cfg: &SuiteConfig,
@@ -124,7 +134,13 @@ pub async fn runs(
         if !floor && round == 1 {
             eprintln!("[split] {RUST_FLOOR} not built: no rounds of the plain object in Rust");
         }
-        let targets = [Target::Homeroom, Target::Relayed, Target::Plain, Target::PlainRust];
+        let targets = [
+            Target::Homeroom,
+            Target::Relayed,
+            Target::Plain,
+            Target::PlainRust,
+            Target::PlainWelcome,
+        ];
         for target in targets.into_iter().filter(|t| floor || *t != Target::PlainRust) {
             let set = dir.join(format!("split-{round}-{}", target.name()));
             let parts = start(root, target, cfg, &set).await?;
@@ -160,7 +176,7 @@ pub async fn runs(
 
 /// The section of RESULTS.md: each part's CPU, homeroom's against the plain room's object.
 pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
-    use Target::{Homeroom as H, Plain as P, PlainRust as R, Relayed as L};
+    use Target::{Homeroom as H, Plain as P, PlainRust as R, PlainWelcome as W, Relayed as L};
     if !runs.iter().any(|r| r.report.scenario == COLD) {
         return; // a suite without per-object rounds
     }
@@ -178,10 +194,10 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         cfg.split_rounds
     ));
     w(String::new());
-    w("The column \"plain in Rust\" is the plain room's object written in Rust through workers-rs's `durable_object` (homeroom's objects use workers-rs's types, but answer at once when a handler does not wait) (bench/baselines/rust-floor, under the plain room's JavaScript Worker): what the same work costs a Rust object, before any of homeroom's.".into());
+    w("The column \"plain in Rust\" is the plain room's object written in Rust through workers-rs's `durable_object` (homeroom's objects use workers-rs's types, but answer at once when a handler does not wait) (bench/baselines/rust-floor, under the plain room's JavaScript Worker): what the same work costs a Rust object, before any of homeroom's. The column \"plain + welcome\" is the plain room answering each connect with one text the size of homeroom's welcome (bench/baselines/plain-welcome): the runtime's own cost of a connect that must tell its member something, with no room logic at all.".into());
     w(String::new());
-    w("| per part | homeroom direct | homeroom relayed | plain | plain in Rust | homeroom / plain | plain in Rust / plain | goal |".into());
-    w("|---|---:|---:|---:|---:|---:|---:|---:|".into());
+    w("| per part | homeroom direct | homeroom relayed | plain | plain in Rust | plain + welcome | homeroom / plain | plain in Rust / plain | homeroom / (plain + welcome) | goal |".into());
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into());
     let frame = |t: Target, part: &'static str| {
         med(runs, WARM, t, move |r| r.cpu_per_frame_us().get(part).copied())
     };
@@ -193,9 +209,9 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
         _ => String::new(),
     };
-    let frames = (frame(P, "home"), frame(R, "home"));
-    let connects = |sc| (connect(sc, P, "home"), connect(sc, R, "home"));
-    let edges = |sc| (connect(sc, P, "edge"), connect(sc, R, "edge"));
+    let frames = (frame(P, "home"), frame(R, "home"), frame(W, "home"));
+    let connects = |sc| (connect(sc, P, "home"), connect(sc, R, "home"), connect(sc, W, "home"));
+    let edges = |sc| (connect(sc, P, "edge"), connect(sc, R, "edge"), connect(sc, W, "edge"));
     let mut rows = vec![
         (
             "home: CPU per delivered frame (µs)".to_owned(),
@@ -227,27 +243,30 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         let edge = [connect(sc, H, "edge"), connect(sc, L, "edge")];
         rows.push((format!("edge: CPU per connect, {when} (ms)"), edge, 2, "", edges(sc)));
     }
-    for (name, [direct, relayed], digits, goal, (plain, rust)) in rows {
+    for (name, [direct, relayed], digits, goal, (plain, rust, welcome)) in rows {
         // The ratio of the row's object: the direct home's, or the relay's when there is none.
         let ours = direct.or(relayed);
         w(format!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {goal} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {goal} |",
             cell(direct, digits),
             cell(relayed, digits),
             cell(plain, digits),
             cell(rust, digits),
+            cell(welcome, digits),
             ratio(ours, plain),
-            ratio(rust, plain)
+            ratio(rust, plain),
+            ratio(ours, welcome)
         ));
     }
     w(String::new());
     let correct = |t: Target| crate::suite::correctness_of(runs, t, &[COLD, WARM]);
     w(format!(
-        "Correctness of these runs: homeroom direct, {}; through relays, {}; plain, {}; plain in Rust, {}.",
+        "Correctness of these runs: homeroom direct, {}; through relays, {}; plain, {}; plain in Rust, {}; plain + welcome, {}.",
         correct(H),
         correct(L),
         correct(P),
-        correct(R)
+        correct(R),
+        correct(W)
     ));
     w(String::new());
 }
@@ -274,6 +293,12 @@ mod tests {
         assert!(plain_edge.contains("bench/baselines/plain/src/index.js"));
         assert!(plain_edge.contains("script_name = \"plain-home\""));
         assert_eq!(parts(Target::Plain), ["home", "edge"]);
+        let welcome = config(root, Target::PlainWelcome, "home");
+        assert!(welcome.contains("bench/baselines/plain-welcome/src/index.js"), "{welcome}");
+        assert!(welcome.contains("new_sqlite_classes = [\"Room\"]"), "{welcome}");
+        let welcome_edge = config(root, Target::PlainWelcome, "edge");
+        assert!(welcome_edge.contains("bench/baselines/plain/src/index.js"), "{welcome_edge}");
+        assert!(welcome_edge.contains("script_name = \"plain-welcome-home\""), "{welcome_edge}");
         assert_eq!(parts(Target::Relayed).last(), Some(&"edge"), "clients connect to the last");
     }
 }

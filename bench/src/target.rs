@@ -25,6 +25,10 @@ pub enum Target {
     /// (bench/baselines/rust-floor): what a connect and a frame cost a Rust object before any
     /// of homeroom's work. In the per-object rounds only (not in [`Target::ALL`]).
     PlainRust,
+    /// The plain room answering each connect with one text the size of homeroom's welcome
+    /// (bench/baselines/plain-welcome): the runtime's own cost of a connect that must tell its
+    /// member something. In the per-object rounds only (not in [`Target::ALL`]).
+    PlainWelcome,
     /// homeroom's document kind (`/docs/{room}`, y-protocols), in the documents rounds only.
     Document,
     /// A Yjs document on `y-partyserver` with an SQLite `onSave` (bench/baselines/y-partyserver),
@@ -62,16 +66,17 @@ impl Target {
             Target::PlainDurable => "plain-durable",
             Target::Partyserver => "partyserver",
             Target::PlainRust => "plain-rust",
+            Target::PlainWelcome => "plain-welcome",
             Target::Document => "homeroom-document",
             Target::YPartyserver => "y-partyserver",
         }
     }
 
     pub fn parse(name: &str) -> Result<Target, String> {
-        let all = Target::ALL.into_iter().chain([Target::PlainRust]);
+        let all = Target::ALL.into_iter().chain([Target::PlainRust, Target::PlainWelcome]);
         all.into_iter().find(|t| t.name() == name).ok_or_else(|| {
             format!(
-                "unknown target {name:?} (homeroom, homeroom-relayed, homeroom-rules, plain, plain-durable, partyserver, plain-rust)"
+                "unknown target {name:?} (homeroom, homeroom-relayed, homeroom-rules, plain, plain-durable, partyserver, plain-rust, plain-welcome)"
             )
         })
     }
@@ -79,9 +84,11 @@ impl Target {
     pub fn protocol(self) -> Protocol {
         match self {
             Target::Homeroom | Target::Relayed | Target::Rules => Protocol::Homeroom,
-            Target::Plain | Target::PlainDurable | Target::Partyserver | Target::PlainRust => {
-                Protocol::Raw
-            }
+            Target::Plain
+            | Target::PlainDurable
+            | Target::Partyserver
+            | Target::PlainRust
+            | Target::PlainWelcome => Protocol::Raw,
             Target::Document | Target::YPartyserver => Protocol::Yjs,
         }
     }
@@ -109,6 +116,7 @@ impl Target {
             Target::PlainDurable => "bench/baselines/plain-durable/wrangler.toml",
             Target::Partyserver => "bench/baselines/partyserver/wrangler.toml",
             Target::PlainRust => "bench/baselines/rust-floor/wrangler.toml",
+            Target::PlainWelcome => "bench/baselines/plain-welcome/wrangler.toml",
         }
     }
 
@@ -124,7 +132,7 @@ impl Target {
                 }
                 p
             }
-            Target::Plain | Target::PlainDurable | Target::PlainRust => {
+            Target::Plain | Target::PlainDurable | Target::PlainRust | Target::PlainWelcome => {
                 format!("/rooms/{room}/ws")
             }
             Target::Partyserver => format!("/parties/room/{room}?_pk={session}"),
@@ -144,6 +152,7 @@ impl Target {
             | Target::PlainDurable
             | Target::Partyserver
             | Target::PlainRust
+            | Target::PlainWelcome
             | Target::Document
             | Target::YPartyserver => None,
         }
