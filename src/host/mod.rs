@@ -17,6 +17,7 @@ mod heartbeat;
 mod linked;
 mod links;
 mod object;
+mod owed;
 mod relay;
 mod sockets;
 mod storage;
@@ -52,6 +53,9 @@ struct Live {
     sockets: Sockets,
     /// The relays' links and the sessions they carry.
     links: Links,
+    /// What [`owed`] says of this room: the engine's [`Engine::presence_owed`] after the last
+    /// turn.
+    owed: bool,
 }
 
 /// Makes the rules of a kind of room from the deployment's variables: called
@@ -76,6 +80,8 @@ pub struct Host {
 /// Everything the object owns, shared with the flush timer it spawns.
 struct Inner {
     state: State,
+    /// The object's id: its entry in [`owed`].
+    key: String,
     env: Env,
     config: RoomConfig,
     rules: MakeRules,
@@ -116,8 +122,10 @@ impl Host {
             settings::LOG_CONNECTIONS.name,
         ));
         let sql = state.storage().sql();
+        let key = state.id().to_string();
         let inner = Inner {
             sql,
+            key,
             state,
             env,
             config,
@@ -618,6 +626,11 @@ impl Inner {
         });
         match applied {
             Ok(effects) => {
+                let owed = live.engine.presence_owed();
+                if owed != live.owed {
+                    live.owed = owed;
+                    owed::mark(&self.key, owed);
+                }
                 if effects.delete {
                     // The engine is spent; the next event finds no room.
                     log("room_deleted", serde_json::json!({"room": live.engine.name()}));
@@ -742,6 +755,8 @@ impl Inner {
         let new_epoch = || room::epoch_id(random_u64());
         let mut snap = storage::load(sql, room, home, new_epoch, recent, now())?;
         snap.nonce = random_u64();
+        // What the room owed its readers when its memory last went (a Wasm reset).
+        snap.presence_owed = owed::take(&self.key);
         let all = self.state.get_websockets();
         let sockets = Sockets::restore(&all, &mut snap.peers);
         let mut links = Links::restore(sql, &all, (snap.nonce, snap.seq))?;
@@ -756,7 +771,7 @@ impl Inner {
             "seq": engine.seq(), "sockets": engine.connections(),
         });
         log("room_loaded", fields);
-        Ok(Live { engine, sockets, links })
+        Ok(Live { engine, sockets, links, owed: false })
     }
 }
 

@@ -179,7 +179,8 @@ pub fn load(
         blocks,
         idle_since: get("idle_since").and_then(|v| v.parse().ok()).map(Time::from_ms),
         timers: get("timers").and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
-        nonce: 0, // the host's fresh randomness, set by the caller
+        nonce: 0,             // the host's fresh randomness, set by the caller
+        presence_owed: false, // the host's, set by the caller
     })
 }
 

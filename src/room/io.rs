@@ -291,6 +291,11 @@ pub struct Snapshot {
     /// client echoing a mark it read before an eviction would confirm bytes
     /// sent after it, which it never read (the fuzzer's finding 11).
     pub nonce: u64,
+    /// The room before this load owed its readers presence changes it had not sent yet
+    /// ([`Room::presence_owed`](crate::room::Room::presence_owed)) and lost them with its memory
+    /// (a Wasm reset): the adapter keeps that fact where a reset does not reach. Every
+    /// connection then gets the whole member list at once.
+    pub presence_owed: bool,
 }
 
 /// A retained log entry as the deduplication index and session ownership

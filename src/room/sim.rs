@@ -135,6 +135,9 @@ pub struct Sim {
     next_conn: u64,
     /// Loads of the room so far (each gets its own nonce).
     loads: u64,
+    /// The adapter keeps [`Room::presence_owed`] where a reset does not reach, and gives it to
+    /// the next load (true, as the adapter does; false: a test's control, as if it did not).
+    pub keeps_presence_owed: bool,
     /// The next connect is the health canary's.
     canary_next: bool,
     /// The next connect comes over this link.
@@ -164,6 +167,7 @@ impl Sim {
             rules: None,
             next_conn: 0,
             loads: 0,
+            keeps_presence_owed: true,
             canary_next: false,
             link_next: None,
         }
@@ -408,6 +412,8 @@ impl Sim {
             timers: self.disk.timers.clone(),
             // The adapter's fresh randomness of this load (deterministic here).
             nonce: self.loads.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            // What the adapter keeps outside the Wasm's memory after each turn.
+            presence_owed: self.keeps_presence_owed && self.room.presence_owed(),
         };
         self.loads += 1;
         let rules = match &self.rules {

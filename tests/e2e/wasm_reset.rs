@@ -29,12 +29,68 @@ static RESET: LazyRuntime = LazyRuntime::new("wasm-reset", || {
     .to_vec()
 });
 
+/// Another, whose presence windows last 10 s: long enough that a join is surely still held
+/// when the reset comes, however loaded the machine.
+static RESET_WINDOW: LazyRuntime = LazyRuntime::new("wasm-reset-window", || {
+    [
+        "--var",
+        &format!("AUTH_SECRET:{}", es::SECRET),
+        "--var",
+        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
+        "--var",
+        "PRESENCE_WINDOW_MS:10000",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+});
+
 pub fn trials() -> Vec<Spec> {
-    vec![es::on(
-        "wasm_reset::a_panic_in_a_room_loses_no_acked_write_and_no_member",
-        &RESET,
-        panic_in_a_room,
-    )]
+    vec![
+        es::on(
+            "wasm_reset::a_panic_in_a_room_loses_no_acked_write_and_no_member",
+            &RESET,
+            panic_in_a_room,
+        ),
+        es::on(
+            "wasm_reset::a_join_held_in_a_presence_window_reaches_every_member_after_a_reset",
+            &RESET_WINDOW,
+            held_join,
+        ),
+    ]
+}
+
+/// A member joins while a presence window holds the changes after the first (10 s here), and
+/// the instance resets before the window ends: the held join went with the memory. The room's
+/// next load finds that it owed presence (kept in JavaScript, which the reset does not reach)
+/// and sends every member the whole list; without it the observer would never hear of the
+/// newcomer (`room::tests::presence`, the control).
+async fn held_join(ctx: Ctx) -> R {
+    let room = support::room("reset-window");
+    let mut obs = dial(&ctx, &room, "observer").await?; // its join opens a window
+    let late = dial(&ctx, &room, "late").await?; // held for the window's end
+    obs.get_state().await?; // what the room sent the observer before this answer is read
+    check!(
+        obs.members_seen().len() == 1,
+        "the late join should still be held: {:?}",
+        obs.members_seen()
+    );
+    let loaded_before = ctx.log.room_loaded(&room).len();
+    let (port, faulty) = (ctx.port, room.clone());
+    let _fault = tokio::spawn(async move {
+        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
+    });
+    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
+        .await?;
+    // The held timer went with the instance: the observer's next frame loads the room again.
+    obs.get_state().await?;
+    ctx.log.wait_room_loaded(&room, loaded_before + 1, Duration::from_secs(5)).await?;
+    obs.await_members(2).await?;
+    let seen = obs.members_seen();
+    check!(seen.contains(&late.session), "the observer's list after the reset: {seen:?}");
+    let reset = obs.history.iter().find(|f| f["type"] == "presence" && f["reset"] == true);
+    check!(reset.is_some(), "the newcomer came in a whole list: {:?}", obs.history);
+    check!(obs.closed.is_none(), "the observer was disconnected: {:?}", obs.closed);
+    Ok(())
 }
 
 const MEMBERS: usize = 4;

@@ -44,6 +44,11 @@ impl Window {
         self.count
     }
 
+    /// Some change waits for the window's end.
+    pub(super) fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// A reset is on its way with the whole member list: nothing held is owed any more.
     pub(super) fn forget(&mut self) {
         self.held.clear();
@@ -133,6 +138,18 @@ impl Room {
                 self.send(conn, Rc::from(frame));
             }
         }
+    }
+
+    /// The load before this one owed presence changes and lost them with its memory (a Wasm
+    /// reset): nobody can tell which reader missed what, so every connection gets the whole
+    /// member list at once (with the summary, on the timer a due summary asks for), as after
+    /// shedding. A large room's readers hold no list: its summaries are whole each time.
+    pub(super) fn presence_lost(&mut self, now: u64) {
+        if self.large || self.conns.is_empty() {
+            return;
+        }
+        self.presence_stale = true;
+        self.summary.due = Some(now);
     }
 
     /// Some connection comes over a relay's link.

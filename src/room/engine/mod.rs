@@ -206,6 +206,7 @@ impl Room {
         now: Time,
     ) -> Room {
         let now = now.ms();
+        let owed = snap.presence_owed;
         let history = history_of(&config, &snap);
         let mut users = Users::default();
         for (user, until) in &snap.blocks {
@@ -264,6 +265,9 @@ impl Room {
             config,
         };
         room.restore_peers(snap.peers, snap.nonce, now);
+        if owed {
+            room.presence_lost(now);
+        }
         if room.conns.is_empty() {
             room.retain_from(snap.idle_since.map_or(now, Time::ms));
         }
@@ -325,6 +329,16 @@ impl Room {
     /// Whether the engine tracks connection `conn`.
     pub fn knows(&self, conn: &str) -> bool {
         self.conns.contains_key(conn)
+    }
+
+    /// Whether the room holds presence changes some connection has not been sent yet: a
+    /// presence window's, or the whole list a room shedding load owes. They live in memory
+    /// only, and the runtime hibernates no object that owes them (a timer is pending), but a
+    /// Wasm reset drops them: an adapter keeps this fact outside the Wasm's memory after each
+    /// turn and gives it to the next load ([`Snapshot::presence_owed`]), which sends every
+    /// connection the whole member list.
+    pub fn presence_owed(&self) -> bool {
+        !self.large && (self.presence_stale || self.window.holds())
     }
 
     /// Present members (sessions).

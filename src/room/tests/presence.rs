@@ -334,3 +334,60 @@ fn a_state_changed_within_a_window_reaches_the_others_once_as_its_latest() {
     s.send(&b, r#"{"type":"presence","state":{"y":1}}"#);
     assert_eq!(of_type(&s.take(&a), "presence")[0]["joins"]["sess-bbbb"]["state"], json!({"y":1}));
 }
+
+/// A Wasm reset while a window holds a join: the memory goes with the held diff, and the
+/// readers who never heard of the member would never hear of it. The adapter keeps the fact
+/// that presence was owed outside the Wasm's memory; the next load sends every connection the
+/// whole list. The control (an adapter that forgets it) shows what was lost.
+#[test]
+fn a_reset_inside_a_presence_window_sends_every_reader_the_whole_list() {
+    const OBS: &str = "sess-obsv";
+    let run = |kept: bool| -> (bool, Vec<String>, Vec<Value>) {
+        let mut s = Sim::new(RoomConfig::default());
+        s.keeps_presence_owed = kept;
+        let obs = s.connect(OBS, "EU", None);
+        s.presence_window_ends();
+        s.connect("sess-aaaa", "EU", None); // at once: the leading edge
+        s.connect("sess-bbbb", "NA", None); // held for the window's end
+        assert!(s.room.presence_owed(), "the window holds b's join");
+        let mut frames = s.take(&obs);
+        let held: Vec<String> = view_of(&frames, OBS).into_keys().collect();
+        assert_eq!(held, ["sess-aaaa"], "b is held: {frames:?}");
+        s.reload(); // a Wasm reset: the sockets stay, the memory goes
+        s.settle();
+        s.run_until(s.now.plus_ms(10_000));
+        assert!(!s.room.presence_owed());
+        let after = s.take(&obs);
+        frames.extend(after.iter().cloned());
+        let view = view_of(&frames, OBS);
+        let exact = view == room_view(&s, OBS);
+        (exact, view.into_keys().collect(), of_type(&after, "presence"))
+    };
+    let (exact, view, presence) = run(true);
+    assert!(exact, "the observer's view is the room's: {view:?} {presence:?}");
+    assert_eq!(view, ["sess-aaaa", "sess-bbbb"]);
+    assert_eq!(presence.len(), 1, "one reset: {presence:?}");
+    assert_eq!(presence[0]["reset"], true);
+    let (exact, view, _) = run(false);
+    assert!(!exact, "control: an adapter that forgets it leaves b unheard of: {view:?}");
+    assert_eq!(view, ["sess-aaaa"]);
+}
+
+/// A room that owes nothing when it is rebuilt (a hibernation's wake, or a reset after the
+/// window ended) sends nobody a list: the whole list goes only where something was lost.
+#[test]
+fn a_reload_that_owed_nothing_sends_no_list() {
+    let mut s = Sim::new(RoomConfig::default());
+    let obs = s.connect("sess-obsv", "EU", None);
+    s.connect("sess-aaaa", "EU", None);
+    s.presence_window_ends();
+    assert!(!s.room.presence_owed());
+    s.take(&obs);
+    s.reload();
+    s.settle();
+    s.run_until(s.now.plus_ms(10_000));
+    assert!(of_type(&s.take(&obs), "presence").is_empty());
+    s.evict();
+    s.run_until(s.now.plus_ms(10_000));
+    assert!(of_type(&s.take(&obs), "presence").is_empty());
+}
