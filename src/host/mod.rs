@@ -53,9 +53,8 @@ struct Live {
     sockets: Sockets,
     /// The relays' links and the sessions they carry.
     links: Links,
-    /// What [`owed`] says of this room: the engine's [`Engine::presence_owed`] after the last
-    /// turn.
-    owed: bool,
+    /// What [`owed`] says of this room: what the engine owed after the last turn.
+    owed: owed::Owed,
 }
 
 /// Makes the rules of a kind of room from the deployment's variables: called
@@ -626,7 +625,9 @@ impl Inner {
         });
         match applied {
             Ok(effects) => {
-                let owed = live.engine.presence_owed();
+                let engine = &live.engine;
+                let owed =
+                    owed::Owed { presence: engine.presence_owed(), frames: engine.frames_owed() };
                 if owed != live.owed {
                     live.owed = owed;
                     owed::mark(&self.key, owed);
@@ -755,8 +756,9 @@ impl Inner {
         let new_epoch = || room::epoch_id(random_u64());
         let mut snap = storage::load(sql, room, home, new_epoch, recent, now())?;
         snap.nonce = random_u64();
-        // What the room owed its readers when its memory last went (a Wasm reset).
-        snap.presence_owed = owed::take(&self.key);
+        // What the room owed its clients when its memory last went (a Wasm reset).
+        let owed = owed::take(&self.key);
+        (snap.presence_owed, snap.frames_owed) = (owed.presence, owed.frames);
         let all = self.state.get_websockets();
         let sockets = Sockets::restore(&all, &mut snap.peers);
         let mut links = Links::restore(sql, &all, (snap.nonce, snap.seq))?;
@@ -771,7 +773,7 @@ impl Inner {
             "seq": engine.seq(), "sockets": engine.connections(),
         });
         log("room_loaded", fields);
-        Ok(Live { engine, sockets, links, owed: false })
+        Ok(Live { engine, sockets, links, owed: owed::Owed::default() })
     }
 }
 

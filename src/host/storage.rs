@@ -175,12 +175,12 @@ pub fn load(
         state,
         recent,
         ids,
-        peers: Vec::new(),
         blocks,
         idle_since: get("idle_since").and_then(|v| v.parse().ok()).map(Time::from_ms),
         timers: get("timers").and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
-        nonce: 0,             // the host's fresh randomness, set by the caller
-        presence_owed: false, // the host's, set by the caller
+        // The peers (the sockets'), the nonce (fresh randomness) and what the memory before
+        // owed: the caller's.
+        ..Snapshot::default()
     })
 }
 

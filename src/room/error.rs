@@ -141,6 +141,9 @@ pub enum CloseCode {
     /// The room's rules refused the member (4403), with the rule's code as
     /// the reason: do not reconnect.
     Rule(String),
+    /// The room's memory was reset (a Wasm reset) while frames waited in it for this
+    /// connection (1012): reconnect and resume, and the log sends them again.
+    Reset,
 }
 
 impl CloseCode {
@@ -152,6 +155,7 @@ impl CloseCode {
             CloseCode::Abuse => 4029,
             CloseCode::Timeout => 4008,
             CloseCode::GoingAway => 1001,
+            CloseCode::Reset => 1012,
             CloseCode::Backlog => 4013,
             CloseCode::TokenExpired => 4401,
             CloseCode::Kicked | CloseCode::Blocked | CloseCode::Rule(_) => 4403,
@@ -170,6 +174,7 @@ impl CloseCode {
             CloseCode::Abuse => "rate limit abuse",
             CloseCode::Timeout => "heartbeat timeout",
             CloseCode::GoingAway => "room drained",
+            CloseCode::Reset => "room_reset",
             CloseCode::Backlog => "backlog",
             CloseCode::TokenExpired => "token_expired",
             CloseCode::Kicked => "kicked",

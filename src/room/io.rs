@@ -296,6 +296,10 @@ pub struct Snapshot {
     /// (a Wasm reset): the adapter keeps that fact where a reset does not reach. Every
     /// connection then gets the whole member list at once.
     pub presence_owed: bool,
+    /// Likewise for frames ([`Room::frames_owed`](crate::room::Room::frames_owed)): every
+    /// socket of the room's own is closed 1012 `room_reset` at once, and each client resumes
+    /// from what it applied.
+    pub frames_owed: bool,
 }
 
 /// A retained log entry as the deduplication index and session ownership

@@ -42,6 +42,11 @@ impl Outbox {
         self.queue.is_empty()
     }
 
+    /// Whether a frame that is not a signal waits (a signal is worth nothing once stale).
+    pub fn holds_durable(&self) -> bool {
+        self.queue.len() > self.signals.len()
+    }
+
     /// Bytes waiting.
     pub fn bytes(&self) -> u64 {
         self.bytes

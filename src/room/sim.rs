@@ -135,9 +135,10 @@ pub struct Sim {
     next_conn: u64,
     /// Loads of the room so far (each gets its own nonce).
     loads: u64,
-    /// The adapter keeps [`Room::presence_owed`] where a reset does not reach, and gives it to
-    /// the next load (true, as the adapter does; false: a test's control, as if it did not).
-    pub keeps_presence_owed: bool,
+    /// The adapter keeps [`Room::presence_owed`] and [`Room::frames_owed`] where a reset does
+    /// not reach, and gives them to the next load (true, as the adapter does; false: a test's
+    /// control, as if it did not).
+    pub keeps_owed: bool,
     /// The next connect is the health canary's.
     canary_next: bool,
     /// The next connect comes over this link.
@@ -167,7 +168,7 @@ impl Sim {
             rules: None,
             next_conn: 0,
             loads: 0,
-            keeps_presence_owed: true,
+            keeps_owed: true,
             canary_next: false,
             link_next: None,
         }
@@ -413,7 +414,8 @@ impl Sim {
             // The adapter's fresh randomness of this load (deterministic here).
             nonce: self.loads.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             // What the adapter keeps outside the Wasm's memory after each turn.
-            presence_owed: self.keeps_presence_owed && self.room.presence_owed(),
+            presence_owed: self.keeps_owed && self.room.presence_owed(),
+            frames_owed: self.keeps_owed && self.room.frames_owed(),
         };
         self.loads += 1;
         let rules = match &self.rules {

@@ -44,6 +44,21 @@ static RESET_WINDOW: LazyRuntime = LazyRuntime::new("wasm-reset-window", || {
     .to_vec()
 });
 
+/// And another, whose flow windows are 4 KiB: a reader that reads nothing soon has frames
+/// waiting for it in the room.
+static RESET_QUEUE: LazyRuntime = LazyRuntime::new("wasm-reset-queue", || {
+    [
+        "--var",
+        &format!("AUTH_SECRET:{}", es::SECRET),
+        "--var",
+        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
+        "--var",
+        "SEND_WINDOW_BYTES:4096",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+});
+
 pub fn trials() -> Vec<Spec> {
     vec![
         es::on(
@@ -56,7 +71,57 @@ pub fn trials() -> Vec<Spec> {
             &RESET_WINDOW,
             held_join,
         ),
+        es::on(
+            "wasm_reset::frames_waiting_for_a_reader_at_a_reset_reach_it_by_a_resume",
+            &RESET_QUEUE,
+            queued_frames,
+        ),
     ]
+}
+
+/// A reader reads nothing while six messages of 3 KB go out: its 4 KiB flow window fills,
+/// and the rest wait in the room for its echo of a mark. The instance resets: what waited
+/// went with the memory. The next load finds that frames were owed (kept in JavaScript),
+/// closes the room's sockets 1012 `room_reset`, and the reader resumes from what it read:
+/// every message once, in order, without a gap (`room::tests::scenarios`, with the control
+/// that shows the gap).
+async fn queued_frames(ctx: Ctx) -> R {
+    let room = support::room("reset-queued");
+    let mut publisher = dial(&ctx, &room, "publisher").await?;
+    let mut reader = dial(&ctx, &room, "reader").await?;
+    let epoch = reader.epoch();
+    let pad = "p".repeat(3_000);
+    for i in 0..6 {
+        publisher.publish_acked(&format!("m{i}"), "chat", json!(pad)).await?;
+    }
+    let st = es::stats(ctx.port, &room).await?;
+    check!(st["waiting_bytes"].as_u64().unwrap_or(0) > 0, "a frame waits for the reader: {st}");
+    let (port, faulty) = (ctx.port, room.clone());
+    let _fault = tokio::spawn(async move {
+        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
+    });
+    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
+        .await?;
+    // The next request loads the room again.
+    let st = es::stats(ctx.port, &room).await?;
+    check!(st["connections"] == 0, "the room's sockets were closed to resume: {st}");
+    let code = reader.expect_close(Duration::from_secs(5)).await?;
+    check!(code == Some(1012), "the reader should be closed 1012 room_reset, got {code:?}");
+    let read: Vec<u64> =
+        reader.history.iter().filter(|f| f["type"] == "message").map(seq).collect();
+    let last = read.last().copied().unwrap_or(0);
+    let session = reader.session.clone();
+    let token = es::token(&room, "reader");
+    let dial = Dial::new(ctx.port, &room, &session).token(&token).since(last, &epoch);
+    let mut back = dial.connect().await?;
+    check!(back.welcome["resumed"] == true, "the reader resumes: {}", back.welcome);
+    let mut all = read.clone();
+    while all.len() < 6 {
+        all.push(seq(&back.expect_type("message").await?));
+    }
+    let want: Vec<u64> = (1..=6).collect();
+    check!(all == want, "the reader's messages, before and after the resume: {all:?}");
+    Ok(())
 }
 
 /// A member joins while a presence window holds the changes after the first (10 s here), and

@@ -152,6 +152,17 @@ impl Room {
         self.summary.due = Some(now);
     }
 
+    /// The load before this one owed frames to sockets of its own and lost them (a Wasm
+    /// reset): each socket is closed 1012 `room_reset` and its client resumes from its `seq`.
+    pub(super) fn frames_lost(&mut self, now: u64) {
+        let mut own: Vec<String> =
+            self.conns.iter().filter(|(_, c)| c.link.is_none()).map(|(id, _)| id.clone()).collect();
+        own.sort(); // deterministic order of closes
+        for conn in own {
+            self.close(now, &conn, crate::room::CloseCode::Reset);
+        }
+    }
+
     /// Some connection comes over a relay's link.
     fn linked(&self) -> bool {
         self.conns.values().any(|c| c.link.is_some())

@@ -206,7 +206,7 @@ impl Room {
         now: Time,
     ) -> Room {
         let now = now.ms();
-        let owed = snap.presence_owed;
+        let (owed, frames_owed) = (snap.presence_owed, snap.frames_owed);
         let history = history_of(&config, &snap);
         let mut users = Users::default();
         for (user, until) in &snap.blocks {
@@ -265,6 +265,9 @@ impl Room {
             config,
         };
         room.restore_peers(snap.peers, snap.nonce, now);
+        if frames_owed {
+            room.frames_lost(now);
+        }
         if owed {
             room.presence_lost(now);
         }
@@ -339,6 +342,20 @@ impl Room {
     /// connection the whole member list.
     pub fn presence_owed(&self) -> bool {
         !self.large && (self.presence_stale || self.window.holds())
+    }
+
+    /// Whether the room holds frames that are not signals for some socket of its own, not
+    /// handed to the runtime yet: a turn's batch before its end, frames behind a reader's
+    /// flow window, a held catch-up. Memory only, as [`Room::presence_owed`]; the load after a
+    /// reset that dropped them ([`Snapshot::frames_owed`]) closes every socket of its own 1012
+    /// `room_reset` (which ones missed what went with the memory), and each client resumes
+    /// from the `seq` it applied: the log holds everything. A relay's sessions need nothing:
+    /// the home asks their relays where each one is (a recall) on every load.
+    pub fn frames_owed(&self) -> bool {
+        if self.turn.is_empty() && !self.echo_wait && self.deadlines.is_empty() {
+            return false; // nothing can be queued: the common case costs no pass
+        }
+        self.conns.values().any(|c| c.link.is_none() && c.out.holds_durable())
     }
 
     /// Present members (sessions).

@@ -344,7 +344,7 @@ fn a_reset_inside_a_presence_window_sends_every_reader_the_whole_list() {
     const OBS: &str = "sess-obsv";
     let run = |kept: bool| -> (bool, Vec<String>, Vec<Value>) {
         let mut s = Sim::new(RoomConfig::default());
-        s.keeps_presence_owed = kept;
+        s.keeps_owed = kept;
         let obs = s.connect(OBS, "EU", None);
         s.presence_window_ends();
         s.connect("sess-aaaa", "EU", None); // at once: the leading edge

@@ -350,3 +350,51 @@ fn size_limits_on_presence_and_room_state() {
     s.send(&a, r#"{"type":"set","id":"d","key":"a","value":2}"#);
     assert_eq!(s.take_type(&a, "ack").len(), 1, "overwriting a key is always allowed");
 }
+
+/// A Wasm reset while frames wait for a slow reader's echo (its flow window is full): they go
+/// with the memory, and the reader's next message would come after a gap. The adapter keeps
+/// the fact outside the Wasm; the next load closes the room's sockets 1012 `room_reset`, and
+/// the reader resumes from what it applied, without a gap. The control (an adapter that
+/// forgets it) shows the gap.
+#[test]
+fn a_reset_while_frames_wait_for_a_reader_closes_it_to_resume() {
+    let run = |kept: bool| -> (Vec<u64>, Option<u16>) {
+        let mut config = RoomConfig { send_window: 4096, ..RoomConfig::default() };
+        config.finish(); // a mark every 1,024 bytes
+        let mut s = Sim::new(config);
+        s.keeps_owed = kept;
+        let p = s.connect_as("sess-publisher", "pub", "EU", None);
+        let r = s.connect_as("sess-reader", "ann", "EU", None);
+        s.take(&p);
+        s.take(&r);
+        let pad = "p".repeat(3_000);
+        for i in 0..3 {
+            s.publish(&p, &format!("m{i}"), &format!(r#""{pad}""#));
+        }
+        assert!(s.room.frames_owed(), "the last message waits for the reader's echo");
+        s.reload(); // a Wasm reset: the sockets stay, the memory goes
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            got.extend(seqs(&s.take(&r))); // reads, echoes every mark
+        }
+        let closed = s.sockets[&r].closed;
+        if closed.is_some() {
+            let (last, epoch) = (*got.last().unwrap_or(&0), s.room.epoch().to_owned());
+            let back = s.connect_as("sess-reader", "ann", "EU", Some((last, &epoch)));
+            for _ in 0..5 {
+                got.extend(seqs(&s.take(&back)));
+            }
+        } else {
+            s.publish(&p, "m3", "1");
+            for _ in 0..5 {
+                got.extend(seqs(&s.take(&r)));
+            }
+        }
+        (got, closed)
+    };
+    let (got, closed) = run(true);
+    assert_eq!(closed, Some(1012), "closed to resume");
+    assert_eq!(got, [1, 2, 3], "every message once, in order, without a gap");
+    let (got, closed) = run(false);
+    assert_eq!((got, closed), (vec![1, 2, 4], None), "control: the third message is lost");
+}
