@@ -16,48 +16,33 @@ use crate::harness::Spec;
 use crate::runtime::LazyRuntime;
 use crate::support::{self, check_contiguous, id, seq, session_of, Ctx, R};
 
+/// The `wrangler dev` arguments of a reset trial's runtime: tokens, the admin key, and `vars`.
+fn with_vars(vars: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "--var".to_owned(),
+        format!("AUTH_SECRET:{}", es::SECRET),
+        "--var".to_owned(),
+        format!("ADMIN_KEY:{}", es::ADMIN_KEY),
+    ];
+    for var in vars {
+        args.extend(["--var".to_owned(), (*var).to_owned()]);
+    }
+    args
+}
+
 /// A runtime of its own: a reset takes every room of the instance with it, so a trial that
 /// shares the runtime would see its rooms reload (and its requests in flight cancelled).
-static RESET: LazyRuntime = LazyRuntime::new("wasm-reset", || {
-    [
-        "--var",
-        &format!("AUTH_SECRET:{}", es::SECRET),
-        "--var",
-        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
-    ]
-    .map(str::to_owned)
-    .to_vec()
-});
+static RESET: LazyRuntime = LazyRuntime::new("wasm-reset", || with_vars(&[]));
 
 /// Another, whose presence windows last 10 s: long enough that a join is surely still held
 /// when the reset comes, however loaded the machine.
-static RESET_WINDOW: LazyRuntime = LazyRuntime::new("wasm-reset-window", || {
-    [
-        "--var",
-        &format!("AUTH_SECRET:{}", es::SECRET),
-        "--var",
-        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
-        "--var",
-        "PRESENCE_WINDOW_MS:10000",
-    ]
-    .map(str::to_owned)
-    .to_vec()
-});
+static RESET_WINDOW: LazyRuntime =
+    LazyRuntime::new("wasm-reset-window", || with_vars(&["PRESENCE_WINDOW_MS:10000"]));
 
 /// And another, whose flow windows are 4 KiB: a reader that reads nothing soon has frames
 /// waiting for it in the room.
-static RESET_QUEUE: LazyRuntime = LazyRuntime::new("wasm-reset-queue", || {
-    [
-        "--var",
-        &format!("AUTH_SECRET:{}", es::SECRET),
-        "--var",
-        &format!("ADMIN_KEY:{}", es::ADMIN_KEY),
-        "--var",
-        "SEND_WINDOW_BYTES:4096",
-    ]
-    .map(str::to_owned)
-    .to_vec()
-});
+static RESET_QUEUE: LazyRuntime =
+    LazyRuntime::new("wasm-reset-queue", || with_vars(&["SEND_WINDOW_BYTES:4096"]));
 
 pub fn trials() -> Vec<Spec> {
     vec![
