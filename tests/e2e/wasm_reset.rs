@@ -81,12 +81,7 @@ async fn queued_frames(ctx: Ctx) -> R {
     }
     let st = es::stats(ctx.port, &room).await?;
     check!(st["waiting_bytes"].as_u64().unwrap_or(0) > 0, "a frame waits for the reader: {st}");
-    let (port, faulty) = (ctx.port, room.clone());
-    let _fault = tokio::spawn(async move {
-        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
-    });
-    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
-        .await?;
+    force_reset(&ctx, &room).await?;
     // The next request loads the room again.
     let st = es::stats(ctx.port, &room).await?;
     check!(st["connections"] == 0, "the room's sockets were closed to resume: {st}");
@@ -125,12 +120,7 @@ async fn held_join(ctx: Ctx) -> R {
         obs.members_seen()
     );
     let loaded_before = ctx.log.room_loaded(&room).len();
-    let (port, faulty) = (ctx.port, room.clone());
-    let _fault = tokio::spawn(async move {
-        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
-    });
-    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
-        .await?;
+    force_reset(&ctx, &room).await?;
     // The held timer went with the instance: the observer's next frame loads the room again.
     obs.get_state().await?;
     ctx.log.wait_room_loaded(&room, loaded_before + 1, Duration::from_secs(5)).await?;
@@ -145,6 +135,22 @@ async fn held_join(ctx: Ctx) -> R {
 
 const MEMBERS: usize = 4;
 const PER_MEMBER: usize = 8;
+
+/// The fault: `room`'s object panics mid-request, and the instance resets. The request itself
+/// never gets an answer (the aborted promise is never settled), so it runs on its own while the
+/// test goes on; returns it once the runtime logged the fault.
+async fn force_reset(
+    ctx: &Ctx,
+    room: &str,
+) -> R<tokio::task::JoinHandle<R<crate::http::Response>>> {
+    let (port, faulty) = (ctx.port, room.to_owned());
+    let fault = tokio::spawn(async move {
+        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
+    });
+    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
+        .await?;
+    Ok(fault)
+}
 
 async fn dial(ctx: &Ctx, room: &str, sub: &str) -> R<Client> {
     let token = es::token(room, sub);
@@ -176,14 +182,7 @@ async fn panic_in_a_room(ctx: Ctx) -> R {
     let epoch = members[0].epoch();
     let loaded_before = ctx.log.room_loaded(&room).len();
 
-    // The fault: the object panics mid-request. The request itself never gets an answer
-    // (the aborted promise is never settled), so it runs on its own while the test goes on.
-    let (port, faulty) = (ctx.port, room.clone());
-    let fault = tokio::spawn(async move {
-        es::admin(port, "POST", &faulty, "fault", Some(&es::bearer_admin()), None, "").await
-    });
-    es::wait_log(&ctx.log, "fault_injected", 1, Duration::from_secs(5), |v| v["room"] == room)
-        .await?;
+    let fault = force_reset(&ctx, &room).await?;
 
     // Every member is still connected: each publishes again, and everyone gets every message.
     for (m, c) in members.iter_mut().enumerate() {

@@ -352,10 +352,15 @@ impl Room {
     /// from the `seq` it applied: the log holds everything. A relay's sessions need nothing:
     /// the home asks their relays where each one is (a recall) on every load.
     pub fn frames_owed(&self) -> bool {
-        if self.turn.is_empty() && !self.echo_wait && self.deadlines.is_empty() {
-            return false; // nothing can be queued: the common case costs no pass
+        let owes = |c: &Conn| c.link.is_none() && c.out.holds_durable();
+        if self.echo_wait {
+            // Some reader's window is full: it may be anyone.
+            return self.conns.values().any(owes);
         }
-        self.conns.values().any(|c| c.link.is_none() && c.out.holds_durable())
+        // Otherwise a frame waits only for the turn's end, a hold or a signal window: the
+        // connections those name, not every one (a turn of a big room must not pass them all).
+        let named = |conn: &String| self.conns.get(conn).is_some_and(owes);
+        self.turn.iter().any(named) || self.deadlines.iter().any(|(_, conn)| named(conn))
     }
 
     /// Present members (sessions).

@@ -398,3 +398,21 @@ fn a_reset_while_frames_wait_for_a_reader_closes_it_to_resume() {
     let (got, closed) = run(false);
     assert_eq!((got, closed), (vec![1, 2, 4], None), "control: the third message is lost");
 }
+
+/// A batching room's frames wait for the turn's end: owed until then (a reset in between
+/// would drop them), and nothing is owed once the turn has ended.
+#[test]
+fn a_batching_rooms_frames_are_owed_until_the_turn_ends() {
+    let mut s = Sim::new(RoomConfig { batch_above: 0, ..RoomConfig::default() });
+    let p = s.connect("sess-publisher", "EU", None);
+    let r = s.connect("sess-reader", "EU", None);
+    s.settle();
+    s.take(&p);
+    s.take(&r);
+    assert!(!s.room.frames_owed());
+    s.publish(&p, "m1", "1");
+    assert!(s.room.frames_owed(), "the message waits for the end of the turn");
+    s.end_turn();
+    assert!(!s.room.frames_owed());
+    assert_eq!(seqs(&s.take(&r)), [1]);
+}
