@@ -9,7 +9,6 @@
 //! instance takes an epoch from the clock, above any before it).
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -20,7 +19,8 @@ use worker::{
     State, WebSocket, WebSocketIncomingMessage, WebsocketEvent,
 };
 
-use super::{error_response, heartbeat, json_response, now, random_u64, sockets};
+use super::sockets::{self, Sockets};
+use super::{error_response, heartbeat, json_response, now, random_u64};
 use crate::forward::{self, Forwarded, Inbound, Routed, Via};
 use crate::logline::log;
 use crate::relay::{self as engine, Input, Output};
@@ -79,7 +79,7 @@ enum Link {
 struct Live {
     engine: engine::Relay,
     route: Route,
-    clients: HashMap<String, WebSocket>,
+    clients: Sockets,
     link: Link,
     /// The link's last sign of life (ms): its opening, a message or a pong.
     heard: u64,
@@ -252,7 +252,7 @@ impl RelayInner {
         let accepted = super::upgrade::accept(&self.state, Some(&attachment))?;
         let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
         if let Some(live) = self.live.borrow_mut().as_mut() {
-            live.clients.insert(conn, accepted.server);
+            live.clients.add(conn, accepted.server);
         }
         self.run(|e, now| e.handle(now, Input::Open(hello)));
         Ok(accepted.response)
@@ -289,7 +289,7 @@ impl RelayInner {
         let live = Live {
             engine,
             route,
-            clients: HashMap::new(),
+            clients: Sockets::default(),
             link: Link::Dialing(Vec::new()),
             heard: now().ms(),
             muted: false,
@@ -371,9 +371,7 @@ impl RelayInner {
         if let Link::Open(ws) = &live.link {
             let _ = ws.close(Some(1000), Some(why));
         }
-        for ws in live.clients.values() {
-            let _ = ws.close(Some(RESTARTED.0), Some(why));
-        }
+        live.clients.close_all(RESTARTED.0, why);
         // Synchronous, so that an instance started right after (a client that reconnects at
         // once) cannot lose what it writes to a deletion still on its way. A pending alarm
         // fires once more and finds nothing to do.
@@ -577,6 +575,9 @@ impl Live {
                             sockets::send_shared(ws, &text);
                         }
                     }
+                }
+                Output::AllBut { skip, frame } => {
+                    self.clients.send_all_but(&frame, &skip);
                 }
                 Output::Close { conn, code, reason } => {
                     if let Some(ws) = self.clients.remove(&conn) {

@@ -123,6 +123,14 @@ impl Sockets {
 
     /// A frame for every socket and every link's session but those in `skip`.
     fn broadcast(&mut self, links: &mut Links, frame: &str, skip: &[String]) {
+        self.sends += u64::from(self.send_all_but(frame, skip));
+        let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
+        links.broadcast(&skip, frame);
+    }
+
+    /// Sends `frame` to every socket but those of the connections in `skip`; returns how many
+    /// sends the runtime took.
+    pub fn send_all_but(&self, frame: &str, skip: &[String]) -> u32 {
         // One JS string for every socket (passing `&str` would copy and decode the frame once
         // per receiver), one call for the loop. Usually nobody or only the sender is skipped;
         // connections with frames queued (a signal window, a held replay) may be many.
@@ -132,9 +140,12 @@ impl Sockets {
             skipped.add(ws.as_ref());
         }
         let skipped = (skipped.size() > 0).then_some(&skipped);
-        self.sends += u64::from(super::upgrade::fanout(&self.all, &text, skipped));
-        let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
-        links.broadcast(&skip, frame);
+        super::upgrade::fanout(&self.all, &text, skipped)
+    }
+
+    /// The socket of connection `conn`.
+    pub fn get(&self, conn: &str) -> Option<&WebSocket> {
+        self.by_conn.get(conn)
     }
 
     fn apply_outputs(

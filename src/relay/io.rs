@@ -47,6 +47,9 @@ pub enum Output {
     Send { conn: String, frame: Rc<str> },
     /// Send one frame to each of these clients.
     Multicast { conns: Vec<String>, frame: Rc<str> },
+    /// Send one frame to every client but these (in order of name): the usual frame for all,
+    /// which the adapter sends in one loop over its sockets.
+    AllBut { skip: Vec<String>, frame: Rc<str> },
     /// Close a client's socket. The relay has already forgotten it.
     Close { conn: String, code: u16, reason: String },
     /// Call back with [`Input::Alarm`] at this time.

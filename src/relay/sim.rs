@@ -484,6 +484,17 @@ impl Topo {
                         self.deliver(&c, &frame);
                     }
                 }
+                Output::AllBut { skip, frame } => {
+                    // The adapter's loop: every open socket of this instance but those named.
+                    let to: Vec<String> = (self.clients.iter())
+                        .filter(|(_, c)| c.instance == instance && c.open)
+                        .filter(|(id, _)| skip.binary_search(id).is_err())
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    for c in to {
+                        self.deliver(&c, &frame);
+                    }
+                }
                 Output::Close { conn, code, reason } => {
                     self.tail_lost += u64::from(reason == "relay_tail_lost");
                     let c = self.clients.get_mut(&conn).expect("known client");

@@ -22,6 +22,9 @@ pub struct Outbox {
     pub due: bool,
     /// Bytes of a queued catch-up not yet taken: on top of the backlog bound.
     pub allowance: u64,
+    /// The turn that last flushed it (the room's count of flushes) and the group of
+    /// connections it went with: who is left out of a group that is most of the room.
+    pub flushed: (u64, usize),
 }
 
 impl Outbox {

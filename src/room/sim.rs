@@ -124,6 +124,8 @@ pub struct Sim {
     pub wake: Option<Time>,
     /// How many connections each `Multicast` went to, in order.
     pub multicasts: Vec<usize>,
+    /// How many of the room's own sockets each `Broadcast` went to, in order.
+    pub broadcasts: Vec<usize>,
     /// Catch-ups the room left to a relay's tail ([`Output::Replay`]), across reloads.
     pub tail_replays: u64,
     /// Welcomes the room left to a relay to make ([`Output::Welcome`]), across reloads.
@@ -162,6 +164,7 @@ impl Sim {
             alarms_set: Vec::new(),
             wake: None,
             multicasts: Vec::new(),
+            broadcasts: Vec::new(),
             tail_replays: 0,
             relay_welcomes: 0,
             relay_states: 0,
@@ -488,6 +491,7 @@ impl Sim {
                         .filter(|(c, s)| s.open && !skip.contains(c) && !self.relayed(s))
                         .map(|(c, _)| c.clone())
                         .collect();
+                    self.broadcasts.push(to.len());
                     self.cross(&to);
                     for c in to {
                         self.deliver(&c, &frame);

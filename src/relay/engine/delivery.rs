@@ -25,7 +25,14 @@ struct Cfg {
 
 #[derive(Default)]
 struct Fanout {
+    /// The clients it went to now, by name (a frame for named clients).
     sent: Vec<String>,
+    /// How many clients it went to now (a frame for every client).
+    count: usize,
+    /// For a frame for every client: those it did not go to now (held, not yet admitted,
+    /// skipped), so that the adapter loops over its sockets once instead of looking each one
+    /// up. `None` for a frame for named clients.
+    left: Option<Vec<String>>,
     marks: Vec<(String, String)>,
     held: Vec<String>,
 }
@@ -42,7 +49,10 @@ impl Fanout {
             if let Some(token) = c.flow.sent(len, cfg.every) {
                 self.marks.push((id.to_owned(), token));
             }
-            self.sent.push(id.to_owned());
+            match self.left {
+                Some(_) => self.count += 1,
+                None => self.sent.push(id.to_owned()),
+            }
             return;
         }
         match key {
@@ -52,6 +62,14 @@ impl Fanout {
             None => c.out.push(frame.clone()),
         }
         self.held.push(id.to_owned());
+        self.skip(id);
+    }
+
+    /// `id` is not sent this frame now (only noted for a frame for every client).
+    fn skip(&mut self, id: &str) {
+        if let Some(left) = &mut self.left {
+            left.push(id.to_owned());
+        }
     }
 }
 
@@ -74,11 +92,14 @@ impl Relay {
     /// A frame for every client the home has addressed but those in `skip` (the home's `all`),
     /// or (`signal`: its key) a local signal for all of them.
     pub(super) fn emit_all(&mut self, skip: &BTreeSet<&str>, frame: Rc<str>, key: Option<&str>) {
-        let (mut fan, cfg) = (Fanout::default(), self.cfg());
-        let to =
-            self.clients.iter_mut().filter(|(id, c)| c.admitted && !skip.contains(id.as_str()));
-        for (id, c) in to {
-            fan.add(id, c, &frame, key, cfg);
+        let cfg = self.cfg();
+        let mut fan = Fanout { left: Some(Vec::new()), ..Fanout::default() };
+        for (id, c) in self.clients.iter_mut() {
+            if c.admitted && !skip.contains(id.as_str()) {
+                fan.add(id, c, &frame, key, cfg);
+            } else {
+                fan.skip(id);
+            }
         }
         self.fan(fan, frame);
     }
@@ -86,11 +107,13 @@ impl Relay {
     /// Sends what a [`Fanout`] says went now, then the marks it made due, then checks the
     /// clients it left waiting against the backlog bound.
     fn fan(&mut self, mut fan: Fanout, frame: Rc<str>) {
-        self.outbound.add(self.now, (fan.sent.len() + fan.marks.len()) as u64);
-        match fan.sent.len() {
-            0 => {}
-            1 => self.outputs.push_back(Output::Send { conn: fan.sent.remove(0), frame }),
-            _ => self.outputs.push_back(Output::Multicast { conns: fan.sent, frame }),
+        let sent = if fan.left.is_some() { fan.count } else { fan.sent.len() };
+        self.outbound.add(self.now, (sent + fan.marks.len()) as u64);
+        match (sent, fan.left) {
+            (0, _) => {}
+            (_, Some(skip)) => self.outputs.push_back(Output::AllBut { skip, frame }),
+            (1, None) => self.outputs.push_back(Output::Send { conn: fan.sent.remove(0), frame }),
+            (_, None) => self.outputs.push_back(Output::Multicast { conns: fan.sent, frame }),
         }
         for (conn, token) in fan.marks {
             self.outputs.push_back(Output::Send { conn, frame: mark_frame(&token).into() });

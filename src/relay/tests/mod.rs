@@ -1350,7 +1350,7 @@ fn an_operation_of_a_later_link_version_is_skipped_not_the_message() {
     relay.handle(now, Input::Down(later));
     let sent: Vec<String> = std::iter::from_fn(|| relay.poll_output())
         .filter_map(|o| match o {
-            Output::Send { frame, .. } => Some(frame.to_string()),
+            Output::Send { frame, .. } | Output::AllBut { frame, .. } => Some(frame.to_string()),
             _ => None,
         })
         .collect();

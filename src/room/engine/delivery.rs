@@ -245,10 +245,14 @@ impl Room {
 
     /// The turn ended: every connection with durable frames queued gets
     /// them, packed. Connections whose queues are the same frames (the usual
-    /// case: every member got the same messages) share one text.
+    /// case: every member got the same messages) share one text; a group that
+    /// is most of the room goes as a broadcast naming those left out, so that
+    /// the adapter loops over its sockets once instead of looking each one up.
     pub(super) fn flush_turn(&mut self) {
         let now = self.now;
         let window = self.config.send_window;
+        self.flushes += 1;
+        let stamp = self.flushes;
         let mut groups: Vec<(Vec<Rc<str>>, Vec<String>)> = Vec::new();
         let mut index: HashMap<Vec<*const u8>, usize> = HashMap::new();
         for conn in std::mem::take(&mut self.turn) {
@@ -265,17 +269,31 @@ impl Room {
             }
             let frames = c.out.take_upto(c.flow.room_left(window));
             self.echo_wait |= !c.out.is_empty();
-            let key: Vec<*const u8> = frames.iter().map(|f| f.as_ptr()).collect();
-            match index.get(&key) {
-                Some(&i) => groups[i].1.push(conn),
+            // Most connections share the previous one's frames: no key to build for them.
+            let last = groups.len().checked_sub(1).filter(|&i| same(&groups[i].0, &frames));
+            let group = match last {
+                Some(i) => i,
                 None => {
-                    index.insert(key, groups.len());
-                    groups.push((frames, vec![conn]));
+                    let key: Vec<*const u8> = frames.iter().map(|f| f.as_ptr()).collect();
+                    *index.entry(key).or_insert_with(|| {
+                        groups.push((frames, Vec::new()));
+                        groups.len() - 1
+                    })
                 }
-            }
+            };
+            c.out.flushed = (stamp, group);
+            groups[group].1.push(conn);
         }
-        for (frames, conns) in groups {
-            self.emit_to(conns, frames);
+        for (i, (frames, conns)) in groups.into_iter().enumerate() {
+            let skip = (conns.len() > 1 && conns.len() * 2 > self.conns.len()).then(|| {
+                let mut out: Vec<String> = (self.conns.iter())
+                    .filter(|(_, c)| c.out.flushed != (stamp, i))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                out.sort(); // deterministic
+                out
+            });
+            self.emit_to(conns, frames, skip);
         }
     }
 
@@ -442,11 +460,12 @@ impl Room {
     }
 
     pub(super) fn emit(&mut self, conn: &str, frames: Vec<Rc<str>>) {
-        self.emit_to(vec![conn.to_owned()], frames);
+        self.emit_to(vec![conn.to_owned()], frames, None);
     }
 
-    /// Sends the same frames to each of `conns`, packed into batches.
-    fn emit_to(&mut self, conns: Vec<String>, frames: Vec<Rc<str>>) {
+    /// Sends the same frames to each of `conns`, packed into batches; as a broadcast but
+    /// `skip` when given (`conns` are then every connection not in it).
+    fn emit_to(&mut self, conns: Vec<String>, frames: Vec<Rc<str>>, skip: Option<Vec<String>>) {
         if frames.len() > 1 {
             self.stats.batches += conns.len() as u64;
         }
@@ -465,6 +484,12 @@ impl Room {
                 Some((id.clone(), token))
             })
             .collect();
+        if let Some(skip) = skip {
+            for frame in packed {
+                self.push(Output::Broadcast { frame, skip: skip.clone() });
+            }
+            return self.mark(marks);
+        }
         let mut packed = packed.into_iter().peekable();
         while let Some(frame) = packed.next() {
             if conns.len() == 1 {
@@ -478,4 +503,9 @@ impl Room {
         }
         self.mark(marks);
     }
+}
+
+/// The same frames (the same texts, not equal ones), in the same order.
+fn same(a: &[Rc<str>], b: &[Rc<str>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Rc::ptr_eq(x, y))
 }

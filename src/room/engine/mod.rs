@@ -130,6 +130,8 @@ pub struct Room {
     resumes: Meter,
     /// Connections with durable frames waiting for the end of the turn.
     turn: Vec<String>,
+    /// Turns flushed so far: tells a connection flushed in this turn from one that was not.
+    flushes: u64,
     /// When coalescing windows and replay holds end, by connection.
     deadlines: BTreeSet<(u64, String)>,
     /// The short wake-up timer requested for the next deadline.
@@ -244,6 +246,7 @@ impl Room {
             outbound: Meter::default(),
             resumes: Meter::default(),
             turn: Vec::new(),
+            flushes: 0,
             deadlines: BTreeSet::new(),
             // Asking again for the in-memory timer costs the adapter nothing
             // when one is pending (it keeps the earliest).

@@ -192,9 +192,12 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
     assert!(early.len() < 10, "frames past the threshold wait for the end of the turn: {early:?}");
     assert_eq!(s.wake, Some(s.now), "the end of the turn is asked for");
     s.multicasts.clear();
+    s.broadcasts.clear();
     s.run_until(s.now);
-    // The watchers all waited for the same frames: one text for all 20.
-    assert_eq!(s.multicasts, [20], "one shared batch for the watchers");
+    // The watchers all waited for the same frames: one text for all 20, as a broadcast
+    // that leaves out the publisher (acked, not sent its own messages).
+    assert_eq!(s.broadcasts, [20], "one shared batch for the watchers");
+    assert!(s.multicasts.is_empty(), "no socket looked up one by one: {:?}", s.multicasts);
     for (w, before) in watchers.iter().zip(raw_before) {
         let got = s.take(w);
         assert_eq!(seqs(&got), (2..=11).collect::<Vec<u64>>(), "every message, in order");
@@ -210,6 +213,66 @@ fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
     assert_eq!(acks, (1..=11).collect::<Vec<u64>>(), "acks in order, once each");
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
     assert!(stats["batches"].as_u64().unwrap() >= 20, "one batch per watcher at least: {stats}");
+}
+
+#[test]
+fn a_turns_batch_for_most_of_the_room_leaves_out_exactly_those_who_wait() {
+    // The batch for the watchers goes as one broadcast. Left out of it: the publisher, whose
+    // turn also holds its acks (a text of its own), and a reader whose window is full, which
+    // still gets every message, in order, once it echoes.
+    let mut config = RoomConfig {
+        batch_above: 60,
+        send_window: 4096,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
+        ..RoomConfig::default()
+    };
+    config.finish();
+    let mut s = Sim::new(config);
+    let p = s.connect("sess-pubr", "EU", None);
+    let slow = s.connect("sess-slow", "EU", None);
+    let watchers: Vec<String> =
+        (0..12).map(|i| s.connect(&format!("sess-w{i:03}"), "EU", None)).collect();
+    s.run_until(s.now.plus_ms(5_000));
+    for c in watchers.iter().chain([&p, &slow]) {
+        s.take(c);
+    }
+    s.sockets.get_mut(&slow).unwrap().silent = true;
+    let mut sent = 0;
+    let mut left_out = false;
+    let mut own = Vec::new();
+    // Turn after turn until the slow reader's window is full and a turn's batch skips it.
+    for turn in 0..40 {
+        s.broadcasts.clear();
+        for i in 0..10 {
+            sent += 1;
+            s.publish(&p, &format!("t{turn}-{i}"), &format!("\"{}\"", "x".repeat(100)));
+        }
+        s.run_until(s.now);
+        for w in &watchers {
+            s.take(w);
+        }
+        own.extend(seqs(&s.take(&p)));
+        if s.room.waiting_for_echo() && !s.broadcasts.is_empty() {
+            assert_eq!(s.broadcasts, [watchers.len()], "the watchers only, in one text");
+            left_out = true;
+            break;
+        }
+    }
+    assert!(left_out, "the slow reader's window never filled");
+    // The publisher's turns carried its acks too: a text of its own, every message in it.
+    assert_eq!(own, (1..=sent).collect::<Vec<u64>>(), "the publisher's own");
+    assert!(s.multicasts.iter().all(|&n| n < watchers.len()), "{:?}", s.multicasts);
+    s.sockets.get_mut(&slow).unwrap().silent = false;
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        got.extend(seqs(&s.take(&slow)));
+        s.run_until(s.now.plus_ms(10));
+    }
+    got.extend(seqs(&s.take(&slow)));
+    assert_eq!(got, (1..=sent).collect::<Vec<u64>>(), "every message once, in order");
 }
 
 #[test]
