@@ -384,6 +384,22 @@ impl Sim {
     /// does not hibernate use this directly).
     pub fn reload(&mut self) {
         self.end_turn();
+        self.load();
+    }
+
+    /// A Wasm reset at any moment (a panic anywhere in the instance): the memory goes with
+    /// whatever the turn still held, and the in-memory timer with it (its callback belongs to
+    /// the old instance); the sockets, the storage, its alarm and what the adapter keeps
+    /// outside the memory stay. The next load is at once here (the runtime's comes with the
+    /// room's next event).
+    pub fn reset(&mut self) {
+        self.wake = None;
+        self.load();
+    }
+
+    /// The engine rebuilt from storage, the sockets' attachments and what the adapter keeps
+    /// outside the Wasm's memory.
+    fn load(&mut self) {
         let recent_from = self.disk.seq.saturating_sub(self.config.replay_limit);
         let snap = Snapshot {
             room: self.room.name().into(),

@@ -110,6 +110,8 @@ pub(super) enum Op {
         pick: usize,
     },
     Evict,
+    /// A Wasm reset at any moment (a panic elsewhere in the instance): see [`Sim::reset`].
+    Reset,
     Advance(u64),
     TurnEnds,
     RunFor(u64),
@@ -145,7 +147,7 @@ pub(super) const REGIONS: &[&str] = &["EU", "NA", "OC"];
 /// How long a departed member's session stays its user's (admission.rs).
 pub(super) const DEPARTED_MS: u64 = 10 * 60 * 1000;
 pub(super) const CLOSE_CODES: &[u16] =
-    &[1001, 1009, 4001, 4008, 4013, 4029, 4401, 4403, 4404, 4409, 4429];
+    &[1001, 1009, 1012, 4001, 4008, 4013, 4029, 4401, 4403, 4404, 4409, 4429];
 pub(super) const ERROR_CODES: &[&str] =
     &["bad_frame", "too_large", "rate_limited", "conflict", "invalid"];
 
@@ -446,7 +448,13 @@ pub(super) fn gen_case(seed: u64) -> (Setup, Vec<Op>) {
                     Op::Delete
                 }
             }
-            19 => Op::Evict,
+            19 => {
+                if rng.chance(50) {
+                    Op::Evict
+                } else {
+                    Op::Reset
+                }
+            }
             20 => {
                 // Echoes of marks, most of them spent (the connection read and echoed what it
                 // had first): repeated, interleaved with live ones.

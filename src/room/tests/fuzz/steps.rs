@@ -119,6 +119,20 @@ impl World<'_> {
                 self.departed.clear();
                 self.fresh_budgets();
             }
+            Op::Reset => {
+                // Whatever the memory owed a socket either reaches it after the reload or the
+                // socket is closed (1012) to resume: the checks of every step and of the end
+                // find any frame lost or doubled.
+                let owed = self.sim.room.frames_owed();
+                ctx.reset = Some(owed);
+                self.stats.add_room(&mut self.sim);
+                self.stats.resets += 1;
+                self.stats.resets_owing += u64::from(owed);
+                self.stats.resets_owing_presence += u64::from(self.sim.room.presence_owed());
+                self.sim.reset();
+                self.departed.clear();
+                self.fresh_budgets();
+            }
             Op::Advance(ms) => self.sim.advance(*ms),
             Op::TurnEnds => {
                 let now = self.sim.now.ms();
@@ -450,7 +464,7 @@ pub(super) fn fuzz_engine() {
     println!(
         "fuzz_engine: {} frames fed in {} cases, {} steps, {} connects ({secs:.1} s, {:.0} frames/s); base seed {:#x}, case seeds {:#x}..{:#x}\n  \
          closes {:?}\n  refused opens {:?}\n  resumed {}, resync epoch {}, resync gap {}, state {}, conflicts {}, rate-limited {}, \
-         signals {}, large resets {}, hijacks taken {}, marks echoed {}, evictions {} (skipped: a timer kept {}), deletes {}, steps with a trimmed log {}, \
+         signals {}, large resets {}, hijacks taken {}, marks echoed {}, evictions {} (skipped: a timer kept {}), resets {} ({} owing frames, {} presence), deletes {}, steps with a trimmed log {}, \
          server publishes {}, acks {}, messages {}, catch-ups {}, rule sends {}, refusals owed by a connection's own budget {} (checked at the end) and {} (checked per step)\n  room counters {:?}",
         stats.frames,
         stats.cases,
@@ -474,6 +488,9 @@ pub(super) fn fuzz_engine() {
         stats.marks_echoed,
         stats.evictions,
         stats.evictions_skipped,
+        stats.resets,
+        stats.resets_owing,
+        stats.resets_owing_presence,
         stats.deletes,
         stats.trims,
         stats.server_publishes,
@@ -516,6 +533,8 @@ pub(super) fn fuzz_engine() {
             ("large-room resets", stats.large_resets),
             ("sessions taken over", stats.hijacks_taken),
             ("evictions", stats.evictions),
+            ("resets owing frames", stats.resets_owing),
+            ("resets owing presence", stats.resets_owing_presence),
             ("deletes", stats.deletes),
             ("trimmed logs", stats.trims),
             ("final catch-ups", stats.catch_ups),

@@ -69,6 +69,8 @@ pub(super) struct StepCtx {
     pub(super) kick_user: Option<String>,
     pub(super) drain: bool,
     pub(super) delete: bool,
+    /// A Wasm reset, and whether the room's memory owed its sockets frames then.
+    pub(super) reset: Option<bool>,
 }
 
 /// Coverage and volume of the engine run.
@@ -91,6 +93,11 @@ pub(super) struct EngineStats {
     pub(super) hijacks_taken: u64,
     pub(super) marks_echoed: u64,
     pub(super) evictions: u64,
+    /// Wasm resets, and those that found frames owed (their sockets closed 1012 to resume).
+    pub(super) resets: u64,
+    pub(super) resets_owing: u64,
+    /// Wasm resets inside a presence window (every reader then gets the whole list).
+    pub(super) resets_owing_presence: u64,
     /// Evictions not done because the room kept a timer (frames wait for
     /// an echo): the runtime does not hibernate it then.
     pub(super) evictions_skipped: u64,
@@ -217,10 +224,13 @@ impl<'a> World<'a> {
                 known: None,
             })
             .collect();
-        let sim = match setup.rules {
+        let mut sim = match setup.rules {
             Some(rules) => Sim::with_rules(setup.config.clone(), move || Box::new(rules)),
             None => Sim::new(setup.config.clone()),
         };
+        // The control of `Op::Reset` (tests/FUZZ.md): an adapter that forgets what the
+        // memory owed, which the checks must catch.
+        sim.keeps_owed = std::env::var_os("FUZZ_FORGET_OWED").is_none();
         World {
             setup,
             sim,
@@ -894,6 +904,11 @@ impl<'a> World<'a> {
                 assert!(CLOSE_CODES.contains(&code), "[close] {who}: undocumented code {code}");
                 match code {
                     1001 => assert!(ctx.drain, "[close] {who}: 1001 without a drain"),
+                    1012 => assert_eq!(
+                        ctx.reset,
+                        Some(true),
+                        "[close] {who}: 1012 without a reset that owed frames"
+                    ),
                     1009 => assert!(
                         ctx.oversize.contains(&r),
                         "[close] {who}: 1009 without a large frame"
