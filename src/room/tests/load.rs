@@ -14,6 +14,18 @@ fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
     frames.iter().filter(|f| f["type"] == kind).cloned().collect()
 }
 
+/// A room that batches past `batch_above` frames a second, with budgets no test here reaches.
+fn batching(batch_above: u64) -> RoomConfig {
+    RoomConfig {
+        batch_above,
+        rate_per_sec: 1_000,
+        burst: 1_000,
+        user_rate_per_sec: 1_000,
+        user_burst: 1_000,
+        ..RoomConfig::default()
+    }
+}
+
 /// Two members, `a` and `b`, settled, with `b`'s inbox emptied.
 fn pair(config: RoomConfig) -> (Sim, String, String) {
     let mut s = Sim::new(config);
@@ -161,14 +173,7 @@ fn a_durable_message_is_not_held_by_a_signal_window() {
 
 #[test]
 fn past_the_batching_threshold_one_turn_leaves_as_one_batch_per_connection() {
-    let config = RoomConfig {
-        batch_above: 60,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
+    let config = batching(60);
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
     let watchers: Vec<String> =
@@ -220,15 +225,7 @@ fn a_turns_batch_for_most_of_the_room_leaves_out_exactly_those_who_wait() {
     // The batch for the watchers goes as one broadcast. Left out of it: the publisher, whose
     // turn also holds its acks (a text of its own), and a reader whose window is full, which
     // still gets every message, in order, once it echoes.
-    let mut config = RoomConfig {
-        batch_above: 60,
-        send_window: 4096,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
+    let mut config = RoomConfig { send_window: 4096, ..batching(60) };
     config.finish();
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
@@ -277,14 +274,7 @@ fn a_turns_batch_for_most_of_the_room_leaves_out_exactly_those_who_wait() {
 
 #[test]
 fn a_resume_into_a_batching_room_gets_its_welcome_then_its_replay_then_live() {
-    let config = RoomConfig {
-        batch_above: 10,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
+    let config = batching(10);
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
     let r = s.connect("sess-back", "EU", None);
@@ -314,15 +304,7 @@ fn a_resume_into_a_batching_room_gets_its_welcome_then_its_replay_then_live() {
 
 #[test]
 fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
-    let config = RoomConfig {
-        batch_above: 10,
-        storm_resumes_per_sec: 1,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
+    let config = RoomConfig { storm_resumes_per_sec: 1, ..batching(10) };
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
     let sessions: Vec<String> = (0..4).map(|i| format!("sess-r{i}")).collect();
@@ -358,15 +340,7 @@ fn in_a_storm_while_batching_the_welcome_goes_at_once_and_the_replay_waits() {
 
 #[test]
 fn over_budget_signals_go_first_then_diffs_and_messages_still_flow() {
-    let config = RoomConfig {
-        outbound_budget: 100,
-        batch_above: 200,
-        rate_per_sec: 1_000,
-        burst: 1_000,
-        user_rate_per_sec: 1_000,
-        user_burst: 1_000,
-        ..RoomConfig::default()
-    };
+    let config = RoomConfig { outbound_budget: 100, ..batching(200) };
     let mut s = Sim::new(config);
     let p = s.connect("sess-pubr", "EU", None);
     let watchers: Vec<String> =
