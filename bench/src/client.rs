@@ -73,6 +73,8 @@ pub struct Shared {
     pub room: String,
     pub pad: usize,
     pub publishers: usize,
+    /// Homeroom's clients ping every [`PING_EVERY`], as the browser client does.
+    pub pings: bool,
     /// Clients with a first welcome (homeroom) or upgrade (baselines).
     pub connected: AtomicUsize,
     /// Clients that came back after the last drop and applied their replay.
@@ -305,7 +307,7 @@ pub async fn run(
         let publishing_every =
             can_publish && matches!(c.spec.publisher, Some((_, PublishMode::Every { .. })));
         let signaling = can_publish && c.spec.signal_every.is_some();
-        let pinging = c.protocol == Protocol::Homeroom;
+        let pinging = c.protocol == Protocol::Homeroom && shared.pings;
         let draining = ctl.phase == Phase::Drain;
         // The close code, and the key its count goes under (the code, and the reason if any).
         let mut ended: Option<(Option<u16>, String)> = None;

@@ -121,6 +121,7 @@ async fn load(args: &Args) -> Result<i32, String> {
     sc.warmup = secs(args, "warmup", 0.5)?;
     sc.duration = secs(args, "duration", 3.0)?;
     sc.pad = args.get("pad", 64)?;
+    sc.pings = args.get("pings", true)?;
     sc.connect_concurrency = args.get("connect-concurrency", 32)?;
     if args.get("storm", false)? {
         sc.storm = Some(Storm {

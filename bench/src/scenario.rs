@@ -43,6 +43,9 @@ pub struct Scenario {
     pub connect_concurrency: usize,
     /// Padding bytes in every payload.
     pub pad: usize,
+    /// Homeroom's clients ping (off to measure per-frame costs without the heartbeats, which
+    /// the plain room's clients do not send).
+    pub pings: bool,
     pub seed: u64,
     /// The runtime's process group, to measure its CPU.
     pub server_pgid: Option<u32>,
@@ -95,6 +98,7 @@ impl Scenario {
             storm: None,
             connect_concurrency: 32,
             pad: 64,
+            pings: true,
             seed: 1,
             server_pgid: None,
             objects: Vec::new(),
@@ -142,6 +146,7 @@ pub async fn run(sc: &Scenario) -> Report {
         port: sc.port,
         room: sc.room.clone(),
         pad: sc.pad,
+        pings: sc.pings,
         publishers: sc.publishers,
         connected: AtomicUsize::new(0),
         back: AtomicUsize::new(0),
