@@ -1,7 +1,7 @@
 """bench/profile's breakdown of `perf script -F time,ip,sym` (on stdin): samples per second
 after the measured load's start, then, over the whole load or the window asked for, the samples
 by what the runtime was doing (the first of these it finds on the stack), and within each
-event, the share of homeroom's own code (the unnamed frames: the Wasm and the JIT's JavaScript).
+event, the share of the object's own code (the unnamed frames: the Wasm and the JIT's JavaScript).
 
     python3 bench/profile.py T0 [FROM] [TO]     T0: the load's start (CLOCK_MONOTONIC, s)
 """
@@ -63,7 +63,7 @@ def main():
         if label in EVENTS and st and unnamed(st[0]):
             own[label] += 1
     for label, n in kinds.most_common():
-        extra = f" (homeroom's code, the unnamed frames: {own[label]})" if label in EVENTS else ""
+        extra = f" (the object's own code, unnamed frames: {own[label]})" if label in EVENTS else ""
         print(f"  {n:6d}  {label}{extra}")
 
 
