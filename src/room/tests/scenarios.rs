@@ -359,18 +359,7 @@ fn size_limits_on_presence_and_room_state() {
 #[test]
 fn a_reset_while_frames_wait_for_a_reader_closes_it_to_resume() {
     let run = |kept: bool| -> (Vec<u64>, Option<u16>) {
-        let mut config = RoomConfig { send_window: 4096, ..RoomConfig::default() };
-        config.finish(); // a mark every 1,024 bytes
-        let mut s = Sim::new(config);
-        s.keeps_owed = kept;
-        let p = s.connect_as("sess-publisher", "pub", "EU", None);
-        let r = s.connect_as("sess-reader", "ann", "EU", None);
-        s.take(&p);
-        s.take(&r);
-        let pad = "p".repeat(3_000);
-        for i in 0..3 {
-            s.publish(&p, &format!("m{i}"), &format!(r#""{pad}""#));
-        }
+        let (mut s, p, r) = super::reader_behind_its_window(|s| s.keeps_owed = kept);
         assert!(s.room.frames_owed(), "the last message waits for the reader's echo");
         s.reload(); // a Wasm reset: the sockets stay, the memory goes
         let mut got = Vec::new();

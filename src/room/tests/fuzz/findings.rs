@@ -15,17 +15,7 @@ use serde_json::json;
 /// with none), and may hibernate once the reader has caught up.
 #[test]
 pub(super) fn finding_1_frames_waiting_for_an_echo_keep_the_room_awake() {
-    let mut config = RoomConfig { send_window: 4096, ..RoomConfig::default() };
-    config.finish(); // a mark every 1,024 bytes
-    let mut s = Sim::new(config);
-    let p = s.connect_as("sess-publisher", "pub", "EU", None);
-    let r = s.connect_as("sess-reader", "ann", "EU", None);
-    s.take(&p);
-    s.take(&r);
-    let pad = "p".repeat(3_000);
-    for i in 0..3 {
-        s.publish(&p, &format!("m{i}"), &format!(r#""{pad}""#));
-    }
+    let (mut s, p, r) = crate::room::tests::reader_behind_its_window(|_| {});
     s.take(&p);
     // The reader has not read yet: the first message went out, the others
     // wait for its echo of the mark that followed it.
