@@ -375,6 +375,7 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
         f["type"] == "presence" && f["joins"][&eu]["state"] == json!({"fence":1})
     })
     .await?;
+    let fence_seen_at = Instant::now();
     let window = &obs.history[obs_mark..];
     check!(
         presence_about(window, &hopper).is_empty(),
@@ -392,8 +393,14 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
     // summary held for the interval's timer would have those messages before it. (Messages, not
     // presence states: a state change would open a presence window that holds the leave for up
     // to `PRESENCE_WINDOW_MS` while the summary goes at once. No clock in the check: on a loaded
-    // machine the close alone can take over a second.)
-    tokio::time::sleep_until((hop_summary_at + Duration::from_millis(2200)).into()).await;
+    // machine the close alone can take over a second.) Quiet means both: a summary interval
+    // since the last summary, and the fence state's presence window (`PRESENCE_WINDOW_MS`, 50 ms)
+    // over, or the leave is held in that window and the summary goes before it. On a loaded
+    // machine steps 2 and 3 can outlast the interval, so the second wait is not implied by the
+    // first.
+    let quiet = (hop_summary_at + Duration::from_millis(2200))
+        .max(fence_seen_at + Duration::from_millis(300));
+    tokio::time::sleep_until(quiet.into()).await;
     let na = order.iter().find(|s| members[*s] == "NA").cloned().ok_or("no NA client")?;
     let mut fencer = clients.remove(&eu).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -422,6 +429,11 @@ async fn regions_and_a_hopping_session(ctx: Ctx) -> R {
         "a close should be one leave: {leave}"
     );
     members.remove(&na);
+    let before_leave = &obs.history[obs_mark..obs.history.len() - 1];
+    check!(
+        before_leave.iter().all(|f| f["type"] != "summary"),
+        "a summary went out before the leave (was a presence window still open?): {before_leave:?}"
+    );
     // (The summary is read first, so that its arrival time is known, then HTTP.)
     await_summary(&mut obs, &members, "after a close").await?;
     let close_summary_at = Instant::now();
