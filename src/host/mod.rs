@@ -45,7 +45,7 @@ pub use event::settle;
 use links::Links;
 pub use object::{Companion, Object};
 pub use relay::Relay;
-use sockets::{Effects, Sockets};
+use sockets::{Attached, Effects, Sockets};
 
 /// The engine and the sockets it talks to, present while the object is in memory.
 struct Live {
@@ -195,14 +195,16 @@ impl Host {
         ws: WebSocket,
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
-        let Some(conn) = sockets::conn_of(&ws) else {
-            if let (Some(link), WebSocketIncomingMessage::String(text)) =
-                (links::link_of(&ws), &message)
-            {
-                let effects = self.inner.link_message(&link, text)?;
-                self.inner.after(effects).await;
+        let conn = match sockets::attached(&ws) {
+            Some(Attached::Conn(conn)) => conn,
+            Some(Attached::Link(link)) => {
+                if let WebSocketIncomingMessage::String(text) = &message {
+                    let effects = self.inner.link_message(&link, text)?;
+                    self.inner.after(effects).await;
+                }
+                return Ok(());
             }
-            return Ok(());
+            None => return Ok(()),
         };
         self.inner.event();
         let ((), effects) = self.inner.run(None, |live, now| match &message {
@@ -572,12 +574,14 @@ impl Inner {
     async fn gone(self: &Rc<Self>, ws: &WebSocket, close: Option<(usize, bool)>) -> Result<()> {
         // Complete the closing handshake; the socket may already be closed.
         let _ = ws.close(Some(1000), Some("closed"));
-        let Some(conn) = sockets::conn_of(ws) else {
-            if let Some(tag) = links::link_of(ws) {
+        let conn = match sockets::attached(ws) {
+            Some(Attached::Conn(conn)) => conn,
+            Some(Attached::Link(tag)) => {
                 let effects = self.link_gone(&tag, (1000, "closed"))?;
                 self.after(effects).await;
+                return Ok(());
             }
-            return Ok(());
+            None => return Ok(()),
         };
         let ((), effects) = self.run(None, |live, now| {
             let (code, clean) = close.map_or((None, false), |(c, k)| (Some(c), k));

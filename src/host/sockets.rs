@@ -6,7 +6,7 @@ use worker::wasm_bindgen::prelude::*;
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, web_sys, SqlStorage, WebSocket};
 
-use super::links::Links;
+use super::links::{LinkTag, Links};
 use super::storage;
 use crate::room::{Output, Peer, Room as Engine, Time};
 
@@ -50,12 +50,37 @@ pub struct Sockets {
 /// The connection id of a socket, from its attachment. Runs for every
 /// inbound frame, so only the id is parsed out of the peer record.
 pub fn conn_of(ws: &WebSocket) -> Option<String> {
+    match attached(ws)? {
+        Attached::Conn(conn) => Some(conn),
+        Attached::Link(_) => None,
+    }
+}
+
+/// What a socket of the home is, by its attachment.
+pub enum Attached {
+    /// A client's socket: its connection id.
+    Conn(String),
+    /// A relay's link.
+    Link(LinkTag),
+}
+
+/// What `ws` is, from its attachment read once (out of the Wasm, and parsed): every frame
+/// and close of a socket asks, a relay's link messages as often as a client's frames.
+pub fn attached(ws: &WebSocket) -> Option<Attached> {
     #[derive(serde::Deserialize)]
     struct Conn {
         conn: String,
     }
     let text = super::upgrade::attachment(ws)?;
-    serde_json::from_str::<Conn>(&text).ok().map(|c| c.conn)
+    // A link's tag is written with `link` first and a peer record with `conn` first, so the
+    // usual case is one parse that succeeds (a failed one builds an error message).
+    let link_first = text.starts_with(r#"{"link""#);
+    if !link_first {
+        if let Ok(c) = serde_json::from_str::<Conn>(&text) {
+            return Some(Attached::Conn(c.conn));
+        }
+    }
+    serde_json::from_str::<LinkTag>(&text).ok().map(Attached::Link)
 }
 
 fn peer_of(ws: &WebSocket) -> Option<Peer> {
