@@ -141,22 +141,47 @@ async fn exp_attempt(ctx: &Ctx, ahead: u64) -> R<Option<()>> {
 /// that arrives at or after `exp` (whether its alarm or the frame comes first), closes the socket
 /// 4401, and nobody receives or stores a late write.
 async fn frame_after_exp(ctx: Ctx) -> R {
+    // 5-6 s ahead (`exp` is in whole seconds): the connect and the first publish must reach
+    // the room before it (at +2, as little as 1 s was left, and a slow connect saw its first
+    // publish refused as late; at +4, a run with the documents' 20,000-client chain trial
+    // beside it saw the connect refused `token_expired`). A setup the machine's load made that
+    // slow proves nothing: it goes again, in a new room, with more time (as `ends_at_exp`).
+    for ahead in [6, 9, 12] {
+        match late_attempt(&ctx, ahead).await? {
+            Some(()) => return Ok(()),
+            None => eprintln!(
+                "e2e: tokens: the first publish before exp (+{ahead} s) came after it; again with more time"
+            ),
+        }
+    }
+    Err("the member never published before its exp, even 12 s ahead".into())
+}
+
+/// One try of [`frame_after_exp`] with `exp` `ahead` seconds from now: `None` when the
+/// member's connect or first publish reached the room only after `exp` (nothing was checked).
+async fn late_attempt(ctx: &Ctx, ahead: u64) -> R<Option<()>> {
     let room = support::room("att-tok-late");
     let mut observer = Dial::new(ctx.port, &room, &support::session("obs"))
         .token(&token(&room, "obs"))
         .connect()
         .await?;
-    // 5-6 s ahead (`exp` is in whole seconds): the connect and the first publish must reach
-    // the room before it even when the whole suite loads the machine (at +2, as little as
-    // 1 s was left, and a slow connect saw its first publish refused as late; at +4, a run
-    // with the documents' 20,000-client chain trial beside it saw the connect refused
-    // `token_expired`).
-    let exp = now_secs() + 6;
+    let exp = now_secs() + ahead;
     let exp_ms = exp * 1000;
     let dial =
         Dial::new(ctx.port, &room, &support::session("late")).token(&token_exp(&room, "ann", exp));
-    let (mut raw, welcome) = Raw::connect(&dial).await?;
+    let (mut raw, welcome) = match Raw::connect(&dial).await {
+        Err(e) if now_ms() >= exp_ms && e.contains("token_expired") => return Ok(None),
+        other => other?,
+    };
     raw.send(json!({"type":"publish","id":"ok1","topic":"chat","data":"in time"})).await?;
+    loop {
+        match raw.next(Duration::from_secs(10)).await? {
+            Ok(f) if f["type"] == "ack" && f["id"] == "ok1" => break,
+            Ok(_) => continue,
+            Err(end) if now_ms() >= exp_ms && end.code == Some(4401) => return Ok(None),
+            Err(end) => return Err(format!("closed before ok1's ack: {end:?}")),
+        }
+    }
     let m = observer.message("ok1").await?;
     check!(seq(&m) == 1, "ok1 at seq {}", seq(&m));
 
@@ -233,7 +258,7 @@ async fn frame_after_exp(ctx: Ctx) -> R {
             None => "took every frame; the room closed it".into(),
         }
     );
-    Ok(())
+    Ok(Some(()))
 }
 
 async fn kick_req(ctx: &Ctx, room: &str, body: Value) -> R<Value> {
