@@ -48,16 +48,40 @@ async fn ends_at_exp(ctx: Ctx) -> R {
     // was left; a CI run at +4 had its publish arrive after `exp`, refused as late). Such a
     // setup proves nothing about the close: when the publish was refused and the clock says
     // `exp` had passed, it goes again, in a new room, with more time.
-    for ahead in [4, 7, 10] {
-        match exp_attempt(&ctx, ahead).await? {
-            Some(()) => return Ok(()),
-            // Said always: a retry is the machine's load, and the log should show it.
-            None => eprintln!(
-                "e2e: tokens: the publish before exp (+{ahead} s) came after it; again with more time"
-            ),
+    with_time_to_spare("expiry", &[4, 7, 10], |ahead| exp_attempt(&ctx, ahead)).await
+}
+
+/// Runs `attempt` with `exp` each of `aheads` seconds out in turn until one had its setup in
+/// before `exp` (`Some`): a setup the machine's load made late proves nothing, so it goes
+/// again with more time.
+async fn with_time_to_spare<F, Fut>(what: &str, aheads: &[u64], attempt: F) -> R
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = R<Option<()>>>,
+{
+    for &ahead in aheads {
+        if attempt(ahead).await?.is_some() {
+            return Ok(());
+        }
+        // Said always: a retry is the machine's load, and the log should show it.
+        eprintln!(
+            "e2e: tokens: {what}: the setup came after exp (+{ahead} s); again with more time"
+        );
+    }
+    Err(format!("{what}: the member never got in before its exp, even {aheads:?} s ahead"))
+}
+
+/// Reads `raw` until the ack of publish `id` (`Some`), or `None` when the room closed it 4401
+/// and the clock says `exp_ms` had passed: the publish came too late to prove anything.
+async fn acked_before_exp(raw: &mut Raw, id: &str, exp_ms: u64) -> R<Option<()>> {
+    loop {
+        match raw.next(Duration::from_secs(10)).await? {
+            Ok(f) if f["type"] == "ack" && f["id"] == id => return Ok(Some(())),
+            Ok(_) => continue,
+            Err(end) if now_ms() >= exp_ms && end.code == Some(4401) => return Ok(None),
+            Err(end) => return Err(format!("closed before {id}'s ack: {end:?}")),
         }
     }
-    Err("the member never published before its exp, even 10 s ahead".into())
 }
 
 /// One try of [`ends_at_exp`] with `exp` `ahead` seconds from now: `None` when the member's
@@ -78,13 +102,8 @@ async fn exp_attempt(ctx: &Ctx, ahead: u64) -> R<Option<()>> {
     check!(welcome["expires"] == exp * 1000, "welcome.expires should be {}: {welcome}", exp * 1000);
     // Until then it is a member like any other: its publish is acked and the others get it.
     raw.send(json!({"type":"publish","id":"before","topic":"chat","data":1})).await?;
-    loop {
-        match raw.next(Duration::from_secs(10)).await? {
-            Ok(f) if f["type"] == "ack" && f["id"] == "before" => break,
-            Ok(_) => continue,
-            Err(end) if now_ms() >= exp * 1000 && end.code == Some(4401) => return Ok(None),
-            Err(end) => return Err(format!("closed before the publish's ack: {end:?}")),
-        }
+    if acked_before_exp(&mut raw, "before", exp * 1000).await?.is_none() {
+        return Ok(None);
     }
     observer.message("before").await?;
     // From `exp` until the close arrives, the observer asks the same room for its state every
@@ -146,15 +165,7 @@ async fn frame_after_exp(ctx: Ctx) -> R {
     // publish refused as late; at +4, a run with the documents' 20,000-client chain trial
     // beside it saw the connect refused `token_expired`). A setup the machine's load made that
     // slow proves nothing: it goes again, in a new room, with more time (as `ends_at_exp`).
-    for ahead in [6, 9, 12] {
-        match late_attempt(&ctx, ahead).await? {
-            Some(()) => return Ok(()),
-            None => eprintln!(
-                "e2e: tokens: the first publish before exp (+{ahead} s) came after it; again with more time"
-            ),
-        }
-    }
-    Err("the member never published before its exp, even 12 s ahead".into())
+    with_time_to_spare("late frames", &[6, 9, 12], |ahead| late_attempt(&ctx, ahead)).await
 }
 
 /// One try of [`frame_after_exp`] with `exp` `ahead` seconds from now: `None` when the
@@ -174,13 +185,8 @@ async fn late_attempt(ctx: &Ctx, ahead: u64) -> R<Option<()>> {
         other => other?,
     };
     raw.send(json!({"type":"publish","id":"ok1","topic":"chat","data":"in time"})).await?;
-    loop {
-        match raw.next(Duration::from_secs(10)).await? {
-            Ok(f) if f["type"] == "ack" && f["id"] == "ok1" => break,
-            Ok(_) => continue,
-            Err(end) if now_ms() >= exp_ms && end.code == Some(4401) => return Ok(None),
-            Err(end) => return Err(format!("closed before ok1's ack: {end:?}")),
-        }
+    if acked_before_exp(&mut raw, "ok1", exp_ms).await?.is_none() {
+        return Ok(None);
     }
     let m = observer.message("ok1").await?;
     check!(seq(&m) == 1, "ok1 at seq {}", seq(&m));
