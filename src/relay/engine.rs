@@ -30,6 +30,13 @@ const RELAY_MARKS: u64 = 0x0072_656c_6179;
 /// The heartbeat a client sends, answered by the relay itself.
 const PING: &str = r#"{"type":"ping"}"#;
 
+/// How long after a message up the next one waits while it carries only opens and closes: in a
+/// storm a relay's clients come a few milliseconds apart, each its own turn, and the home's
+/// work per link message (reading it, its answer) is several joins' worth; held, the joins of
+/// a window go in one message. A connect after a quiet window goes at once; a client's frame
+/// never waits (it takes the held opens with it). The seeds' coalescing window.
+pub const OPEN_HOLD_MS: u64 = 50;
+
 /// What a relay counts, for `/stats` and the tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct RelayStats {
@@ -125,8 +132,11 @@ pub struct Relay {
     epoch: u64,
     config: RoomConfig,
     clients: BTreeMap<String, Client>,
-    /// The turn's operations for the home, sent at its end.
+    /// The turn's operations for the home, sent at its end (opens and closes up to
+    /// [`OPEN_HOLD_MS`] after the last message up).
     up: Vec<UpOp>,
+    /// When the last message up went.
+    up_at: Option<u64>,
     outputs: VecDeque<Output>,
     /// The short timer, as last asked for.
     wake: Option<u64>,
@@ -186,6 +196,7 @@ impl Relay {
             config,
             clients: BTreeMap::new(),
             up: Vec::new(),
+            up_at: None,
             outputs: VecDeque::new(),
             wake: None,
             signals: Vec::new(),
@@ -746,7 +757,13 @@ impl Relay {
     /// coalescing window ends (then), unless it is asked for already.
     fn arm_wake(&mut self) {
         let owed = self.heard - self.told >= HEARD_EVERY;
-        let turn = (!self.up.is_empty() || owed).then_some(self.now);
+        let comings = |op: &UpOp| matches!(op, UpOp::Open(_) | UpOp::Closed { .. });
+        let held = (self.up_at.map(|at| at + OPEN_HOLD_MS))
+            .filter(|&until| until > self.now && !owed && self.up.iter().all(comings));
+        let turn = match held {
+            Some(until) if !self.up.is_empty() => Some(until),
+            _ => (!self.up.is_empty() || owed).then_some(self.now),
+        };
         let window = self.window_until.filter(|_| !self.signals.is_empty());
         let due = [turn, window].into_iter().flatten().min();
         if let Some(at) = due {
@@ -769,6 +786,7 @@ impl Relay {
             return;
         };
         self.told = heard;
+        self.up_at = Some(self.now);
         for text in texts {
             self.stats.up += 1;
             self.outputs.push_back(Output::Up(text));

@@ -47,7 +47,7 @@ mod registry;
 mod tail;
 
 pub use downlinks::Downlinks;
-pub use engine::{Relay, RelayStats, RESTART};
+pub use engine::{Relay, RelayStats, OPEN_HOLD_MS, RESTART};
 pub use io::{Input, Output};
 pub use policy::{relay_for, valid_relay, Policy};
 pub use recall::{Answer, Recalls, PARKED_BYTES};

@@ -15,6 +15,7 @@ mod flow;
 mod keep;
 mod mirror;
 mod recall;
+mod storm;
 mod tail;
 
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
@@ -986,7 +987,7 @@ fn a_binary_flood_is_refused_at_the_relay_and_never_crosses_the_link() {
 }
 
 /// A client of a relay (as the relay's adapter would open it).
-fn hello(conn: &str, user: &str) -> crate::room::Hello {
+pub(super) fn hello(conn: &str, user: &str) -> crate::room::Hello {
     crate::room::Hello {
         conn: conn.into(),
         session: format!("s-{user}-{conn}"),
