@@ -1,8 +1,8 @@
-# bench/parts.sh: sourced by bench/split and bench/profile. Writes the wrangler configs that
+# bench/parts.sh: sourced by bench/split, bench/profile and bench/once. Writes the wrangler configs that
 # split homeroom's Worker into its parts (the home, the relays, the edge), each a `wrangler dev`
 # of its own bound to the others through wrangler's dev registry, and defines `start_parts`
 # (starts "${parts[@]}" with "$@" as extra `wrangler dev` arguments; sets $objects and
-# $edge_port), `stop_parts` and `binding`. Needs $HOMEROOM_ROOT (scripts/env); everything it
+# $edge_port), `start_mode` (the parts of one measured mode), `stop_parts` and `binding`. Needs $HOMEROOM_ROOT (scripts/env); everything it
 # makes is under $work, removed on exit.
 work="$(mktemp -d "${TMPDIR:-/tmp}/homeroom-split.XXXXXX")"
 # A registry of this run's own, so that no other wrangler dev on the machine is bound.
@@ -85,4 +85,19 @@ plain_configs() { # name main [class]
   printf '[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["%s"]\n' "$class" >>"$work/home.toml"
   printf 'name = "%s-edge"\nmain = "%s"\ncompatibility_date = "2026-04-01"\n' "$name" "$plain" >"$work/edge.toml"
   binding ROOMS "$class" "$name-home" >>"$work/edge.toml"
+}
+
+# Starts the parts one mode of bench/profile and bench/once measures and sets $target (the
+# load's `--target`): `direct` (homeroom, every socket at the home), `relayed` (every socket at
+# a relay of its region), or a baseline's object (`plain`, `plain-welcome`, `plain-durable`).
+# Fails for any other mode.
+start_mode() { # mode
+  case "$1" in
+    direct) parts=(home relays edge); start_parts; target=homeroom ;;
+    relayed) parts=(home relays edge); start_parts --var RELAY_ABOVE:0; target=homeroom-relayed ;;
+    plain | plain-welcome | plain-durable)
+      plain_configs "$1" "$HOMEROOM_ROOT/bench/baselines/$1/src/index.js"
+      parts=(home edge); start_parts; target=plain ;;
+    *) return 1 ;;
+  esac
 }
