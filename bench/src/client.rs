@@ -86,6 +86,9 @@ pub struct Shared {
     pub finals_set: AtomicUsize,
     /// Bounds the initial connects in flight.
     pub connect_gate: Semaphore,
+    /// With a connect rate: client `i`'s first connect starts no sooner than `i` times this
+    /// after the start.
+    pub connect_every: Option<Duration>,
     /// Each publish's first and last receiver (runs at a rate).
     pub spread: Spread,
 }
@@ -375,6 +378,10 @@ impl Client<'_> {
         let mut request = url.into_client_request().map_err(|e| e.to_string())?;
         let blob = HeaderValue::from_str(&self.spec.region.cf_blob()).map_err(|e| e.to_string())?;
         request.headers_mut().insert("MF-CF-Blob", blob);
+        if let Some(every) = self.shared.connect_every.filter(|_| first) {
+            tokio::time::sleep_until((self.shared.start + every * self.spec.index as u32).into())
+                .await;
+        }
         let _permit = if first { self.shared.connect_gate.acquire().await.ok() } else { None };
         let opened = Instant::now();
         let connecting = tokio_tungstenite::connect_async_with_config(request, None, true);

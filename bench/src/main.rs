@@ -123,6 +123,8 @@ async fn load(args: &Args) -> Result<i32, String> {
     sc.pad = args.get("pad", 64)?;
     sc.pings = args.get("pings", true)?;
     sc.connect_concurrency = args.get("connect-concurrency", 32)?;
+    let rate: f64 = args.get("connect-rate", 0.0)?;
+    sc.connect_rate = (rate > 0.0).then_some(rate);
     if args.get("storm", false)? {
         sc.storm = Some(Storm {
             pre: secs(args, "storm-pre", 2.0)?,

@@ -41,6 +41,10 @@ pub struct Scenario {
     pub storm: Option<Storm>,
     /// Initial connects in flight at once.
     pub connect_concurrency: usize,
+    /// Initial connects started per second, evenly spaced in the clients' order (open loop,
+    /// still bounded by `connect_concurrency`): a storm's arrival rate, such as the seeds'
+    /// evacuation spread over its relays. `None`: as fast as the bound lets them.
+    pub connect_rate: Option<f64>,
     /// Padding bytes in every payload.
     pub pad: usize,
     /// Homeroom's clients ping (off to measure per-frame costs without the heartbeats, which
@@ -97,6 +101,7 @@ impl Scenario {
             duration: Duration::from_secs(3),
             storm: None,
             connect_concurrency: 32,
+            connect_rate: None,
             pad: 64,
             pings: true,
             seed: 1,
@@ -154,6 +159,7 @@ pub async fn run(sc: &Scenario) -> Report {
         final_sent: (0..sc.publishers).map(|_| AtomicU64::new(0)).collect(),
         finals_set: AtomicUsize::new(0),
         connect_gate: Semaphore::new(sc.connect_concurrency.max(1)),
+        connect_every: sc.connect_rate.map(|r| Duration::from_secs_f64(1.0 / r.max(1e-3))),
         spread: spread_for(sc),
     });
     let cpu_at_start = sc.server_pgid.map(machine::group_cpu_secs);

@@ -118,6 +118,25 @@ async fn start(
 const COLD: &str = "split";
 /// The scenario of its second run, into the same runtimes, warm.
 const WARM: &str = "split-warm";
+/// Through relays, a third run: the seeds' evacuation as one relay sees it.
+const EVACUATION: &str = "split-evacuation";
+
+/// The seeds' evacuation: 40,000 sockets over a 12 s jitter window, spread over 27 relays
+/// (1,500 members each), so each relay takes 3,333 / 27 = 123 connects a second.
+pub const EVACUATION_PER_SECOND: f64 = 40_000.0 / 12.0;
+/// Connects a second at each relay in the evacuation.
+pub const EVACUATION_PER_RELAY: f64 = EVACUATION_PER_SECOND / 27.0;
+
+/// The evacuation run: 1,500 clients over the four regions' relays, arriving evenly at the
+/// evacuation's rate per relay (the home's work per join depends on how many joins share a
+/// link message, bench/README.md, "The evacuation at its own rate"), into the warm runtimes.
+fn evacuation(mut sc: scenario::Scenario) -> scenario::Scenario {
+    sc.clients = 1_500;
+    sc.connect_rate = Some(4.0 * EVACUATION_PER_RELAY);
+    sc.connect_concurrency = 256;
+    sc.duration = Duration::from_secs(2);
+    sc
+}
 
 /// The per-object rounds: homeroom direct, homeroom through relays, the plain room (also in
 /// Rust, and answering each connect with a welcome-sized text), each split.
@@ -148,13 +167,18 @@ pub async fn runs(
             // First into runtimes just started (their Wasm compiled on the first requests),
             // then the same again into a room of its own once they are warm, as a storm finds
             // an object that is already serving its room.
-            for name in [COLD, WARM] {
-                if name == WARM {
+            let names: &[&str] =
+                if target == Target::Relayed { &[COLD, WARM, EVACUATION] } else { &[COLD, WARM] };
+            for &name in names {
+                if name != COLD {
                     // The first run's closes are the runtime's to finish before the next starts.
                     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
                 }
                 *seed += 1;
                 let mut sc = scenario_for(name, target, edge, edge.port, &cfg.split, *seed, None);
+                if name == EVACUATION {
+                    sc = evacuation(sc);
+                }
                 sc.server_pgid = None; // measured part by part instead
                 sc.objects = parts.iter().map(|(n, rt)| (n.clone(), rt.pgid, rt.port)).collect();
                 let report = scenario::run(&sc).await;
@@ -259,6 +283,36 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
         ));
     }
     w(String::new());
+    let home = connect(EVACUATION, L, "home");
+    let relay = connect(EVACUATION, L, "relays");
+    if home.is_some() || relay.is_some() {
+        w(format!(
+            "The seeds' evacuation (40,000 sockets in 12 s over 27 relays: {:.0} connects a second at each) as the relays and the home see it: a third run into the warm relayed runtimes, 1,500 clients arriving evenly at {:.0} a second over the four regions' relays ({:.0} at each). One core is 1,000 ms a second; the goal (the capacity model, bench/README.md) is at most half a core for the home.",
+            EVACUATION_PER_RELAY,
+            4.0 * EVACUATION_PER_RELAY,
+            EVACUATION_PER_RELAY
+        ));
+        w(String::new());
+        w("| the evacuation, warm | CPU per connect (ms) | cores at the evacuation's rate | goal |".into());
+        w("|---|---:|---:|---:|".into());
+        let cores = |v: Option<f64>, rate: f64| {
+            v.map_or(String::new(), |ms| format!("{:.2}", ms * rate / 1000.0))
+        };
+        w(format!(
+            "| the home (every join, {},{:03} a second) | {} | {} | ≤ 0.5 |",
+            EVACUATION_PER_SECOND as u64 / 1000,
+            EVACUATION_PER_SECOND as u64 % 1000,
+            cell(home, 2),
+            cores(home, EVACUATION_PER_SECOND)
+        ));
+        w(format!(
+            "| a relay ({:.0} connects a second) | {} | {} | |",
+            EVACUATION_PER_RELAY,
+            cell(relay, 2),
+            cores(relay, EVACUATION_PER_RELAY)
+        ));
+        w(String::new());
+    }
     let correct = |t: Target| crate::suite::correctness_of(runs, t, &[COLD, WARM]);
     w(format!(
         "Correctness of these runs: homeroom direct, {}; through relays, {}; plain, {}; plain in Rust, {}; plain + welcome, {}.",
