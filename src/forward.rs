@@ -163,6 +163,11 @@ pub enum Inbound {
     /// still answers (`host::settle`; test builds only).
     #[cfg(feature = "fault-injection")]
     Nap { ms: u64 },
+    /// From now on the home takes each relay's link request only `ms` (at most 60,000) after
+    /// it came, 0 at once again: a home whose links hang, so that a relay's dial does not
+    /// settle (test builds only).
+    #[cfg(feature = "fault-injection")]
+    Stall { ms: u64 },
 }
 
 /// What a document kind's room is asked (PROTOCOL-DOCUMENTS.md).

@@ -121,6 +121,11 @@ pub async fn route(
             let ms = ms.parse().map_err(|_| HttpRefusal::BadParam("ms"))?;
             admin(req, env, dep, at, Method::Post, Inbound::Nap { ms }).await
         }
+        #[cfg(feature = "fault-injection")]
+        ["stall", ms] => {
+            let ms = ms.parse().map_err(|_| HttpRefusal::BadParam("ms"))?;
+            admin(req, env, dep, at, Method::Post, Inbound::Stall { ms }).await
+        }
         [] => admin(req, env, dep, at, Method::Delete, Inbound::Delete).await,
         ["state"] => admin(req, env, dep, at, Method::Get, Inbound::State).await,
         ["state", key] => {

@@ -100,6 +100,9 @@ struct Inner {
     /// clock the event's turn reads anyway (`busy` marks the turn).
     last_event: Cell<u64>,
     busy: Cell<bool>,
+    /// Test builds: how long the home waits before it takes a relay's link ([`Inbound::Stall`]).
+    #[cfg(feature = "fault-injection")]
+    stall_links_ms: Cell<u64>,
 }
 
 impl Host {
@@ -136,6 +139,8 @@ impl Host {
             alarm_at: Cell::new(None),
             last_event: Cell::new(0),
             busy: Cell::new(false),
+            #[cfg(feature = "fault-injection")]
+            stall_links_ms: Cell::new(0),
         };
         Host { inner: Rc::new(inner) }
     }
@@ -311,7 +316,11 @@ impl Inner {
                 let (answer, fx) = self.connect(origin, fwd)?;
                 (answer.map(Response::from), fx)
             }
-            Inbound::Link { relay, epoch, version } => self.link(origin, &relay, epoch, version)?,
+            Inbound::Link { relay, epoch, version } => {
+                #[cfg(feature = "fault-injection")]
+                self.stalled().await;
+                self.link(origin, &relay, epoch, version)?
+            }
             Inbound::Presence { reader } => {
                 let (read, fx) = self.run(Some(origin), |live, now| {
                     live.engine.presence_read(now, reader.as_deref())
@@ -330,27 +339,17 @@ impl Inner {
                 let body = req.text().await?;
                 self.server_publish(origin, &body, region)?
             }
-            #[cfg(feature = "fault-injection")]
-            Inbound::Fault => {
-                // What a bug would do: abort mid-event. The runtime resets the
-                // Wasm instance; the next event rebuilds the room from storage
-                // and the sockets' attachments.
-                log("fault_injected", serde_json::json!({"room": origin.room}));
-                panic!("fault injection: a forced Wasm reset in room {}", origin.room);
-            }
             Inbound::Kick => {
                 let body = req.text().await?;
                 self.kick(origin, &body)?
             }
             #[cfg(feature = "fault-injection")]
-            Inbound::Forget => (self.forget(origin), Effects::default()),
-            #[cfg(feature = "fault-injection")]
-            Inbound::Nap { ms } => (nap(ms).await, Effects::default()),
-            #[cfg(feature = "fault-injection")]
-            Inbound::Mute | Inbound::Cut => (
-                error_response(404, "not_found", "a room has no link of its own"),
-                Effects::default(),
-            ),
+            fault @ (Inbound::Fault
+            | Inbound::Forget
+            | Inbound::Nap { .. }
+            | Inbound::Stall { .. }
+            | Inbound::Mute
+            | Inbound::Cut) => (self.fault(origin, fault).await, Effects::default()),
             Inbound::Delete => {
                 let (closed, fx) = self.run(Some(origin), |live, now| live.engine.delete(now))?;
                 let body = serde_json::json!({ "closed": closed, "deleted": true }).to_string();
@@ -740,6 +739,38 @@ impl Inner {
                 Err(e) => log("flush_error", serde_json::json!({ "error": e.to_string() })),
             }
         });
+    }
+
+    /// The test builds' faults ([`Inbound::Fault`] and those after it).
+    #[cfg(feature = "fault-injection")]
+    async fn fault(&self, origin: Origin<'_>, what: Inbound) -> Result<Response> {
+        match what {
+            Inbound::Fault => {
+                // What a bug would do: abort mid-event. The runtime resets the
+                // Wasm instance; the next event rebuilds the room from storage
+                // and the sockets' attachments.
+                log("fault_injected", serde_json::json!({"room": origin.room}));
+                panic!("fault injection: a forced Wasm reset in room {}", origin.room);
+            }
+            Inbound::Forget => self.forget(origin),
+            Inbound::Nap { ms } => nap(ms).await,
+            Inbound::Stall { ms } => {
+                let ms = ms.min(60_000);
+                self.stall_links_ms.set(ms);
+                log("fault_injected", serde_json::json!({"room": origin.room, "stall_ms": ms}));
+                json_response(200, serde_json::json!({ "stall_ms": ms }).to_string())
+            }
+            _ => error_response(404, "not_found", "a room has no link of its own"),
+        }
+    }
+
+    /// A relay's link request waits out the stall the test build was asked for, if any.
+    #[cfg(feature = "fault-injection")]
+    async fn stalled(&self) {
+        let ms = self.stall_links_ms.get();
+        if ms > 0 {
+            worker::Delay::from(std::time::Duration::from_millis(ms)).await;
+        }
     }
 
     /// What an eviction does (test builds' `forget`): the memory goes, the sockets and

@@ -81,7 +81,8 @@ struct Live {
     route: Route,
     clients: Sockets,
     link: Link,
-    /// The link's last sign of life (ms): its opening, a message or a pong.
+    /// The link's last sign of life (ms): its opening, a message or a pong; while it is being
+    /// dialed, the instance's start.
     heard: u64,
     /// Test builds: the relay plays one that hangs (forwards nothing, pings nothing).
     muted: bool,
@@ -481,21 +482,30 @@ impl RelayInner {
     }
 
     /// At every watch: pings the link (the home's lease counts the runtime's answers), and
-    /// takes a link silent past the lease (no message, no pong) for lost.
+    /// takes a link silent past the lease (no message, no pong) for lost; and a dial the home
+    /// has not answered within the lease of the instance's start too. Without that, a dial
+    /// that hangs (the runtime never settles the home's `fetch`) leaves every client of the
+    /// instance waiting for a welcome that cannot come, for as long as they stay: closed
+    /// (1012), they resume through the next instance, which dials again.
     fn tend_link(self: &Rc<Self>) {
-        let silent = {
+        let lost = {
             let slot = self.live.borrow();
             let Some(live) = slot.as_ref() else { return };
-            let Link::Open(ws) = &live.link else { return };
-            if !live.muted {
-                let _ = ws.send_with_str(PING);
-            }
             let lease = super::linked::LINK_LEASE_MS;
-            // A hung relay (test builds) notices nothing: the home's lease must.
-            (!live.muted && live.heard + lease < now().ms()).then(|| live.engine.epoch())
+            let past = live.heard + lease < now().ms();
+            match &live.link {
+                Link::Open(ws) => {
+                    if !live.muted {
+                        let _ = ws.send_with_str(PING);
+                    }
+                    // A hung relay (test builds) notices nothing: the home's lease must.
+                    (!live.muted && past).then_some((live.engine.epoch(), "link_silent"))
+                }
+                Link::Dialing(_) => past.then_some((live.engine.epoch(), "link_dial_timeout")),
+            }
         };
-        if let Some(epoch) = silent {
-            log("link_silent", serde_json::json!({"epoch": epoch}));
+        if let Some((epoch, event)) = lost {
+            log(event, serde_json::json!({"epoch": epoch}));
             self.link_lost(epoch);
         }
     }

@@ -33,6 +33,7 @@ mod presence_eviction;
 mod presence_large;
 mod presence_ttl;
 mod refusals;
+mod relay_dial;
 mod relay_rest;
 mod relays;
 mod restart;
@@ -66,6 +67,7 @@ fn main() {
         refusals::trials(),
         relays::trials(),
         relay_rest::trials(),
+        relay_dial::trials(),
         bad_input::trials(),
         edge_auth::trials(),
         edge_cors::trials(),
