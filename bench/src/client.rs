@@ -161,6 +161,8 @@ pub struct ClientResult {
     /// last drop, ms since the start.
     pub back_at_ms: Option<u32>,
     pub failed_connects: u32,
+    /// Why connects failed (at most a few different reasons, counted).
+    pub connect_errors: BTreeMap<String, u64>,
     /// Closes the client did not ask for (and drops it did not make).
     pub unexpected_closes: u32,
     pub close_codes: BTreeMap<String, u64>,
@@ -289,8 +291,12 @@ pub async fn run(
                         c.on_open_raw(conn.as_mut().unwrap());
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     c.result.failed_connects += 1;
+                    let errors = &mut c.result.connect_errors;
+                    if errors.len() < 4 || errors.contains_key(&e) {
+                        *errors.entry(e).or_default() += 1;
+                    }
                     attempt += 1;
                     connect_at = Some(Instant::now() + backoff::full_jitter(attempt, &mut c.rng));
                 }

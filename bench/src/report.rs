@@ -56,6 +56,9 @@ pub struct Report {
     pub unexpected_closes: u64,
     pub close_codes: BTreeMap<String, u64>,
     pub failed_connects: u64,
+    /// Why connects failed, counted (a few reasons at most per client).
+    #[serde(default)]
+    pub connect_errors: BTreeMap<String, u64>,
     pub signals_sent: u64,
     pub signals_received: u64,
     /// A signal's send to each receipt, while recording.
@@ -82,6 +85,10 @@ pub struct Report {
     /// In a storm, what the home sent and heard from the drop until everyone was back.
     #[serde(default)]
     pub home_io_storm: Option<HomeIo>,
+    /// What the home sent and heard while the clients connected (the room is new: its counters
+    /// from zero until everyone was in), e.g. how many link messages a storm's joins took.
+    #[serde(default)]
+    pub home_io_connect: Option<HomeIo>,
     pub problems: Vec<String>,
 }
 
@@ -211,7 +218,12 @@ impl Report {
             self.loadgen_cpu,
             self.other_cpu
         );
-        for (when, io) in [("window", self.home_io), ("storm", self.home_io_storm)] {
+        let ios = [
+            ("connect", self.home_io_connect),
+            ("window", self.home_io),
+            ("storm", self.home_io_storm),
+        ];
+        for (when, io) in ios {
             if let Some(io) = io {
                 let _ = writeln!(
                     s,
@@ -253,6 +265,10 @@ impl Report {
                 st.storm_latency_ms.p99,
                 st.storm_latency_ms.max
             );
+        }
+        if self.failed_connects > 0 {
+            let _ =
+                writeln!(s, "  failed connects {} {:?}", self.failed_connects, self.connect_errors);
         }
         if !self.errors.is_empty() || !self.close_codes.is_empty() {
             let _ = writeln!(s, "  errors {:?} closes {:?}", self.errors, self.close_codes);

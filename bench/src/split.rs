@@ -293,6 +293,14 @@ pub fn markdown(md: &mut String, cfg: &SuiteConfig, runs: &[Run]) {
             EVACUATION_PER_RELAY
         ));
         w(String::new());
+        let per_link = med(runs, EVACUATION, L, |r| {
+            r.home_io_connect.map(|h| r.clients as f64 / h.link_in.max(1) as f64)
+        });
+        w(format!(
+            "Joins per link message into the home: {} (a relay holds a message of only opens up to `OPEN_HOLD_MS` after its last).",
+            cell(per_link, 1)
+        ));
+        w(String::new());
         w("| the evacuation, warm | CPU per connect (ms) | cores at the evacuation's rate | goal |".into());
         w("|---|---:|---:|---:|".into());
         let cores = |v: Option<f64>, rate: f64| {
