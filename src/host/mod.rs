@@ -633,7 +633,7 @@ impl Inner {
                     owed::Owed { presence: engine.presence_owed(), frames: engine.frames_owed() };
                 if owed != live.owed {
                     live.owed = owed;
-                    owed::mark(&self.key, owed);
+                    owed::mark(&self.key, self.state.as_raw(), owed);
                 }
                 if effects.delete {
                     // The engine is spent; the next event finds no room.

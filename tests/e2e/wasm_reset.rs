@@ -44,6 +44,13 @@ static RESET_WINDOW: LazyRuntime =
 static RESET_QUEUE: LazyRuntime =
     LazyRuntime::new("wasm-reset-queue", || with_vars(&["SEND_WINDOW_BYTES:4096"]));
 
+/// The same two, again, for the trials whose room hears nothing after the reset (each reset
+/// trial has a runtime of its own, above).
+static QUIET_WINDOW: LazyRuntime =
+    LazyRuntime::new("wasm-reset-quiet-window", || with_vars(&["PRESENCE_WINDOW_MS:10000"]));
+static QUIET_QUEUE: LazyRuntime =
+    LazyRuntime::new("wasm-reset-quiet-queue", || with_vars(&["SEND_WINDOW_BYTES:4096"]));
+
 pub fn trials() -> Vec<Spec> {
     vec![
         es::on(
@@ -61,7 +68,77 @@ pub fn trials() -> Vec<Spec> {
             &RESET_QUEUE,
             queued_frames,
         ),
+        es::on(
+            "wasm_reset::a_room_quiet_after_a_reset_settles_what_it_owed_by_itself",
+            &QUIET_QUEUE,
+            quiet_after_reset,
+        ),
+        es::on(
+            "wasm_reset::a_join_held_at_a_reset_reaches_a_member_who_says_nothing",
+            &QUIET_WINDOW,
+            held_join_quiet,
+        ),
     ]
+}
+
+/// How soon a room that owed something at a reset, and hears nothing after it, settles: the
+/// look in JavaScript a second after it began to owe (`OWED_CHECK_MS`) sets its alarm for now,
+/// and the alarm loads it. Without the look it waited for its next event: here, the heartbeat
+/// sweep's alarm, 60 s away.
+const SETTLED_WITHIN: Duration = Duration::from_secs(8);
+
+/// How long the quiet trials let a room settle before the reset: past the alarm of its first
+/// joins (a summary 2 s after a change), so that no alarm of its own is near when it resets.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// As `queued_frames`, but after the reset nobody sends or asks anything: the room loads by
+/// itself and closes the reader 1012 to resume, well before its sweep would have.
+async fn quiet_after_reset(ctx: Ctx) -> R {
+    let room = support::room("reset-quiet");
+    let mut publisher = dial(&ctx, &room, "publisher").await?;
+    let mut reader = dial(&ctx, &room, "reader").await?;
+    tokio::time::sleep(SETTLE).await;
+    let pad = "p".repeat(3_000);
+    for i in 0..6 {
+        publisher.publish_acked(&format!("m{i}"), "chat", json!(pad)).await?;
+    }
+    let st = es::stats(ctx.port, &room).await?;
+    check!(st["waiting_bytes"].as_u64().unwrap_or(0) > 0, "a frame waits for the reader: {st}");
+    let loaded_before = ctx.log.room_loaded(&room).len();
+    force_reset(&ctx, &room).await?;
+    ctx.log.wait_room_loaded(&room, loaded_before + 1, SETTLED_WITHIN).await.map_err(|e| {
+        format!("the room owed its reader frames and did not load again by itself: {e}")
+    })?;
+    let code = reader.expect_close(SETTLED_WITHIN).await?;
+    check!(code == Some(1012), "the reader should be closed 1012 room_reset, got {code:?}");
+    Ok(())
+}
+
+/// As `held_join`, but the observer says nothing after the reset: the held join reaches it in
+/// a whole list before the 10 s window would have ended, though the window's timer went with the
+/// instance.
+async fn held_join_quiet(ctx: Ctx) -> R {
+    let room = support::room("reset-window-quiet");
+    let mut obs = dial(&ctx, &room, "observer").await?;
+    tokio::time::sleep(SETTLE).await;
+    let late = dial(&ctx, &room, "late").await?; // held for the end of the observer's window
+    obs.get_state().await?;
+    tokio::time::sleep(SETTLE).await;
+    check!(obs.members_seen().len() == 1, "the late join is held: {:?}", obs.members_seen());
+    force_reset(&ctx, &room).await?;
+    let reset_at = std::time::Instant::now();
+    tokio::time::timeout(SETTLED_WITHIN, obs.await_members(2))
+        .await
+        .map_err(|_| format!("no whole list within {SETTLED_WITHIN:?} of the reset"))??;
+    let seen = obs.members_seen();
+    check!(seen.contains(&late.session), "the observer's list after the reset: {seen:?}");
+    let reset = obs.history.iter().find(|f| f["type"] == "presence" && f["reset"] == true);
+    check!(reset.is_some(), "the newcomer came in a whole list: {:?}", obs.history);
+    eprintln!(
+        "e2e: wasm_reset: the held join reached the quiet observer {:?} after the reset",
+        reset_at.elapsed()
+    );
+    Ok(())
 }
 
 /// A reader reads nothing while six messages of 3 KB go out: its 4 KiB flow window fills,
