@@ -629,8 +629,13 @@ impl Inner {
         match applied {
             Ok(effects) => {
                 let engine = &live.engine;
-                let owed =
-                    owed::Owed { presence: engine.presence_owed(), frames: engine.frames_owed() };
+                // A deleted room's engine is spent and owes nothing: a note left behind would
+                // keep its look (`owed`) running after the memory it watches is gone.
+                let owed = if effects.delete {
+                    owed::Owed::default()
+                } else {
+                    owed::Owed { presence: engine.presence_owed(), frames: engine.frames_owed() }
+                };
                 if owed != live.owed {
                     live.owed = owed;
                     owed::mark(&self.key, self.state.as_raw(), owed);
@@ -653,6 +658,10 @@ impl Inner {
                 // from what they applied and resend what was not acked.
                 live.sockets.close_all(1011, "storage error");
                 live.links.close_all(1011, "storage error");
+                // With every socket closed nothing is owed (and the note's look stops).
+                if live.owed != owed::Owed::default() {
+                    owed::mark(&self.key, self.state.as_raw(), owed::Owed::default());
+                }
                 *slot = None;
                 Err(e)
             }
