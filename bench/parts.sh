@@ -89,7 +89,9 @@ plain_configs() { # name main [class]
 
 # Starts the parts one mode of bench/profile and bench/once measures and sets $target (the
 # load's `--target`): `direct` (homeroom, every socket at the home), `relayed` (every socket at
-# a relay of its region), or a baseline's object (`plain`, `plain-welcome`, `plain-durable`).
+# a relay of its region), or a baseline's object (`plain`, `plain-welcome`, `plain-durable`;
+# the plain object in Rust: `floor` through workers-rs, `bare-floor` a bare wasm-bindgen class,
+# `bare-welcome` that class saying hello; bench/baselines/rust-floor/build.sh builds them).
 # Fails for any other mode.
 start_mode() { # mode
   case "$1" in
@@ -97,6 +99,15 @@ start_mode() { # mode
     relayed) parts=(home relays edge); start_parts --var RELAY_ABOVE:0; target=homeroom-relayed ;;
     plain | plain-welcome | plain-durable)
       plain_configs "$1" "$HOMEROOM_ROOT/bench/baselines/$1/src/index.js"
+      parts=(home edge); start_parts; target=plain ;;
+    floor | bare-floor | bare-welcome | bare-welcome-kept)
+      local floor="$HOMEROOM_ROOT/bench/baselines/rust-floor/build/index.js"
+      [[ -f "$floor" ]] || "$HOMEROOM_ROOT/bench/baselines/rust-floor/build.sh" >&2
+      local class=Floor
+      [[ "$1" == bare-floor ]] && class=BareFloor
+      [[ "$1" == bare-welcome ]] && class=BareWelcome
+      [[ "$1" == bare-welcome-kept ]] && class=BareWelcomeKept
+      plain_configs "$1" "$floor" "$class"
       parts=(home edge); start_parts; target=plain ;;
     *) return 1 ;;
   esac

@@ -22,7 +22,7 @@ use std::time::Duration;
 use homeroom_bench::args::Args;
 use homeroom_bench::runtime::{Runtime, BENCH_VARS};
 use homeroom_bench::scenario::{self, Publish, Scenario, Storm};
-use homeroom_bench::target::Target;
+use homeroom_bench::target::{Region, Target};
 use homeroom_bench::{machine, suite};
 
 const USAGE: &str =
@@ -123,6 +123,8 @@ async fn load(args: &Args) -> Result<i32, String> {
     sc.pad = args.get("pad", 64)?;
     sc.pings = args.get("pings", true)?;
     sc.connect_concurrency = args.get("connect-concurrency", 32)?;
+    // Every client in one region (one relay holds them all in a relayed room).
+    sc.region = args.get_str("region").map(|c| Region::on(&c)).transpose()?;
     let rate: f64 = args.get("connect-rate", 0.0)?;
     sc.connect_rate = (rate > 0.0).then_some(rate);
     if args.get("storm", false)? {

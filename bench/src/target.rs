@@ -182,6 +182,14 @@ impl Region {
         Region { colo: "NRT", continent: "AS", country: "JP" },
     ];
 
+    /// The region of [`Region::SPREAD`] on this continent (`OC`, `EU`, `NA`, `AS`).
+    pub fn on(continent: &str) -> Result<Region, String> {
+        Region::SPREAD
+            .into_iter()
+            .find(|r| r.continent.eq_ignore_ascii_case(continent))
+            .ok_or_else(|| format!("no region on {continent:?}: OC, EU, NA or AS"))
+    }
+
     pub fn cf_blob(self) -> String {
         format!(
             r#"{{"colo":"{}","continent":"{}","country":"{}"}}"#,
@@ -207,5 +215,7 @@ mod tests {
         assert!(Target::parse("x").is_err());
         let blob: serde_json::Value = serde_json::from_str(&Region::SPREAD[0].cf_blob()).unwrap();
         assert_eq!(blob["continent"], "OC");
+        assert_eq!(Region::on("eu").unwrap().colo, "LHR");
+        assert!(Region::on("AF").is_err());
     }
 }

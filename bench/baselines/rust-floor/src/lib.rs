@@ -2,7 +2,10 @@
 //! through workers-rs's `#[durable_object]` (its Request and Response conversions, its futures
 //! turned into promises), and `BareFloor`, a wasm-bindgen class whose `fetch` answers at once.
 //! Each accepts every upgrade and sends every text to every socket; neither does anything of
-//! homeroom's. `bench/split` measures what a connect costs each, beside the plain object.
+//! homeroom's. `BareWelcome` is `BareFloor` sending one welcome-sized text on each new socket,
+//! as `plain-welcome` is the plain object's: the least a Rust object can do at a connect that
+//! must tell its member something. `bench/split` and `bench/once` measure what a connect costs
+//! each, beside the plain object.
 
 use wasm_bindgen::prelude::*;
 use worker::worker_sys::{web_sys, DurableObjectState, WebSocketPair as RawPair};
@@ -66,9 +69,105 @@ impl BareFloor {
     }
 
     pub fn fetch(&self, _req: web_sys::Request) -> std::result::Result<web_sys::Response, JsValue> {
+        accept(&self.state, None)
+    }
+
+    #[wasm_bindgen(js_name = webSocketMessage)]
+    pub fn websocket_message(&self, _ws: web_sys::WebSocket, message: JsValue) {
+        if let Some(text) = message.as_string() {
+            for ws in self.state.get_websockets().unwrap_or_default() {
+                let _ = ws.send_with_str(&text);
+            }
+        }
+    }
+
+    #[wasm_bindgen(js_name = webSocketClose)]
+    pub fn websocket_close(&self, ws: web_sys::WebSocket, code: u16, reason: String, _clean: bool) {
+        let code = if code == 1005 || code == 1006 { 1000 } else { code };
+        let _ = ws.close_with_code_and_reason(code, &reason);
+    }
+}
+
+/// The pair, the accept, `welcome` sent on the new socket (if any), and the 101.
+fn accept(
+    state: &DurableObjectState,
+    welcome: Option<&str>,
+) -> std::result::Result<web_sys::Response, JsValue> {
+    let mut pair = RawPair::new()?;
+    let (client, server) = (pair.client()?, pair.server()?);
+    state.accept_websocket(&server)?;
+    if let Some(text) = welcome {
+        server.send_with_str(text)?;
+    }
+    let init = web_sys::ResponseInit::new();
+    init.set_status(101);
+    js_sys::Reflect::set(&init, &"webSocket".into(), &client)?;
+    web_sys::Response::new_with_opt_str_and_init(None, &init)
+}
+
+/// `BareFloor` that answers each connect with one text of the plain-welcome baseline's size
+/// (about homeroom's welcome to a member of a big room).
+#[wasm_bindgen]
+pub struct BareWelcome {
+    state: DurableObjectState,
+    welcome: String,
+}
+
+#[wasm_bindgen]
+impl BareWelcome {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, _env: JsValue) -> BareWelcome {
+        let welcome = format!(r#"{{"type":"welcome","pad":"{}"}}"#, "x".repeat(600));
+        BareWelcome { state, welcome }
+    }
+
+    pub fn fetch(&self, _req: web_sys::Request) -> std::result::Result<web_sys::Response, JsValue> {
+        accept(&self.state, Some(&self.welcome))
+    }
+
+    #[wasm_bindgen(js_name = webSocketMessage)]
+    pub fn websocket_message(&self, _ws: web_sys::WebSocket, message: JsValue) {
+        if let Some(text) = message.as_string() {
+            for ws in self.state.get_websockets().unwrap_or_default() {
+                let _ = ws.send_with_str(&text);
+            }
+        }
+    }
+
+    #[wasm_bindgen(js_name = webSocketClose)]
+    pub fn websocket_close(&self, ws: web_sys::WebSocket, code: u16, reason: String, _clean: bool) {
+        let code = if code == 1005 || code == 1006 { 1000 } else { code };
+        let _ = ws.close_with_code_and_reason(code, &reason);
+    }
+}
+
+#[wasm_bindgen(inline_js = "export function floor_send(ws, text) { ws.send(text); }")]
+extern "C" {
+    #[wasm_bindgen(catch)]
+    fn floor_send(ws: &web_sys::WebSocket, text: &JsValue) -> std::result::Result<(), JsValue>;
+}
+
+/// `BareWelcome` whose welcome is one JavaScript string made once, not a text copied out of
+/// the Wasm's memory on every connect.
+#[wasm_bindgen]
+pub struct BareWelcomeKept {
+    state: DurableObjectState,
+    welcome: JsValue,
+}
+
+#[wasm_bindgen]
+impl BareWelcomeKept {
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, _env: JsValue) -> BareWelcomeKept {
+        let text = format!(r#"{{"type":"welcome","pad":"{}"}}"#, "x".repeat(600));
+        BareWelcomeKept { state, welcome: JsValue::from_str(&text) }
+    }
+
+    pub fn fetch(&self, _req: web_sys::Request) -> std::result::Result<web_sys::Response, JsValue> {
         let mut pair = RawPair::new()?;
         let (client, server) = (pair.client()?, pair.server()?);
         self.state.accept_websocket(&server)?;
+        floor_send(&server, &self.welcome)?;
         let init = web_sys::ResponseInit::new();
         init.set_status(101);
         js_sys::Reflect::set(&init, &"webSocket".into(), &client)?;
