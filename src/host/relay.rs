@@ -5,8 +5,8 @@
 //!
 //! A relay keeps nothing it cannot lose: after a Wasm reset or a lost link it closes its
 //! clients (1012) and they resume, through a new instance with a higher epoch. The epoch is
-//! the only thing it stores (one row), and it deletes it when its last client leaves (the next
-//! instance takes an epoch from the clock, above any before it).
+//! the only thing it stores (one row), and it deletes it 10 s after its last client leaves (the
+//! next instance takes an epoch from the clock, above any before it).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -37,6 +37,12 @@ const WATCH_MS: u64 = 5_000;
 /// What a relay sends its link at every watch (the home's runtime answers it without waking
 /// the home: the sign of life the home's lease counts), and the answer.
 const PING: &str = r#"{"type":"ping"}"#;
+/// How long a relay keeps its instance and its link after its last client leaves. A client
+/// back within it (a reload, a reconnect) finds the link up; and a member who connects and
+/// leaves in a loop through a relay nobody else uses costs the home a new link (the room's
+/// parts and its whole state sent, the registry written) at most once per this per relay,
+/// not once per connect.
+const LINGER_MS: u64 = 10_000;
 const PONG: &str = r#"{"type":"pong"}"#;
 
 /// A relay of a kind's rooms: declare it as the kind's companion in [`crate::worker!`],
@@ -86,6 +92,9 @@ struct Live {
     heard: u64,
     /// Test builds: the relay plays one that hangs (forwards nothing, pings nothing).
     muted: bool,
+    /// Since when the instance has had no client (ms): it stops [`LINGER_MS`] after, unless
+    /// one came meanwhile.
+    idle_since: Option<u64>,
 }
 
 impl super::Companion for Relay {
@@ -294,6 +303,7 @@ impl RelayInner {
             link: Link::Dialing(Vec::new()),
             heard: now().ms(),
             muted: false,
+            idle_since: None,
         };
         *self.live.borrow_mut() = Some(live);
         let this = Rc::clone(self);
@@ -312,7 +322,7 @@ impl RelayInner {
     /// Runs `f` on the engine and applies its outputs in order (nothing if the instance is
     /// gone).
     fn run(self: &Rc<Self>, f: impl FnOnce(&mut engine::Relay, Time)) {
-        let (alarm, wake, end) = {
+        let (alarm, wake, end, linger) = {
             let mut slot = self.live.borrow_mut();
             let Some(live) = slot.as_mut() else {
                 return;
@@ -326,16 +336,19 @@ impl RelayInner {
                 live.engine.handle(now, Input::Wake);
                 (alarm, wake) = live.apply(self.link_delay);
             }
-            let end = match (live.engine.spent(), idle) {
-                (true, _) => Some("relay_replaced"),
-                (false, true) => Some("relay_idle"),
-                (false, false) => None,
-            };
-            (alarm, wake, end)
+            let end = live.engine.spent().then_some("relay_replaced");
+            // Newly idle: it lingers ([`LINGER_MS`]) before it lets its link go.
+            let became = if idle { live.idle_since.is_none() } else { false };
+            live.idle_since = if idle { live.idle_since.or(Some(now.ms())) } else { None };
+            let linger = live.idle_since.filter(|_| became).map(|at| (at, live.engine.epoch()));
+            (alarm, wake, end, linger)
         };
         if let Some(why) = end {
             self.stop(why);
             return;
+        }
+        if let Some((since, epoch)) = linger {
+            self.linger(since, epoch);
         }
         if let Some(at) = wake {
             self.schedule_flush(at);
@@ -352,8 +365,27 @@ impl RelayInner {
         }
     }
 
+    /// Stops the instance `epoch` [`LINGER_MS`] after it had its last client at `since`, if it
+    /// has had none since. (Its open link keeps it in memory meanwhile: an object that dials
+    /// out does not hibernate.)
+    fn linger(self: &Rc<Self>, since: u64, epoch: u64) {
+        let this = Rc::clone(self);
+        wasm_bindgen_futures::spawn_local(async move {
+            Delay::from(Duration::from_millis(LINGER_MS)).await;
+            let still = this
+                .live
+                .borrow()
+                .as_ref()
+                .is_some_and(|l| l.engine.epoch() == epoch && l.idle_since == Some(since));
+            if still {
+                this.stop("relay_idle");
+            }
+        });
+    }
+
     /// A client's socket closed: the home hears it (a relay left with no client lets its link
-    /// go and forgets its epoch, so that it can leave memory: see [`RelayInner::run`]).
+    /// go and forgets its epoch [`LINGER_MS`] later, so that it can leave memory: see
+    /// [`RelayInner::run`]).
     fn client_gone(self: &Rc<Self>, conn: &str) {
         if let Some(live) = self.live.borrow_mut().as_mut() {
             live.clients.remove(conn);

@@ -28,7 +28,50 @@ pub fn trials() -> Vec<Spec> {
         es::on("attacks::links::a_relays_admin_routes_need_the_key", &RELAYED, relay_admin),
         es::on("attacks::links::four_regions_get_one_users_budget", &RELAYED, four_budgets),
         es::on("attacks::links::big_frames_do_not_cut_the_link", &RELAYED, big_frames),
+        es::on(
+            "attacks::links::a_connect_loop_through_an_idle_relay_costs_one_link",
+            &RELAYED,
+            churn,
+        ),
     ]
+}
+
+/// Mallory fills the room's state, then connects and leaves in a loop through a relay nobody
+/// else uses (a region of her own). A relay with no client used to let its link go at once, so
+/// each connect started an instance that dialed the home, which sent it the room's whole state
+/// (and wrote its registry) before it had decided anything about her. A relay now lingers
+/// 10 s after its last client: the loop costs the home one link, and each connect after the
+/// first finds the instance that is already there.
+async fn churn(ctx: Ctx) -> R {
+    let room = support::room("att-link-churn");
+    let (oc, sa) = (PLACES[0].0, PLACES[3].0);
+    let mut victim = dial(ctx.port, &room, "victim", oc).await?;
+    let big = "x".repeat(60_000);
+    for k in 0..4 {
+        victim.set_acked(&format!("s{k}"), &format!("k{k}"), json!(big), None).await?;
+    }
+    let started = |ctx: &Ctx| {
+        let lines = ctx.log.events("relay_started");
+        lines.iter().filter(|l| l["room"] == room.as_str() && l["relay"] == "SA-0").count()
+    };
+    for i in 0..6 {
+        let session = support::session(&format!("mallory-churn{i}"));
+        let m = Dial::new(ctx.port, &room, &session)
+            .token(&es::token(&room, "mallory"))
+            .via(sa.0, sa.1, sa.2)
+            .connect()
+            .await?;
+        check!(m.welcome["relay"] == "SA-0", "through the SA relay: {}", m.welcome);
+        m.close().await;
+    }
+    check!(started(&ctx) == 1, "one instance of SA-0 served the loop, {} started", started(&ctx));
+    let stats = es::stats(ctx.port, &room).await?;
+    let sa_links = stats["topology"]["links"]
+        .as_object()
+        .map_or(0, |m| m.keys().filter(|k| k.starts_with("SA-0#")).count());
+    check!(sa_links == 1, "the home holds one link of SA-0: {stats}");
+    victim.publish_acked("after-churn", "chat", json!(1)).await?;
+    Ok(())
 }
 
 /// The links the home lists in its `/stats`.
