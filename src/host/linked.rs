@@ -10,7 +10,7 @@ use super::{error_response, random_u64, Effects, Inner, Live, Origin};
 use crate::forward::{Forwarded, USE_RELAY};
 use crate::logline::log;
 use crate::protocol::link::{Open, Up, UpOp};
-use crate::relay::{Admit, Downlinks, Policy, Relays};
+use crate::relay::{Admit, Downlinks, Held, Policy, Relays};
 use crate::room::{Input, Room as Engine, Time};
 
 /// The close code and reason of a link the home will not listen to.
@@ -49,12 +49,15 @@ impl Inner {
         };
         // In memory (the usual case), the count is read as it is; else the room is loaded,
         // once, for this connect and the accept after it.
-        let known = self.live.borrow().as_ref().map(|live| live.engine.connections());
-        let (members, fx) = match known {
+        let count = |live: &Live| (live.engine.connections(), live.links.recalling());
+        let known = self.live.borrow().as_ref().map(count);
+        let ((members, recalling), fx) = match known {
             Some(n) => (n, Effects::default()),
-            None => self.run(Some(origin), |live, _| live.engine.connections())?,
+            None => self.run(Some(origin), |live, _| count(live))?,
         };
-        let relayed = Policy { above }.relayed(self.relaying.get(), members);
+        // A home just rebuilt does not know its relays' sessions until they answer: it was
+        // relayed, and its count is not yet one to decide by (nor is an open decided before).
+        let relayed = recalling || Policy { above }.relayed(self.relaying.get(), members);
         if relayed != self.relaying.get() {
             log(
                 "relaying",
@@ -158,7 +161,13 @@ impl Inner {
             live.links.messages_in += 1;
             for op in up.ops {
                 match op {
-                    UpOp::Open(open) => open_relayed(live, &tag.link, &prefix, open, now),
+                    UpOp::Open(open) => {
+                        // Until every link has answered, nobody's open is decided: the room
+                        // cannot yet tell whose session it names, nor count its user's sockets.
+                        if let Some(open) = live.links.hold(&tag.link, open, now.ms()) {
+                            open_relayed(&mut live.links, &mut live.engine, &tag.link, open, now);
+                        }
+                    }
                     UpOp::Text { conn, text } if live.links.owns(&tag.link, &conn) => {
                         live.engine.handle(now, Input::Text { conn: &conn, text: &text });
                     }
@@ -167,8 +176,11 @@ impl Inner {
                         live.engine.handle(now, Input::Closed { conn: &conn });
                     }
                     UpOp::Text { conn, text } if conn.starts_with(&prefix) => {
-                        // Its relay has not given it back yet: it waits for the answer.
+                        // Its relay has not given it back yet, or its open waits: it waits too.
                         live.links.stranger(&tag.link, &conn, text, now.ms());
+                    }
+                    UpOp::Closed { conn } if conn.starts_with(&prefix) => {
+                        live.links.drop_held(&conn); // gone before its open was decided
                     }
                     UpOp::Peers { recall, peers, opens } => {
                         let answer = (peers, opens);
@@ -181,17 +193,22 @@ impl Inner {
                         let link = tag.link.as_str();
                         live.engine.handle(now, Input::Recalled { link, peers: back.peers });
                         for open in back.opens {
-                            open_relayed(live, link, &prefix, open, now);
+                            if let Some(open) = live.links.hold(link, open, now.ms()) {
+                                open_relayed(&mut live.links, &mut live.engine, link, open, now);
+                            }
                         }
                         for (conn, text) in back.parked {
                             if live.links.owns(link, &conn) {
                                 live.engine.handle(now, Input::Text { conn: &conn, text: &text });
+                            } else {
+                                live.links.hold_text(link, &conn, text);
                             }
                         }
                     }
                     UpOp::Text { .. } | UpOp::Closed { .. } | UpOp::Unknown => {}
                 }
             }
+            release_held(&mut live.links, &mut live.engine, now);
             Ok(())
         })?;
         done?;
@@ -260,13 +277,30 @@ impl Inner {
 /// A relay's client opened: the engine decides it as a socket of the home's own, unless the
 /// home knows the connection already (a recall's answer opens again those it had not
 /// addressed) or it is not the relay's to open.
-fn open_relayed(live: &mut Live, link: &str, prefix: &str, open: Open, now: Time) {
-    if live.links.link_of(&open.conn).is_some() || !open.conn.starts_with(prefix) {
+fn open_relayed(links: &mut Links, engine: &mut Engine, link: &str, open: Open, now: Time) {
+    let ours = link.rsplit_once('#').is_some_and(|(relay, _)| {
+        open.conn.strip_prefix(relay).is_some_and(|rest| rest.starts_with('.'))
+    });
+    if links.link_of(&open.conn).is_some() || !ours {
         return;
     }
-    if let Ok(hello) = open.into_hello(link, live.links.version(link)) {
-        live.links.opening(&hello.conn, link);
-        live.engine.handle(now, Input::Open(hello));
+    if let Ok(hello) = open.into_hello(link, links.version(link)) {
+        links.opening(&hello.conn, link);
+        engine.handle(now, Input::Open(hello));
+    }
+}
+
+/// Once no link owes the room its sessions, the opens that waited for their answers are
+/// decided, each followed by what its client said meanwhile, in the order they came.
+fn release_held(links: &mut Links, engine: &mut Engine, now: Time) {
+    for held in links.release() {
+        match held {
+            Held::Open { link, open } => open_relayed(links, engine, &link, open, now),
+            Held::Text { link, conn, text } if links.owns(&link, &conn) => {
+                engine.handle(now, Input::Text { conn: &conn, text: &text });
+            }
+            Held::Text { .. } => {}
+        }
     }
 }
 
@@ -286,4 +320,6 @@ fn drop_link(
         let _ = ws.close(Some(why.0), Some(why.1));
     }
     engine.handle(now, Input::LinkClosed { link, heard });
+    // It may have been the last link that owed the room its sessions.
+    release_held(links, engine, now);
 }

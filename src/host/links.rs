@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use worker::{SqlStorage, SqlStorageValue as V, WebSocket};
 
 use crate::protocol::link::{Back, Open};
-use crate::relay::{Answer, Downlinks, Recalls, Relays};
+use crate::relay::{Answer, Downlinks, Held, Recalls, Relays};
 use crate::room::Peer;
 
 /// What a link socket's attachment holds (a client socket's holds its peer): the link, and
@@ -241,7 +241,12 @@ impl Links {
     /// knew it: the frame waits for the answer ([`Recalls::park`]), or, past the bound, `conn`
     /// is closed (1012, to resume) and not taken back when the answer comes. A link that owes
     /// nothing speaks for a connection it does not hold: dropped.
+    /// A frame of a connection whose open waits for every link's answer waits behind it
+    /// ([`Links::hold_text`]).
     pub fn stranger(&mut self, link: &str, conn: &str, text: String, now: u64) {
+        if self.hold_text(link, conn, text.clone()) {
+            return;
+        }
         if !self.recalls.park(link, conn, text, now) {
             self.unknown(link, conn);
         }
@@ -255,7 +260,53 @@ impl Links {
         for (link, conn) in self.recalls.overdue(now, wait) {
             self.unknown(&link, &conn);
         }
+        for (link, conn) in self.recalls.overdue_held(now, wait) {
+            self.down.restart(&link, &conn, "room_recalling");
+        }
         self.recalls.holding_since().map(|at| at + wait)
+    }
+
+    /// Whether some link still owes the room its sessions (a home just rebuilt): until none
+    /// does, opens wait ([`Links::hold`]) and a direct connect goes through a relay.
+    pub fn recalling(&self) -> bool {
+        self.recalls.recalling()
+    }
+
+    /// A relay's client opened over `link` at `now`: `Some(open)` to decide now, or `None`
+    /// when it waits for every link's answer ([`Recalls::hold`]; [`Links::release`] gives it
+    /// back) or, past the bound, is closed to resume (1012).
+    pub fn hold(&mut self, link: &str, open: Open, now: u64) -> Option<Open> {
+        if !self.recalls.recalling() {
+            return Some(open);
+        }
+        let conn = open.conn.clone();
+        if !self.recalls.hold(link, open, now) {
+            self.down.restart(link, &conn, "room_recalling");
+        }
+        None
+    }
+
+    /// `conn` spoke over `link` while its open waits: the frame waits behind it (true), or,
+    /// past the bound, `conn` is closed to resume (true: the frame is taken care of). False
+    /// when `conn`'s open does not wait.
+    pub fn hold_text(&mut self, link: &str, conn: &str, text: String) -> bool {
+        if !self.recalls.held(conn) {
+            return false;
+        }
+        if !self.recalls.hold_text(link, conn, text) {
+            self.down.restart(link, conn, "room_recalling");
+        }
+        true
+    }
+
+    /// `conn` closed before its open was decided: forgotten. Whether its open waited.
+    pub fn drop_held(&mut self, conn: &str) -> bool {
+        self.recalls.drop_held(conn)
+    }
+
+    /// What waited for every link's answer, once none owes it, in the order it came.
+    pub fn release(&mut self) -> Vec<Held> {
+        self.recalls.release()
     }
 
     fn unknown(&mut self, link: &str, conn: &str) {

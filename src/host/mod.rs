@@ -302,6 +302,24 @@ struct KickBody {
 /// The longest block a kick may set: 30 days.
 const MAX_BLOCK_SECS: u64 = 30 * 24 * 3600;
 
+/// How often an operator's request looks whether the links have answered a home just
+/// rebuilt ([`Inner::recalled`]): an answer is a round trip to a relay.
+const RECALL_POLL_MS: u64 = 5;
+
+/// Whether what `what` does or reads depends on every member being known: a kick, a drain,
+/// a delete, a presence read, the stats' topology and a rule's request.
+fn counts_members(what: &Inbound) -> bool {
+    matches!(
+        what,
+        Inbound::Presence { .. }
+            | Inbound::Stats
+            | Inbound::Drain
+            | Inbound::Kick
+            | Inbound::Delete
+            | Inbound::Custom(_)
+    )
+}
+
 impl Inner {
     /// What the room answers to `what` (the request `req` carries its body),
     /// and the timers its engine asked for.
@@ -311,6 +329,8 @@ impl Inner {
         what: Inbound,
         req: &mut Request,
     ) -> Result<(Result<Response>, Effects)> {
+        let settled =
+            if counts_members(&what) { self.recalled(origin).await? } else { Effects::default() };
         let answered = match what {
             Inbound::Connect(fwd) => {
                 let (answer, fx) = self.connect(origin, fwd)?;
@@ -375,7 +395,24 @@ impl Inner {
                 }
             }
         };
-        Ok(answered)
+        Ok((answered.0, settled.and(answered.1)))
+    }
+
+    /// Loads the room if it is not in memory, then waits until every link has given its
+    /// sessions back, at most a link's lease: a home just rebuilt does not know its relays'
+    /// sessions until they answer, and a kick, a drain or a delete must reach them, a
+    /// presence read or a rule's request count them.
+    async fn recalled(&self, origin: Origin<'_>) -> Result<Effects> {
+        let (recalling, fx) = self.run(Some(origin), |live, _| live.links.recalling())?;
+        if recalling {
+            let until = now().ms() + linked::LINK_LEASE_MS;
+            let waiting = || self.live.borrow().as_ref().is_some_and(|l| l.links.recalling());
+            while waiting() && now().ms() < until {
+                // The links' answers come in meanwhile: only storage shuts the input gate.
+                worker::Delay::from(std::time::Duration::from_millis(RECALL_POLL_MS)).await;
+            }
+        }
+        Ok(fx)
     }
 
     /// The operator's reads of the room's stats (with its topology), state and log.
@@ -449,6 +486,13 @@ impl Inner {
         let conn = room::conn_id(rand);
         let hello = fwd.into_hello(conn.clone(), random_u64(), random_u64());
         let ((), effects) = self.run(Some(origin), move |live, now| {
+            if live.links.recalling() {
+                // A home just rebuilt, whose relays have not given their sessions back: no
+                // open is decided before they have (`Links::hold`). Only a connect the Worker
+                // sent here without asking whether the room is relayed comes this way.
+                let _ = server.close(Some(1012), Some("room_recalling"));
+                return;
+            }
             live.sockets.add(conn, server);
             live.engine.handle(now, Input::Open(hello));
         })?;

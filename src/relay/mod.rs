@@ -50,7 +50,7 @@ pub use downlinks::Downlinks;
 pub use engine::{Relay, RelayStats, OPEN_HOLD_MS, RESTART};
 pub use io::{Input, Output};
 pub use policy::{relay_for, valid_relay, Policy};
-pub use recall::{Answer, Recalls, PARKED_BYTES};
+pub use recall::{Answer, Held, Recalls, HELD_BYTES, PARKED_BYTES};
 pub use registry::{Admit, Relays};
 pub use tail::{Tail, TAIL_MAX_BYTES};
 

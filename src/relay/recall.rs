@@ -1,5 +1,6 @@
 //! [`Recalls`]: the home's side of asking its relays for their sessions back, after it was
-//! rebuilt without them (the relays hold their sessions' records; the home stores none).
+//! rebuilt without them (the relays hold their sessions' records; the home stores none), and
+//! the opens it holds until they have.
 
 use std::collections::{HashMap, HashSet};
 
@@ -48,7 +49,30 @@ use crate::room::Peer;
 #[derive(Debug, Default)]
 pub struct Recalls {
     pending: HashMap<String, Pending>,
+    /// Opens that came while a link owed its answer, and what their clients said after, in
+    /// the order they came ([`Recalls::hold`]).
+    held: Vec<Held>,
+    /// The connections whose opens are held.
+    held_conns: HashSet<String>,
+    held_bytes: usize,
+    /// When the first of them was held (ms).
+    held_at: u64,
 }
+
+/// An open, or a frame of a connection whose open waits, held until every link has answered
+/// ([`Recalls::hold`], [`Recalls::release`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// A relay's client opened over `link`.
+    Open { link: String, open: Open },
+    /// `conn`, whose open is held, spoke over `link`.
+    Text { link: String, conn: String, text: String },
+}
+
+/// The most bytes of opens and their frames held for the links' answers ([`Recalls::hold`]):
+/// a storm's opens of a few seconds; past it a client is closed to resume (1012), as is one
+/// held longer than the caller's wait.
+pub const HELD_BYTES: usize = 1024 * 1024;
 
 /// The most bytes of frames kept for one link's answer ([`Recalls::park`]): about a second of
 /// a busy relay's writes; a relay that says more before answering has the rest of its
@@ -109,7 +133,9 @@ impl Recalls {
     /// When the earliest frame still kept for an answer was kept (ms), if any: the home keeps
     /// a timer for it, so that the runtime does not evict it with frames only its memory holds.
     pub fn holding_since(&self) -> Option<u64> {
-        self.pending.values().filter(|p| !p.parked.is_empty()).map(|p| p.parked_at).min()
+        let parked = self.pending.values().filter(|p| !p.parked.is_empty()).map(|p| p.parked_at);
+        let held = (!self.held.is_empty()).then_some(self.held_at);
+        parked.chain(held).min()
     }
 
     /// The connections whose frames were kept for an answer since `wait` ms before `now` or
@@ -167,8 +193,150 @@ impl Recalls {
         self.pending.contains_key(link)
     }
 
-    /// Forgets a link that closed.
+    /// Forgets a link that closed, and what it held.
     pub fn forget(&mut self, link: &str) {
         self.pending.remove(link);
+        let gone: Vec<String> = self
+            .held
+            .iter()
+            .filter_map(|h| match h {
+                Held::Open { link: l, open } if l == link => Some(open.conn.clone()),
+                _ => None,
+            })
+            .collect();
+        for conn in gone {
+            self.drop_held(&conn);
+        }
+    }
+
+    /// Whether some link still owes its answer: until none does, the room does not know all
+    /// its sessions, and a new open is held ([`Recalls::hold`]).
+    pub fn recalling(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// `open` came over `link` at `now` (ms) while some link owes its answer
+    /// ([`Recalls::recalling`]; decide it at once otherwise): held (true) until every link has
+    /// answered ([`Recalls::release`]), since until then the room cannot tell whose session it
+    /// names, nor how many connections its user holds. False when the held bytes would pass
+    /// [`HELD_BYTES`], or nothing is owed: the caller closes it to resume.
+    ///
+    /// ```
+    /// use homeroom::protocol::link::Open;
+    /// use homeroom::relay::{Held, Recalls};
+    ///
+    /// let open = |conn: &str| Open {
+    ///     conn: conn.into(), session: "s-1".into(), user: "mallory".into(), region: "EU".into(),
+    ///     since: None, epoch: None, rand: 1, secret: 2, expires: None, info: None, tail: None,
+    /// };
+    /// let mut recalls = Recalls::default();
+    /// assert!(!recalls.recalling()); // nothing owed: an open is decided at once
+    /// recalls.start("oc-0#3", 41);
+    /// assert!(recalls.recalling());
+    /// assert!(recalls.hold("eu-0#1", open("eu-0.c1"), 5));
+    /// assert!(recalls.held("eu-0.c1"));
+    /// assert!(recalls.hold_text("eu-0#1", "eu-0.c1", "{}".into()));
+    /// assert!(recalls.release().is_empty()); // oc-0 has not answered
+    /// recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).unwrap();
+    /// let released = recalls.release();
+    /// assert!(matches!(&released[0], Held::Open { open, .. } if open.conn == "eu-0.c1"));
+    /// assert!(matches!(&released[1], Held::Text { conn, .. } if conn == "eu-0.c1"));
+    /// ```
+    pub fn hold(&mut self, link: &str, open: Open, now: u64) -> bool {
+        if !self.recalling() {
+            return false;
+        }
+        if self.held(&open.conn) {
+            // Its relay's answer names it again (an open the home had not addressed).
+            return true;
+        }
+        let size = 256 + open.info.as_ref().map_or(0, String::len);
+        if self.held_bytes + size > HELD_BYTES {
+            return false;
+        }
+        if self.held.is_empty() {
+            self.held_at = now;
+        }
+        self.held_bytes += size;
+        self.held_conns.insert(open.conn.clone());
+        self.held.push(Held::Open { link: link.to_owned(), open });
+        true
+    }
+
+    /// Whether `conn`'s open is held.
+    pub fn held(&self, conn: &str) -> bool {
+        self.held_conns.contains(conn)
+    }
+
+    /// `conn`, whose open is held, spoke over `link`: the frame waits behind its open (true).
+    /// False when its open is not held, or when the frame would pass [`HELD_BYTES`]: then its
+    /// open and frames are dropped, and the caller closes it to resume.
+    pub fn hold_text(&mut self, link: &str, conn: &str, text: String) -> bool {
+        if !self.held(conn) {
+            return false;
+        }
+        if self.held_bytes + text.len() > HELD_BYTES {
+            self.drop_held(conn);
+            return false;
+        }
+        self.held_bytes += text.len();
+        let (link, conn) = (link.to_owned(), conn.to_owned());
+        self.held.push(Held::Text { link, conn, text });
+        true
+    }
+
+    /// Drops `conn`'s held open and frames (it closed before its open was decided, or it is
+    /// closed to resume). Whether it had any.
+    pub fn drop_held(&mut self, conn: &str) -> bool {
+        if !self.held_conns.remove(conn) {
+            return false;
+        }
+        let mut freed = 0;
+        self.held.retain(|h| {
+            let (of, size) = match h {
+                Held::Open { open, .. } => {
+                    (&open.conn, 256 + open.info.as_ref().map_or(0, String::len))
+                }
+                Held::Text { conn, text, .. } => (conn, text.len()),
+            };
+            let keep = of != conn;
+            if !keep {
+                freed += size;
+            }
+            keep
+        });
+        self.held_bytes -= freed;
+        true
+    }
+
+    /// Everything held, in the order it came, once no link owes its answer (nothing before).
+    pub fn release(&mut self) -> Vec<Held> {
+        if self.held.is_empty() || self.recalling() {
+            return Vec::new(); // after every link message: nothing to clear
+        }
+        self.held_conns.clear();
+        self.held_bytes = 0;
+        std::mem::take(&mut self.held)
+    }
+
+    /// The held opens that waited `wait` ms or longer at `now`, as (link, conn), their frames
+    /// dropped: the caller closes each to resume. A relay that does not answer within its
+    /// lease loses its link; until then, nobody's open is decided without it.
+    pub fn overdue_held(&mut self, now: u64, wait: u64) -> Vec<(String, String)> {
+        if self.held.is_empty() || self.held_at + wait > now {
+            return Vec::new();
+        }
+        let out: Vec<(String, String)> = self
+            .held
+            .iter()
+            .filter_map(|h| match h {
+                Held::Open { link, open } => Some((link.clone(), open.conn.clone())),
+                Held::Text { .. } => None,
+            })
+            .collect();
+        self.held.clear();
+        self.held_conns.clear();
+        self.held_bytes = 0;
+        out
     }
 }

@@ -110,6 +110,8 @@ pub struct Topo {
     pub recalled: u64,
     /// Frames of sessions the home did not know yet that waited for their relay's answer.
     pub parked: u64,
+    /// Opens the home held until every link had answered its recall.
+    pub held: u64,
     /// Instances that hung with their link open (`name#epoch`), since when: they forward
     /// nothing and ping nothing, and the home's lease closes their link.
     pub hung: BTreeMap<String, Time>,
@@ -150,6 +152,7 @@ impl Topo {
             stale_refused: 0,
             recalled: 0,
             parked: 0,
+            held: 0,
             hung: BTreeMap::new(),
             hung_dropped: 0,
             tail_lost: 0,
@@ -405,6 +408,9 @@ impl Topo {
         // The adapter keeps a timer while frames wait for a relay's answer.
         let holding = self.home.recalls.holding_since().is_some();
         let can = !holding && !self.home.waiting_for_echo() && self.home.hibernatable();
+        // What a turn's end made on the way (`hibernatable` lets it end) is sent before the
+        // memory goes, as the adapter sends it the moment the turn's timer fires.
+        self.flush_home();
         if can {
             self.home.reload();
         }
@@ -445,6 +451,9 @@ impl Topo {
         if self.home.links.get(instance).is_some_and(|l| l.open) {
             self.home.now = self.now;
             self.home.close_link_heard(instance, heard);
+            // It may have been the last link that owed the home its sessions.
+            self.home_release();
+            self.home.pump();
             self.flush_home();
         }
     }
@@ -594,7 +603,13 @@ impl Topo {
         let prefix = format!("{}.", up.relay);
         for op in up.ops {
             match op {
-                UpOp::Open(open) => self.home_open(&link, open),
+                UpOp::Open(open) => self.home_hold_or_open(&link, open),
+                UpOp::Text { conn, text } if self.home.recalls.held(&conn) => {
+                    // Its open waits for every link's answer: so does the frame.
+                    if !self.home.recalls.hold_text(&link, &conn, text) {
+                        self.home.downlinks.restart(&link, &conn, "room_recalling");
+                    }
+                }
                 UpOp::Text { conn, text } if self.home.room.knows(&conn) => {
                     self.home
                         .room
@@ -612,31 +627,21 @@ impl Topo {
                         }
                     }
                 }
-                UpOp::Closed { conn } => self.home.runtime_close(&conn),
+                UpOp::Closed { conn } => {
+                    self.home.recalls.drop_held(&conn);
+                    self.home.runtime_close(&conn);
+                }
                 UpOp::Unknown => {}
                 UpOp::Peers { recall, peers, opens } => {
-                    let answer = self.home.recalls.answer(&link, recall, &prefix, peers, opens);
-                    let Some(back) = answer else {
+                    let Some(back) = self.home.recalls.answer(&link, recall, &prefix, peers, opens)
+                    else {
                         continue; // an answer to an earlier load's recall
                     };
-                    self.recalled += 1;
-                    self.home.downlinks.recalled(&link, recall);
-                    let (l, peers) = (link.as_str(), back.peers);
-                    self.home
-                        .room
-                        .handle(self.now, crate::room::Input::Recalled { link: l, peers });
-                    for open in back.opens {
-                        self.home_open(&link, open);
-                    }
-                    for (conn, text) in back.parked {
-                        if self.home.room.knows(&conn) {
-                            let text = crate::room::Input::Text { conn: &conn, text: &text };
-                            self.home.room.handle(self.now, text);
-                        }
-                    }
+                    self.home_recalled(&link, recall, back);
                 }
             }
         }
+        self.home_release();
         // As the adapter does: the engine's outputs are applied after the message's operations.
         self.home.pump();
         self.flush_home();
@@ -649,6 +654,57 @@ impl Topo {
         let open = Link { open: true, relayed: true, mirror, ..Default::default() };
         self.home.links.insert(link.to_owned(), open);
         self.home.downlinks.accepted(link, self.link_version, &mut self.home.room);
+    }
+
+    /// `link`'s answer to the home's recall `id`, as the adapter takes it: its sessions back,
+    /// then its opens (held while another link owes its answer), then the frames kept for it.
+    fn home_recalled(&mut self, link: &str, id: u64, back: super::Answer) {
+        self.recalled += 1;
+        self.home.downlinks.recalled(link, id);
+        let peers = back.peers;
+        self.home.room.handle(self.now, crate::room::Input::Recalled { link, peers });
+        for open in back.opens {
+            self.home_hold_or_open(link, open);
+        }
+        for (conn, text) in back.parked {
+            if self.home.room.knows(&conn) {
+                let text = crate::room::Input::Text { conn: &conn, text: &text };
+                self.home.room.handle(self.now, text);
+            } else {
+                self.home.recalls.hold_text(link, &conn, text);
+            }
+        }
+    }
+
+    /// A relay's client opens at the home, as the adapter does: held while a link owes the
+    /// home its sessions ([`Recalls::hold`](super::Recalls::hold)), or past the bound closed
+    /// to resume; else decided now.
+    fn home_hold_or_open(&mut self, link: &str, open: crate::protocol::link::Open) {
+        if !self.home.recalls.recalling() {
+            return self.home_open(link, open);
+        }
+        let conn = open.conn.clone();
+        let again = self.home.recalls.held(&conn); // a recall's answer names it again
+        if self.home.recalls.hold(link, open, self.now.ms()) {
+            self.held += u64::from(!again);
+        } else {
+            self.home.downlinks.restart(link, &conn, "room_recalling");
+        }
+    }
+
+    /// Once no link owes the home its sessions, the opens held meanwhile are decided, each
+    /// followed by what its client said, in the order they came.
+    fn home_release(&mut self) {
+        for held in self.home.recalls.release() {
+            match held {
+                super::Held::Open { link, open } => self.home_open(&link, open),
+                super::Held::Text { conn, text, .. } if self.home.room.knows(&conn) => {
+                    let text = crate::room::Input::Text { conn: &conn, text: &text };
+                    self.home.room.handle(self.now, text);
+                }
+                super::Held::Text { .. } => {}
+            }
+        }
     }
 
     /// A relay's client opens at the home, unless the home knows it already (a recall's

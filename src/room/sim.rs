@@ -250,6 +250,7 @@ impl Sim {
     pub fn close_link_heard(&mut self, link: &str, heard: Time) {
         self.links.get_mut(link).expect("known link").open = false;
         self.downlinks.forget(link); // what was owed to it is lost with it
+        self.recalls.forget(link); // and what it owed the room
         for s in self.sockets.values_mut().filter(|s| s.link.as_deref() == Some(link)) {
             s.open = false;
         }

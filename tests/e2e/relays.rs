@@ -645,7 +645,7 @@ async fn cursors(ctx: Ctx) -> R {
 }
 
 /// `POST /rooms/{room}/forget` (test builds): the home drops its memory as an eviction would.
-async fn forget_home(port: u16, room: &str) -> R {
+pub async fn forget_home(port: u16, room: &str) -> R {
     let resp = es::admin(port, "POST", room, "forget", Some(&bearer_admin()), None, "").await?;
     let body = es::json_200("forget", &resp)?;
     check!(body["forgot"] == true, "the home had nothing in memory to forget: {body}");

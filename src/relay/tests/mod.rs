@@ -539,7 +539,8 @@ fn a_relay_closes_its_silent_clients_and_the_home_hears_once() {
 fn fuzz_topologies() {
     let cases: u64 = std::env::var("TOPO_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
     let seed: u64 = std::env::var("TOPO_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-    let (mut ops, mut tails, mut lost, mut mirrored, mut parked) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut ops, mut tails, mut lost, mut mirrored) = (0u64, 0u64, 0u64, 0u64);
+    let (mut parked, mut held) = (0u64, 0u64);
     if let Some(one) = std::env::var("TOPO_CASE")
         .ok()
         .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
@@ -552,14 +553,14 @@ fn fuzz_topologies() {
         if std::env::var("TOPO_TRACE").is_ok() {
             eprintln!("case {case}: seed {case_seed:#x}");
         }
-        let (n, tail, tail_lost, mirror, park) = topo_case(case_seed);
+        let (n, tail, tail_lost, mirror, (park, hold)) = topo_case(case_seed);
         (ops, tails, lost, mirrored) = (ops + n, tails + tail, lost + tail_lost, mirrored + mirror);
-        parked += park;
+        (parked, held) = (parked + park, held + hold);
     }
     eprintln!(
         "fuzz_topologies: {cases} cases, {ops} ops, {tails} catch-ups from a relay's tail, \
          {lost} of them lost to newer entries, {mirrored} state replies from a relay's mirror, \
-         {parked} frames that waited for a recall's answer"
+         {parked} frames that waited for a recall's answer, {held} opens held for the answers"
     );
     // The walk reaches both ways a tail's catch-up goes (not idle: a tail that never claims
     // would make both 0).
@@ -567,6 +568,7 @@ fn fuzz_topologies() {
         assert!(tails > 0 && lost > 0, "tails {tails}, lost {lost}");
         assert!(mirrored > 0, "no state reply came from a relay's mirror");
         assert!(parked > 0, "no frame waited for a recall's answer");
+        assert!(held > 0, "no open waited for the links' answers");
     }
 }
 
@@ -606,7 +608,7 @@ struct Walker {
 
 /// One case of the walk: its steps, the catch-ups the home left to a relay's tail, and those
 /// a relay no longer held when the home's word came.
-fn topo_case(seed: u64) -> (u64, u64, u64, u64, u64) {
+fn topo_case(seed: u64) -> (u64, u64, u64, u64, (u64, u64)) {
     let mut x = seed | 1;
     let mut rand = move |n: u64| {
         x ^= x << 13;
@@ -672,7 +674,7 @@ fn topo_case(seed: u64) -> (u64, u64, u64, u64, u64) {
         t.clients.values().filter(|c| c.open).map(|c| c.session.as_str()).collect();
     assert_eq!(t.home.room.members(), open.len(), "seed {seed:#x}: members are the open sessions");
     assert_eq!(t.home.room.away(), 0, "seed {seed:#x}: every away member came back");
-    (steps, t.home.tail_replays, t.tail_lost, t.home.relay_states, t.parked)
+    (steps, t.home.tail_replays, t.tail_lost, t.home.relay_states, (t.parked, t.held))
 }
 
 /// No member outlives its clients by more than the grace: a session the home lists with no

@@ -3,6 +3,8 @@
 //! before the answer waits for it, within [`crate::relay::PARKED_BYTES`].
 
 use super::{of_type, room, seqs};
+use crate::relay::sim::Topo;
+use crate::room::{Block, RoomConfig, Time};
 
 #[test]
 fn the_home_hibernates_with_relays_attached_and_wakes_for_them() {
@@ -154,4 +156,66 @@ fn a_member_who_fills_her_links_allowance_costs_a_neighbour_a_resume_and_nothing
     assert_eq!(acked.len(), 1, "stored once after her resume");
     let stored = t.home.disk.seq;
     assert_eq!(stored, crate::relay::PARKED_BYTES as u64 / 41_000 + 2, "every write once");
+}
+
+#[test]
+fn another_users_open_of_a_session_the_home_has_not_recalled_yet_waits_and_is_refused() {
+    let (mut t, all) = room(10, 2);
+    let victim = all[0][0].clone();
+    assert!(t.evict_home());
+    // Mallory opens the victim's session at another relay; her open wakes the home, which has
+    // not heard the victim's relay yet (its answer is a round trip away).
+    let mallory = t.connect("eu-0", "sess-OC-user0", "mallory", "EU", None);
+    t.settle();
+    assert_eq!(t.held, 1, "her open waited for every relay's answer");
+    assert_eq!(t.clients[&mallory].closed, Some(4409), "the session is the victim's");
+    assert!(t.take(&mallory).is_empty(), "she was never welcomed, nor told anything");
+    assert!(t.clients[&victim].open, "the victim keeps her session and her socket");
+    assert!(of_type(&t.take(&victim), "welcome").is_empty(), "and is not welcomed again");
+    assert_eq!(t.home.room.members(), 8);
+    let presence = t.operator(|home| home.room.presence_json());
+    assert!(!presence.contains("mallory"), "{presence}");
+    t.publish(&victim, "v-1", r#"{"text":"still mine"}"#);
+    t.settle();
+    assert_eq!(seqs(&t.take(&victim), "ack"), [1]);
+}
+
+#[test]
+fn opens_while_the_home_recalls_count_against_the_users_cap_with_the_recalled_ones() {
+    let config = RoomConfig { user_connections: 2, ..RoomConfig::default() };
+    let mut t = Topo::new(config, 10);
+    let held: Vec<String> =
+        (0..2).map(|i| t.connect("oc-0", &format!("sess-m{i}"), "m", "OC", None)).collect();
+    let other = t.connect("na-0", "sess-other", "other", "NA", None);
+    t.settle();
+    assert_eq!(t.home.room.members(), 3);
+    assert!(t.evict_home());
+    // Two more of hers at another relay while the home does not yet know the first two.
+    let more: Vec<String> =
+        (2..4).map(|i| t.connect("eu-0", &format!("sess-m{i}"), "m", "EU", None)).collect();
+    t.settle();
+    assert_eq!(t.held, 2);
+    for conn in &more {
+        assert_eq!(t.clients[conn].closed, Some(4429), "{conn}: past her cap of 2");
+    }
+    for conn in held.iter().chain([&other]) {
+        assert!(t.clients[conn].open, "{conn} kept");
+    }
+    assert_eq!(t.home.room.members(), 3);
+}
+
+#[test]
+fn a_session_of_a_user_blocked_before_its_relay_answered_is_closed_when_it_comes_back() {
+    let (mut t, all) = room(10, 2);
+    let blocked = all[2][0].clone();
+    assert!(t.evict_home());
+    // The operator blocks her in the turn that loads the home, before her relay's answer.
+    let until = Time::from_ms(t.now.ms() + 60_000);
+    assert_eq!(t.operator(|home| home.room.kick(home.now, "NA-user0", Block::Until(until))), 0);
+    t.settle();
+    assert_eq!(t.clients[&blocked].closed, Some(4403), "her recalled socket is closed");
+    assert_eq!(t.home.room.members(), 7);
+    for conn in all.iter().flatten().filter(|c| **c != blocked) {
+        assert!(t.clients[conn].open, "{conn} kept");
+    }
 }

@@ -98,6 +98,18 @@ impl Room {
             if p.link.as_deref() != Some(link) || self.conns.contains_key(&p.conn) {
                 continue; // not this link's to give, or known already
             }
+            if self.users.blocked(&p.user, now) {
+                // Blocked while its relay had not answered: a block reaches every socket.
+                self.push(Output::Close { conn: p.conn, code: CloseCode::Blocked });
+                continue;
+            }
+            let other = self.presence.get(&p.session).filter(|m| m.user != p.user);
+            if let Some(taker) = other.map(|m| m.conn.clone()) {
+                // Another user's connection of this session, decided while this one was not
+                // known (the adapter holds opens until every link has answered, so only a
+                // fault comes this way): the session was this one's first.
+                self.close(now, &taker, CloseCode::SessionTaken);
+            }
             if self.presence.get(&p.session).is_some_and(|m| m.opened > p.opened.ms()) {
                 self.push(Output::Close { conn: p.conn, code: CloseCode::Superseded });
                 continue;

@@ -12,6 +12,7 @@ mod config;
 mod holes;
 mod links;
 mod memory;
+mod recall;
 mod rooms;
 mod sessions;
 mod tokens;
@@ -31,6 +32,7 @@ pub fn trials() -> Vec<Spec> {
         holes::trials(),
         budgets::trials(),
         links::trials(),
+        recall::trials(),
     ]
     .into_iter()
     .flatten()
