@@ -161,7 +161,7 @@ impl Inner {
             live.links.messages_in += 1;
             for op in up.ops {
                 match op {
-                    UpOp::Open(open) => {
+                    UpOp::Open(open) if open.conn.starts_with(&prefix) => {
                         // Until every link has answered, nobody's open is decided: the room
                         // cannot yet tell whose session it names, nor count its user's sockets.
                         if let Some(open) = live.links.hold(&tag.link, open, now.ms()) {
@@ -172,6 +172,7 @@ impl Inner {
                         live.engine.handle(now, Input::Text { conn: &conn, text: &text });
                     }
                     UpOp::Closed { conn } if live.links.owns(&tag.link, &conn) => {
+                        live.links.drop_held(&conn);
                         live.links.remove(&conn);
                         live.engine.handle(now, Input::Closed { conn: &conn });
                     }
@@ -204,8 +205,11 @@ impl Inner {
                                 live.links.hold_text(link, &conn, text);
                             }
                         }
+                        // The last answer: what waited is decided before the message's next
+                        // operations, which may speak for it.
+                        release_held(&mut live.links, &mut live.engine, now);
                     }
-                    UpOp::Text { .. } | UpOp::Closed { .. } | UpOp::Unknown => {}
+                    UpOp::Open(_) | UpOp::Text { .. } | UpOp::Closed { .. } | UpOp::Unknown => {}
                 }
             }
             release_held(&mut live.links, &mut live.engine, now);

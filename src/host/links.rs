@@ -261,7 +261,7 @@ impl Links {
             self.unknown(&link, &conn);
         }
         for (link, conn) in self.recalls.overdue_held(now, wait) {
-            self.down.restart(&link, &conn, "room_recalling");
+            self.refuse(&link, &conn);
         }
         self.recalls.holding_since().map(|at| at + wait)
     }
@@ -276,14 +276,23 @@ impl Links {
     /// when it waits for every link's answer ([`Recalls::hold`]; [`Links::release`] gives it
     /// back) or, past the bound, is closed to resume (1012).
     pub fn hold(&mut self, link: &str, open: Open, now: u64) -> Option<Open> {
-        if !self.recalls.recalling() {
+        // One held already (a relay's answer names it again) stays where it came first.
+        if !self.recalls.recalling() && !self.recalls.held(&open.conn) {
             return Some(open);
         }
         let conn = open.conn.clone();
         if !self.recalls.hold(link, open, now) {
-            self.down.restart(link, &conn, "room_recalling");
+            self.refuse(link, &conn);
         }
         None
+    }
+
+    /// Closes `conn`'s client (1012 `room_recalling`, to resume) once, its open not taken; and
+    /// keeps a link that still owes its answer from giving it back in it ([`Recalls::refuse`]).
+    fn refuse(&mut self, link: &str, conn: &str) {
+        if self.recalls.refuse(link, conn) {
+            self.down.restart(link, conn, "room_recalling");
+        }
     }
 
     /// `conn` spoke over `link` while its open waits: the frame waits behind it (true), or,
@@ -294,7 +303,7 @@ impl Links {
             return false;
         }
         if !self.recalls.hold_text(link, conn, text) {
-            self.down.restart(link, conn, "room_recalling");
+            self.refuse(link, conn);
         }
         true
     }

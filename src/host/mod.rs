@@ -329,8 +329,9 @@ impl Inner {
         what: Inbound,
         req: &mut Request,
     ) -> Result<(Result<Response>, Effects)> {
-        let settled =
-            if counts_members(&what) { self.recalled(origin).await? } else { Effects::default() };
+        let Some(settled) = self.settled(origin, &what).await? else {
+            return Ok((error_response(404, "room_not_found", "no such room"), Effects::default()));
+        };
         let answered = match what {
             Inbound::Connect(fwd) => {
                 let (answer, fx) = self.connect(origin, fwd)?;
@@ -398,11 +399,24 @@ impl Inner {
         Ok((answered.0, settled.and(answered.1)))
     }
 
+    /// What `what` needs before it runs: every link's answer if it counts members
+    /// ([`counts_members`], [`Inner::recalled`]); `None` when the room went meanwhile.
+    async fn settled(&self, origin: Origin<'_>, what: &Inbound) -> Result<Option<Effects>> {
+        if counts_members(what) {
+            self.recalled(origin).await
+        } else {
+            Ok(Some(Effects::default()))
+        }
+    }
+
     /// Loads the room if it is not in memory, then waits until every link has given its
     /// sessions back, at most a link's lease: a home just rebuilt does not know its relays'
     /// sessions until they answer, and a kick, a drain or a delete must reach them, a
     /// presence read or a rule's request count them.
-    async fn recalled(&self, origin: Origin<'_>) -> Result<Effects> {
+    /// `None` when the room left memory while it waited: deleted (a request after it must not
+    /// load it again; its storage may still be going), or dropped after a storage error (the
+    /// caller asks again).
+    async fn recalled(&self, origin: Origin<'_>) -> Result<Option<Effects>> {
         let (recalling, fx) = self.run(Some(origin), |live, _| live.links.recalling())?;
         if recalling {
             let until = now().ms() + linked::LINK_LEASE_MS;
@@ -411,8 +425,11 @@ impl Inner {
                 // The links' answers come in meanwhile: only storage shuts the input gate.
                 worker::Delay::from(std::time::Duration::from_millis(RECALL_POLL_MS)).await;
             }
+            if self.live.borrow().is_none() {
+                return Ok(None);
+            }
         }
-        Ok(fx)
+        Ok(Some(fx))
     }
 
     /// The operator's reads of the room's stats (with its topology), state and log.

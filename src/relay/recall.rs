@@ -51,12 +51,11 @@ pub struct Recalls {
     pending: HashMap<String, Pending>,
     /// Opens that came while a link owed its answer, and what their clients said after, in
     /// the order they came ([`Recalls::hold`]).
-    held: Vec<Held>,
+    /// Each with when it was held (ms).
+    held: Vec<(u64, Held)>,
     /// The connections whose opens are held.
     held_conns: HashSet<String>,
     held_bytes: usize,
-    /// When the first of them was held (ms).
-    held_at: u64,
 }
 
 /// An open, or a frame of a connection whose open waits, held until every link has answered
@@ -134,7 +133,7 @@ impl Recalls {
     /// a timer for it, so that the runtime does not evict it with frames only its memory holds.
     pub fn holding_since(&self) -> Option<u64> {
         let parked = self.pending.values().filter(|p| !p.parked.is_empty()).map(|p| p.parked_at);
-        let held = (!self.held.is_empty()).then_some(self.held_at);
+        let held = self.held.first().map(|(at, _)| *at);
         parked.chain(held).min()
     }
 
@@ -199,7 +198,7 @@ impl Recalls {
         let gone: Vec<String> = self
             .held
             .iter()
-            .filter_map(|h| match h {
+            .filter_map(|(_, h)| match h {
                 Held::Open { link: l, open } if l == link => Some(open.conn.clone()),
                 _ => None,
             })
@@ -216,10 +215,13 @@ impl Recalls {
     }
 
     /// `open` came over `link` at `now` (ms) while some link owes its answer
-    /// ([`Recalls::recalling`]; decide it at once otherwise): held (true) until every link has
-    /// answered ([`Recalls::release`]), since until then the room cannot tell whose session it
-    /// names, nor how many connections its user holds. False when the held bytes would pass
-    /// [`HELD_BYTES`], or nothing is owed: the caller closes it to resume.
+    /// ([`Recalls::recalling`]; decide it at once otherwise, unless [`Recalls::held`]): held
+    /// (true) until every link has answered ([`Recalls::release`]), since until then the room
+    /// cannot tell whose session it names, nor how many connections its user holds. True for
+    /// an open held already (a relay's answer names the opens the home has not answered): it
+    /// stays where it came first, before its client's frames. False when the held bytes would
+    /// pass [`HELD_BYTES`], or nothing is owed: the caller closes it to resume
+    /// ([`Recalls::refuse`]).
     ///
     /// ```
     /// use homeroom::protocol::link::Open;
@@ -243,24 +245,27 @@ impl Recalls {
     /// assert!(matches!(&released[1], Held::Text { conn, .. } if conn == "eu-0.c1"));
     /// ```
     pub fn hold(&mut self, link: &str, open: Open, now: u64) -> bool {
+        if self.held(&open.conn) {
+            return true;
+        }
         if !self.recalling() {
             return false;
         }
-        if self.held(&open.conn) {
-            // Its relay's answer names it again (an open the home had not addressed).
-            return true;
-        }
-        let size = 256 + open.info.as_ref().map_or(0, String::len);
+        let size = held_size(&open);
         if self.held_bytes + size > HELD_BYTES {
             return false;
         }
-        if self.held.is_empty() {
-            self.held_at = now;
-        }
         self.held_bytes += size;
         self.held_conns.insert(open.conn.clone());
-        self.held.push(Held::Open { link: link.to_owned(), open });
+        self.held.push((now, Held::Open { link: link.to_owned(), open }));
         true
+    }
+
+    /// `conn`'s open over `link` is not taken (past a bound, or it waited too long): whether
+    /// to close its client to resume (true but once). A link that still owes its answer must
+    /// not give it back in the answer, which it may have made before it heard of the close.
+    pub fn refuse(&mut self, link: &str, conn: &str) -> bool {
+        self.unknown(link, conn) != Some(false)
     }
 
     /// Whether `conn`'s open is held.
@@ -280,8 +285,9 @@ impl Recalls {
             return false;
         }
         self.held_bytes += text.len();
+        let at = self.held.last().map_or(0, |(at, _)| *at);
         let (link, conn) = (link.to_owned(), conn.to_owned());
-        self.held.push(Held::Text { link, conn, text });
+        self.held.push((at, Held::Text { link, conn, text }));
         true
     }
 
@@ -292,11 +298,9 @@ impl Recalls {
             return false;
         }
         let mut freed = 0;
-        self.held.retain(|h| {
+        self.held.retain(|(_, h)| {
             let (of, size) = match h {
-                Held::Open { open, .. } => {
-                    (&open.conn, 256 + open.info.as_ref().map_or(0, String::len))
-                }
+                Held::Open { open, .. } => (&open.conn, held_size(open)),
                 Held::Text { conn, text, .. } => (conn, text.len()),
             };
             let keep = of != conn;
@@ -316,27 +320,97 @@ impl Recalls {
         }
         self.held_conns.clear();
         self.held_bytes = 0;
-        std::mem::take(&mut self.held)
+        std::mem::take(&mut self.held).into_iter().map(|(_, h)| h).collect()
     }
 
     /// The held opens that waited `wait` ms or longer at `now`, as (link, conn), their frames
     /// dropped: the caller closes each to resume. A relay that does not answer within its
     /// lease loses its link; until then, nobody's open is decided without it.
     pub fn overdue_held(&mut self, now: u64, wait: u64) -> Vec<(String, String)> {
-        if self.held.is_empty() || self.held_at + wait > now {
-            return Vec::new();
-        }
         let out: Vec<(String, String)> = self
             .held
             .iter()
-            .filter_map(|h| match h {
+            .take_while(|(at, _)| at + wait <= now)
+            .filter_map(|(_, h)| match h {
                 Held::Open { link, open } => Some((link.clone(), open.conn.clone())),
                 Held::Text { .. } => None,
             })
             .collect();
-        self.held.clear();
-        self.held_conns.clear();
-        self.held_bytes = 0;
+        for (_, conn) in &out {
+            self.drop_held(conn);
+        }
         out
+    }
+}
+
+/// What a held open counts against [`HELD_BYTES`]: its record and the token's `info`.
+fn held_size(open: &Open) -> usize {
+    256 + open.info.as_ref().map_or(0, String::len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(conn: &str) -> Open {
+        Open {
+            conn: conn.into(),
+            session: format!("s-{conn}"),
+            user: "u".into(),
+            region: "EU".into(),
+            since: None,
+            epoch: None,
+            rand: 1,
+            secret: 2,
+            expires: None,
+            info: None,
+            tail: None,
+        }
+    }
+
+    #[test]
+    fn an_open_its_relays_answer_names_again_stays_before_its_frames() {
+        let mut r = Recalls::default();
+        r.start("eu-0#1", 7);
+        assert!(r.hold("eu-0#1", open("eu-0.c1"), 0));
+        assert!(r.hold_text("eu-0#1", "eu-0.c1", "t1".into()));
+        // The last answer names the open again (the home had not answered it).
+        let back = r.answer("eu-0#1", 7, "eu-0.", vec![], vec![open("eu-0.c1")]).unwrap();
+        assert!(!r.recalling());
+        for o in back.opens {
+            assert!(r.hold("eu-0#1", o, 1), "held already: it stays where it came first");
+        }
+        let released = r.release();
+        assert_eq!(released.len(), 2, "{released:?}");
+        assert!(matches!(&released[0], Held::Open { open, .. } if open.conn == "eu-0.c1"));
+        assert!(matches!(&released[1], Held::Text { text, .. } if text == "t1"));
+    }
+
+    #[test]
+    fn an_open_closed_to_resume_is_not_given_back_by_its_links_answer() {
+        let mut r = Recalls::default();
+        r.start("eu-0#1", 7);
+        assert!(r.hold("eu-0#1", open("eu-0.c1"), 0));
+        assert_eq!(r.overdue_held(10_000, 10_000), [("eu-0#1".to_owned(), "eu-0.c1".to_owned())]);
+        assert!(r.refuse("eu-0#1", "eu-0.c1"), "closed once");
+        assert!(!r.refuse("eu-0#1", "eu-0.c1"), "not twice");
+        // The relay made its answer before it heard of the close.
+        let back = r.answer("eu-0#1", 7, "eu-0.", vec![], vec![open("eu-0.c1")]).unwrap();
+        assert!(back.opens.is_empty());
+    }
+
+    #[test]
+    fn only_what_waited_its_time_is_overdue() {
+        let mut r = Recalls::default();
+        r.start("oc-0#1", 7);
+        assert!(r.hold("eu-0#1", open("eu-0.c1"), 0));
+        assert!(r.hold("eu-0#1", open("eu-0.c2"), 9_000));
+        assert!(r.hold_text("eu-0#1", "eu-0.c2", "t".into()));
+        assert_eq!(r.overdue_held(10_000, 10_000), [("eu-0#1".to_owned(), "eu-0.c1".to_owned())]);
+        assert!(!r.held("eu-0.c1") && r.held("eu-0.c2"));
+        assert_eq!(r.holding_since(), Some(9_000));
+        r.forget("oc-0#1");
+        assert_eq!(r.release().len(), 2, "the later open and its frame");
+        assert_eq!(r.holding_since(), None);
     }
 }

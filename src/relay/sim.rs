@@ -603,10 +603,14 @@ impl Topo {
         let prefix = format!("{}.", up.relay);
         for op in up.ops {
             match op {
-                UpOp::Open(open) => self.home_hold_or_open(&link, open),
+                UpOp::Open(open) if open.conn.starts_with(&prefix) => {
+                    self.home_hold_or_open(&link, open);
+                }
                 UpOp::Text { conn, text } if self.home.recalls.held(&conn) => {
                     // Its open waits for every link's answer: so does the frame.
-                    if !self.home.recalls.hold_text(&link, &conn, text) {
+                    if !self.home.recalls.hold_text(&link, &conn, text)
+                        && self.home.recalls.refuse(&link, &conn)
+                    {
                         self.home.downlinks.restart(&link, &conn, "room_recalling");
                     }
                 }
@@ -631,13 +635,15 @@ impl Topo {
                     self.home.recalls.drop_held(&conn);
                     self.home.runtime_close(&conn);
                 }
-                UpOp::Unknown => {}
+                UpOp::Open(_) | UpOp::Unknown => {}
                 UpOp::Peers { recall, peers, opens } => {
                     let Some(back) = self.home.recalls.answer(&link, recall, &prefix, peers, opens)
                     else {
                         continue; // an answer to an earlier load's recall
                     };
                     self.home_recalled(&link, recall, back);
+                    // The last answer: what waited goes before the message's next operations.
+                    self.home_release();
                 }
             }
         }
@@ -680,14 +686,14 @@ impl Topo {
     /// home its sessions ([`Recalls::hold`](super::Recalls::hold)), or past the bound closed
     /// to resume; else decided now.
     fn home_hold_or_open(&mut self, link: &str, open: crate::protocol::link::Open) {
-        if !self.home.recalls.recalling() {
+        let again = self.home.recalls.held(&open.conn); // a recall's answer names it again
+        if !self.home.recalls.recalling() && !again {
             return self.home_open(link, open);
         }
         let conn = open.conn.clone();
-        let again = self.home.recalls.held(&conn); // a recall's answer names it again
         if self.home.recalls.hold(link, open, self.now.ms()) {
             self.held += u64::from(!again);
-        } else {
+        } else if self.home.recalls.refuse(link, &conn) {
             self.home.downlinks.restart(link, &conn, "room_recalling");
         }
     }
