@@ -74,18 +74,28 @@ impl BareFloor {
 
     #[wasm_bindgen(js_name = webSocketMessage)]
     pub fn websocket_message(&self, _ws: web_sys::WebSocket, message: JsValue) {
-        if let Some(text) = message.as_string() {
-            for ws in self.state.get_websockets().unwrap_or_default() {
-                let _ = ws.send_with_str(&text);
-            }
-        }
+        fan_out(&self.state, &message);
     }
 
     #[wasm_bindgen(js_name = webSocketClose)]
     pub fn websocket_close(&self, ws: web_sys::WebSocket, code: u16, reason: String, _clean: bool) {
-        let code = if code == 1005 || code == 1006 { 1000 } else { code };
-        let _ = ws.close_with_code_and_reason(code, &reason);
+        close_back(&ws, code, &reason);
     }
+}
+
+/// Every text to every socket, as the plain room does.
+fn fan_out(state: &DurableObjectState, message: &JsValue) {
+    if let Some(text) = message.as_string() {
+        for ws in state.get_websockets().unwrap_or_default() {
+            let _ = ws.send_with_str(&text);
+        }
+    }
+}
+
+/// A client's close, answered (1005 and 1006 may not be sent: 1000 instead).
+fn close_back(ws: &web_sys::WebSocket, code: u16, reason: &str) {
+    let code = if code == 1005 || code == 1006 { 1000 } else { code };
+    let _ = ws.close_with_code_and_reason(code, reason);
 }
 
 /// The pair, the accept, `welcome` sent on the new socket (if any), and the 101.
@@ -127,17 +137,12 @@ impl BareWelcome {
 
     #[wasm_bindgen(js_name = webSocketMessage)]
     pub fn websocket_message(&self, _ws: web_sys::WebSocket, message: JsValue) {
-        if let Some(text) = message.as_string() {
-            for ws in self.state.get_websockets().unwrap_or_default() {
-                let _ = ws.send_with_str(&text);
-            }
-        }
+        fan_out(&self.state, &message);
     }
 
     #[wasm_bindgen(js_name = webSocketClose)]
     pub fn websocket_close(&self, ws: web_sys::WebSocket, code: u16, reason: String, _clean: bool) {
-        let code = if code == 1005 || code == 1006 { 1000 } else { code };
-        let _ = ws.close_with_code_and_reason(code, &reason);
+        close_back(&ws, code, &reason);
     }
 }
 
@@ -176,17 +181,12 @@ impl BareWelcomeKept {
 
     #[wasm_bindgen(js_name = webSocketMessage)]
     pub fn websocket_message(&self, _ws: web_sys::WebSocket, message: JsValue) {
-        if let Some(text) = message.as_string() {
-            for ws in self.state.get_websockets().unwrap_or_default() {
-                let _ = ws.send_with_str(&text);
-            }
-        }
+        fan_out(&self.state, &message);
     }
 
     #[wasm_bindgen(js_name = webSocketClose)]
     pub fn websocket_close(&self, ws: web_sys::WebSocket, code: u16, reason: String, _clean: bool) {
-        let code = if code == 1005 || code == 1006 { 1000 } else { code };
-        let _ = ws.close_with_code_and_reason(code, &reason);
+        close_back(&ws, code, &reason);
     }
 }
 
