@@ -43,6 +43,11 @@ const PING: &str = r#"{"type":"ping"}"#;
 /// parts and its whole state sent, the registry written) at most once per this per relay,
 /// not once per connect.
 const LINGER_MS: u64 = 10_000;
+/// The most bytes a relay keeps for its home while it dials it (what its clients said
+/// meanwhile, and their opens: a storm's of several seconds). A dial that takes long, while
+/// a client sends as fast as it can, must not grow the relay's memory until the dial's lease
+/// runs out: past this the instance stops and its clients resume (1012 `link_dial_overflow`).
+const DIAL_HOLD_BYTES: usize = 16 * 1024 * 1024;
 const PONG: &str = r#"{"type":"pong"}"#;
 
 /// A relay of a kind's rooms: declare it as the kind's companion in [`crate::worker!`],
@@ -95,6 +100,8 @@ struct Live {
     /// Since when the instance has had no client (ms): it stops [`LINGER_MS`] after, unless
     /// one came meanwhile.
     idle_since: Option<u64>,
+    /// The bytes kept for the home while the link is dialed ([`DIAL_HOLD_BYTES`]).
+    dialing_bytes: usize,
 }
 
 impl super::Companion for Relay {
@@ -304,6 +311,7 @@ impl RelayInner {
             heard: now().ms(),
             muted: false,
             idle_since: None,
+            dialing_bytes: 0,
         };
         *self.live.borrow_mut() = Some(live);
         let this = Rc::clone(self);
@@ -336,7 +344,11 @@ impl RelayInner {
                 live.engine.handle(now, Input::Wake);
                 (alarm, wake) = live.apply(self.link_delay);
             }
-            let end = live.engine.spent().then_some("relay_replaced");
+            let overflow = live.dialing_bytes > DIAL_HOLD_BYTES;
+            let end = match live.engine.spent() {
+                true => Some("relay_replaced"),
+                false => overflow.then_some("link_dial_overflow"),
+            };
             // Newly idle: it lingers ([`LINGER_MS`]) before it lets its link go.
             let became = if idle { live.idle_since.is_none() } else { false };
             live.idle_since = if idle { live.idle_since.or(Some(now.ms())) } else { None };
@@ -344,6 +356,9 @@ impl RelayInner {
             (alarm, wake, end, linger)
         };
         if let Some(why) = end {
+            if why == "link_dial_overflow" {
+                log(why, serde_json::json!({"bytes": DIAL_HOLD_BYTES}));
+            }
             self.stop(why);
             return;
         }
@@ -435,6 +450,7 @@ impl RelayInner {
                     match slot.as_mut() {
                         Some(live) if live.engine.epoch() == epoch => {
                             live.heard = now().ms();
+                            live.dialing_bytes = 0;
                             std::mem::replace(&mut live.link, Link::Open(ws.clone()))
                         }
                         _ => {
@@ -603,7 +619,10 @@ impl Live {
                 Output::Up(_) if self.muted => {}
                 Output::Up(text) => match &mut self.link {
                     Link::Open(ws) => send_up(ws, text, delay),
-                    Link::Dialing(waiting) => waiting.push(text),
+                    Link::Dialing(waiting) => {
+                        self.dialing_bytes += text.len();
+                        waiting.push(text);
+                    }
                 },
                 Output::Send { conn, frame } => {
                     if let Some(ws) = self.clients.get(&conn) {

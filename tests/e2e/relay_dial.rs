@@ -21,25 +21,73 @@ use crate::support::{self, Ctx, R};
 const GIVEN_UP_WITHIN: Duration = Duration::from_secs(30);
 
 pub fn trials() -> Vec<Spec> {
-    vec![es::on(
-        "relays::a_relay_whose_dial_hangs_closes_its_clients_instead_of_leaving_them_unwelcomed",
-        &RELAYED,
-        dial_hangs,
-    )]
+    vec![
+        es::on(
+            "relays::a_relay_whose_dial_hangs_closes_its_clients_instead_of_leaving_them_unwelcomed",
+            &RELAYED,
+            dial_hangs,
+        ),
+        es::on(
+            "relays::a_flood_while_a_relay_dials_is_bounded_not_kept_until_the_lease",
+            &RELAYED,
+            flood_while_dialing,
+        ),
+    ]
+}
+
+/// The room exists (the operator's write makes it), then its home takes relays' links 60 s
+/// late.
+async fn stall_home(ctx: &Ctx, room: &str) -> R {
+    let write = json!({"id": "first", "topic": "news", "data": 1}).to_string();
+    let admin = Some(bearer_admin());
+    let made =
+        es::admin(ctx.port, "POST", room, "messages", admin.as_deref(), None, &write).await?;
+    check!(made.status == 200, "the operator's write: {} {}", made.status, made.body);
+    let stall =
+        es::admin(ctx.port, "POST", room, "stall/60000", admin.as_deref(), None, "").await?;
+    check!(stall.status == 200, "the stall: {} {}", stall.status, stall.body);
+    Ok(())
+}
+
+/// Mallory reaches a relay whose new instance is dialing a slow home and sends as fast as she
+/// can: 300 publishes of 60 KB (18 MB). What she says waits for the link in the relay's memory;
+/// it used to wait there until the dial's lease ran out (10 s and the watch's 5 s), however
+/// much it was. Past 16 MiB (`DIAL_HOLD_BYTES`) the instance stops and its clients are closed
+/// 1012 to resume, within a few seconds of the flood, not at the lease.
+async fn flood_while_dialing(ctx: Ctx) -> R {
+    let room = support::room("att-dial-flood");
+    let place = PLACES[2].0;
+    stall_home(&ctx, &room).await?;
+    let sub = "mallory-dial";
+    let mut mallory = Dial::new(ctx.port, &room, &support::session(sub))
+        .token(&es::token(&room, sub))
+        .via(place.0, place.1, place.2)
+        .open()
+        .await?;
+    let started = std::time::Instant::now();
+    let pad = "x".repeat(60_000);
+    for i in 0..300 {
+        let frame = json!({"type": "publish", "id": format!("f{i}"), "topic": "chat", "data": pad});
+        if mallory.send_text(frame.to_string()).await.is_err() {
+            break; // closed under her: the bound came first
+        }
+    }
+    let code = mallory.expect_close(Duration::from_secs(8)).await.map_err(|e| {
+        format!("a client flooding a dialing relay was not closed within 8 s of its flood: {e}")
+    })?;
+    check!(code == Some(1012), "closed {code:?}, not 1012 to come back");
+    let took = started.elapsed();
+    check!(took < Duration::from_secs(9), "closed {took:?} after the flood began, at the lease");
+    let overflow = es::wait_log(&ctx.log, "link_dial_overflow", 1, es::T, |_| true).await;
+    check!(overflow.is_ok(), "no link_dial_overflow line: {overflow:?}");
+    Ok(())
 }
 
 async fn dial_hangs(ctx: Ctx) -> R {
     let room = support::room("relay-dial");
     let place = PLACES[1].0;
-    // The room exists (the operator's write makes it), then its home stops taking links.
-    let write = json!({"id": "first", "topic": "news", "data": 1}).to_string();
+    stall_home(&ctx, &room).await?;
     let admin = Some(bearer_admin());
-    let made =
-        es::admin(ctx.port, "POST", &room, "messages", admin.as_deref(), None, &write).await?;
-    check!(made.status == 200, "the operator's write: {} {}", made.status, made.body);
-    let stall =
-        es::admin(ctx.port, "POST", &room, "stall/60000", admin.as_deref(), None, "").await?;
-    check!(stall.status == 200, "the stall: {} {}", stall.status, stall.body);
 
     // Through a relay (`RELAY_ABOVE` 0), whose new instance dials the stalled home.
     let sub = "eu-dial";
