@@ -37,6 +37,7 @@ const WATCH_MS: u64 = 5_000;
 /// What a relay sends its link at every watch (the home's runtime answers it without waking
 /// the home: the sign of life the home's lease counts), and the answer.
 const PING: &str = r#"{"type":"ping"}"#;
+const PONG: &str = r#"{"type":"pong"}"#;
 /// How long a relay keeps its instance and its link after its last client leaves. A client
 /// back within it (a reload, a reconnect) finds the link up; and a member who connects and
 /// leaves in a loop through a relay nobody else uses costs the home a new link (the room's
@@ -48,7 +49,6 @@ const LINGER_MS: u64 = 10_000;
 /// a client sends as fast as it can, must not grow the relay's memory until the dial's lease
 /// runs out: past this the instance stops and its clients resume (1012 `link_dial_overflow`).
 const DIAL_HOLD_BYTES: usize = 16 * 1024 * 1024;
-const PONG: &str = r#"{"type":"pong"}"#;
 
 /// A relay of a kind's rooms: declare it as the kind's companion in [`crate::worker!`],
 /// `, companion RoomRelay(homeroom::host::Relay), binding "ROOM_RELAYS"`, and a SQLite class
