@@ -417,7 +417,12 @@ impl Inner {
     /// load it again; its storage may still be going), or dropped after a storage error (the
     /// caller asks again).
     async fn recalled(&self, origin: Origin<'_>) -> Result<Option<Effects>> {
-        let (recalling, fx) = self.run(Some(origin), |live, _| live.links.recalling())?;
+        // In memory (the usual case) the answer is read as it is; else the room is loaded.
+        let known = self.live.borrow().as_ref().map(|live| live.links.recalling());
+        let (recalling, fx) = match known {
+            Some(recalling) => (recalling, Effects::default()),
+            None => self.run(Some(origin), |live, _| live.links.recalling())?,
+        };
         if recalling {
             let until = now().ms() + linked::LINK_LEASE_MS;
             let waiting = || self.live.borrow().as_ref().is_some_and(|l| l.links.recalling());

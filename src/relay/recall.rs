@@ -195,7 +195,7 @@ impl Recalls {
     /// Forgets a link that closed, and what it held.
     pub fn forget(&mut self, link: &str) {
         self.pending.remove(link);
-        let gone: Vec<String> = self
+        let gone: HashSet<String> = self
             .held
             .iter()
             .filter_map(|(_, h)| match h {
@@ -203,9 +203,7 @@ impl Recalls {
                 _ => None,
             })
             .collect();
-        for conn in gone {
-            self.drop_held(&conn);
-        }
+        self.drop_all(gone);
     }
 
     /// Whether some link still owes its answer: until none does, the room does not know all
@@ -294,8 +292,18 @@ impl Recalls {
     /// Drops `conn`'s held open and frames (it closed before its open was decided, or it is
     /// closed to resume). Whether it had any.
     pub fn drop_held(&mut self, conn: &str) -> bool {
-        if !self.held_conns.remove(conn) {
+        if !self.held(conn) {
             return false;
+        }
+        self.drop_all(HashSet::from([conn.to_owned()]));
+        true
+    }
+
+    /// Drops the held opens and frames of every connection in `conns`, in one pass over what
+    /// is held (a link that closes may take thousands of a storm's opens with it).
+    fn drop_all(&mut self, conns: HashSet<String>) {
+        if conns.is_empty() {
+            return;
         }
         let mut freed = 0;
         self.held.retain(|(_, h)| {
@@ -303,14 +311,14 @@ impl Recalls {
                 Held::Open { open, .. } => (&open.conn, held_size(open)),
                 Held::Text { conn, text, .. } => (conn, text.len()),
             };
-            let keep = of != conn;
+            let keep = !conns.contains(of);
             if !keep {
                 freed += size;
             }
             keep
         });
         self.held_bytes -= freed;
-        true
+        self.held_conns.retain(|c| !conns.contains(c));
     }
 
     /// Everything held, in the order it came, once no link owes its answer (nothing before).
@@ -336,9 +344,7 @@ impl Recalls {
                 Held::Text { .. } => None,
             })
             .collect();
-        for (_, conn) in &out {
-            self.drop_held(conn);
-        }
+        self.drop_all(out.iter().map(|(_, conn)| conn.clone()).collect());
         out
     }
 }
