@@ -86,13 +86,20 @@ pub struct Custom {
     pub admin: bool,
     /// The user of a valid room token the caller gave.
     pub user: Option<String>,
+    /// That token's `info` claim (JSON), if any.
+    #[serde(default)]
+    pub info: Option<String>,
+    /// Where the caller is.
+    #[serde(default)]
+    pub region: String,
 }
 
 impl Custom {
     /// The request as the rules see it (a room's or a document's), with its body.
     pub fn with_body(self, body: String) -> crate::room::rules::Request {
-        let Custom { method, path, query, admin, user } = self;
-        crate::room::rules::Request { method, path, query, body, admin, user }
+        let Custom { method, path, query, admin, user, info, region } = self;
+        let info = info.and_then(|i| serde_json::value::RawValue::from_string(i).ok());
+        crate::room::rules::Request { method, path, query, body, admin, user, info, region }
     }
 }
 
@@ -102,8 +109,16 @@ pub enum Inbound {
     /// Accept a WebSocket (the request carries the client's upgrade).
     Connect(Forwarded),
     /// Answer with the member list and summary, to the token's user
-    /// (`None` in anonymous dev mode), who pays for it.
-    Presence { reader: Option<String> },
+    /// (`None` in anonymous dev mode), who pays for it and whom the rules
+    /// may keep out ([`Rules::read`](crate::room::rules::Rules::read)): with
+    /// the token's `info` and where the reader is.
+    Presence {
+        reader: Option<String>,
+        #[serde(default)]
+        info: Option<String>,
+        #[serde(default)]
+        region: String,
+    },
     /// Answer with the room's stats (admin).
     Stats,
     /// Close every socket with 1001 (admin).

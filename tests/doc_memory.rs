@@ -52,8 +52,13 @@ fn config() -> DocConfig {
 fn fill(updates: impl Iterator<Item = Vec<u8>>) -> (usize, usize) {
     let base = LIVE.load(Ordering::Relaxed);
     let mut room = DocRoom::new(config(), 1);
-    let member =
-        Member { user: "mallory".into(), read_only: false, extensions: false, expires: None };
+    let member = Member {
+        user: "mallory".into(),
+        read_only: false,
+        extensions: false,
+        expires: None,
+        anonymous: false,
+    };
     room.open(0, 1, member);
     room.take_effects();
     let mut taken = 0;

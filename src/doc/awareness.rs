@@ -16,9 +16,10 @@ struct State {
     /// JSON text; `None` once removed (the clock is kept until `expires`, so an older update
     /// cannot bring the state back).
     json: Option<String>,
-    /// The socket that last set it, and its user.
+    /// The socket that last set it, and its user (whether it had no token).
     owner: ConnId,
     user: String,
+    anonymous: bool,
     /// When it goes unless renewed (ms).
     expires: u64,
 }
@@ -34,6 +35,17 @@ pub struct Bounds {
     pub timeout: u64,
 }
 
+/// Who sends awareness entries, and which Yjs clients they may set states for.
+pub struct Claimant<'a> {
+    /// Their user.
+    pub user: &'a str,
+    /// Admitted without a token: the user names their socket only.
+    pub anonymous: bool,
+    /// Whether they may hold `client`'s state at all (no other user writes the document for
+    /// it).
+    pub may_claim: &'a dyn Fn(u64) -> bool,
+}
+
 /// Every awareness state of the room.
 #[derive(Debug, Default)]
 pub struct Awareness {
@@ -44,16 +56,19 @@ impl Awareness {
     /// Applies `entries` from socket `conn` of `user` at `now`; returns the entries that
     /// changed something, for everyone. An entry no newer than what the room holds changes
     /// nothing (stock clients echo every state they receive) but renews the socket's own.
-    /// All or nothing for the rest: a newer entry for a state another user's socket holds,
-    /// or one too large, refuses the message.
+    /// All or nothing for the rest: a newer entry for a state another user's socket holds or
+    /// held last (its removal keeps who it was until it is forgotten, so a tab that lost its
+    /// socket finds its state its own again), for a client another user writes the document
+    /// for, or one too large, refuses the message.
     pub fn apply(
         &mut self,
         conn: ConnId,
-        user: &str,
+        who: Claimant<'_>,
         entries: Vec<Entry>,
         now: u64,
         bounds: Bounds,
     ) -> Result<Vec<Entry>, DocError> {
+        let user = who.user;
         let (fresh, stale): (Vec<Entry>, Vec<Entry>) =
             entries.into_iter().partition(|e| self.is_newer(e));
         let mut adds = 0;
@@ -61,8 +76,13 @@ impl Awareness {
             if e.json.len() > bounds.max_state {
                 return Err(DocError::AwarenessTooLarge);
             }
+            if !(who.may_claim)(e.client) {
+                return Err(DocError::NotYourClient);
+            }
             match self.states.get(&e.client) {
-                Some(s) if s.json.is_some() && s.user != user => {
+                // A removed state of a user without a token is anyone's: that user was only a
+                // socket, and its tab reconnects as another.
+                Some(s) if s.user != user && (s.json.is_some() || !s.anonymous) => {
                     return Err(DocError::NotYourClient)
                 }
                 Some(s) if s.json.is_some() && s.owner == conn => {}
@@ -84,7 +104,8 @@ impl Awareness {
         let expires = now.saturating_add(bounds.timeout);
         for e in &fresh {
             let json = (!e.is_removal()).then(|| e.json.clone());
-            let state = State { clock: e.clock, json, owner: conn, user: user.to_owned(), expires };
+            let (user, anonymous) = (user.to_owned(), who.anonymous);
+            let state = State { clock: e.clock, json, owner: conn, user, anonymous, expires };
             self.states.insert(e.client, state);
         }
         Ok(fresh)

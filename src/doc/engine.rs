@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use yrs::updates::decoder::Decode;
 use yrs::{ClientID, Doc, ReadTxn, StateVector, Transact, TransactionMut, Update};
 
-use super::awareness::{Awareness, Bounds};
+use super::awareness::{Awareness, Bounds, Claimant};
 use super::census::{self, Census, MAX_BLOCKS};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
@@ -19,6 +19,7 @@ use super::nesting::{Placement, MAX_NESTING};
 use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
 use super::tails::Ask;
 use super::wire::{self, Entry, Message};
+use super::writers::{Writers, ROOM_WRITER};
 use super::ConnId;
 use crate::room::rate::Bucket;
 
@@ -35,6 +36,11 @@ pub struct Member {
     /// `token_expired`). `None` without a token (anonymous dev mode).
     #[serde(default)]
     pub expires: Option<u64>,
+    /// Admitted without a token (anonymous dev mode): `user` names this socket only, so the
+    /// Yjs clients it writes for are not bound to it ([`Effect::Bind`]); a reconnect is
+    /// another user.
+    #[serde(default)]
+    pub anonymous: bool,
 }
 
 /// What the adapter does, in order.
@@ -42,6 +48,9 @@ pub struct Member {
 pub enum Effect {
     /// Append this update to the stored log.
     Store(Vec<u8>),
+    /// Store that these Yjs clients write for `user` (no other user may write for them). Comes
+    /// before the `Store` of the update that brought their first blocks.
+    Bind { clients: Vec<u64>, user: String },
     /// Replace the stored snapshot with this encoding of the whole document and empty the
     /// log (everything in the log is in it).
     Compact(Vec<u8>),
@@ -141,6 +150,8 @@ pub struct DocRoom {
     /// Budgets past this many are looked at for the full ones ([`Self::forget_full_budgets`]).
     budgets_checked_above: usize,
     awareness: Awareness,
+    /// The user each Yjs client that has written writes for.
+    writers: Writers,
     rules: Box<dyn DocRules>,
     /// A copy of the document kept in step with it, once the rules asked what an update
     /// would make of it ([`Change::after`]).
@@ -165,12 +176,20 @@ struct Checked<'a> {
     shape: &'a Shape,
     placement: Placement,
     before: StateVector,
+    /// The Yjs clients it brings the first blocks of, to bind to `writer` when it is stored.
+    claims: Vec<u64>,
+    writer: String,
 }
 
 impl DocRoom {
     /// An empty document whose own edits (the server's) carry the Yjs client id `client`
     /// (the adapter draws it at random each load, as a Yjs editor does).
     pub fn new(config: DocConfig, client: u64) -> DocRoom {
+        // The room's own client is the room's from the start: a member writing for it would
+        // have the room's next edit taken for one already known, or push its clock to wrap.
+        // Not stored: each load draws another, and nobody writes for an old one again.
+        let mut writers = Writers::default();
+        writers.bind(client, ROOM_WRITER);
         DocRoom {
             config,
             doc: rules::blank(client),
@@ -178,6 +197,7 @@ impl DocRoom {
             budgets: BTreeMap::new(),
             budgets_checked_above: 0,
             awareness: Awareness::default(),
+            writers,
             rules: Box::new(rules::Open),
             shadow: None,
             edits: Vec::new(),
@@ -226,6 +246,13 @@ impl DocRoom {
         skipped
     }
 
+    /// Loads which user each Yjs client writes for, as [`Effect::Bind`] stored it.
+    pub fn restore_writers(&mut self, rows: impl IntoIterator<Item = (u64, String)>) {
+        for (client, user) in rows {
+            self.writers.bind(client, &user);
+        }
+    }
+
     /// The effects to apply, in order.
     pub fn take_effects(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.out)
@@ -271,13 +298,14 @@ impl DocRoom {
     /// A socket that stayed connected while the object hibernated, as its record says.
     pub fn rejoin(&mut self, now: u64, conn: ConnId, record: Record) {
         let Record { member, updates, awareness } = record;
-        let user = member.user.clone();
+        let (user, anonymous) = (member.user.clone(), member.anonymous);
         self.open_quietly(now, conn, member, updates);
         if let Some(socket) = self.sockets.get_mut(&conn) {
             socket.opened = true; // long ago, before the object slept
         }
         // Its own states, as it last set them; renewed now (its tab is still there).
-        let _ = self.awareness.apply(conn, &user, awareness, now, self.bounds());
+        let who = Claimant { user: &user, anonymous, may_claim: &|_| true };
+        let _ = self.awareness.apply(conn, who, awareness, now, self.bounds());
     }
 
     /// A user's caps, as for rooms: connects come out of a bucket (a refused one too), and a
@@ -346,7 +374,41 @@ impl DocRoom {
     }
 
     /// A request to a path of the room no built-in route takes, for the rules to answer.
+    ///
+    /// A member's call (a token, not the admin key) is paid for as rooms' are: it is let in
+    /// while the user's reply budget holds anything (else 429 `rate_limited` with `retry_ms`),
+    /// and its answer's bytes, at least 4 KiB, come out of that budget once
+    /// made. Without it a member rebuilt a large document's text
+    /// for a rules' route as often as they liked, and every editor waited behind them.
     pub fn request(&mut self, now: u64, req: &rules::Request) -> Option<rules::Response> {
+        let member = req.user.clone().filter(|_| !req.admin);
+        if let Some(user) = &member {
+            let limits = self.config;
+            let budget =
+                self.budgets.entry(user.clone()).or_insert_with(|| Budget::full(&limits, now));
+            let (rate, burst) = (limits.reply_bytes_per_sec, limits.reply_burst());
+            let retry_ms = budget.replies.wait_for(rate, burst, 1, now);
+            if retry_ms > 0 {
+                let body = serde_json::json!({
+                    "error": "rate_limited",
+                    "message": "too many requests: wait retry_ms",
+                    "retry_ms": retry_ms,
+                });
+                return Some(rules::Response::json(429, &body));
+            }
+        }
+        let answer = self.answer_request(now, req);
+        if let Some(user) = &member {
+            let bytes = answer.as_ref().map_or(0, |a| a.body.len() as u64);
+            let (limits, cost) = (self.config, bytes.max(crate::room::READ_FLOOR_BYTES));
+            if let Some(budget) = self.budgets.get_mut(user) {
+                budget.replies.charge(limits.reply_bytes_per_sec, limits.reply_burst(), cost, now);
+            }
+        }
+        answer
+    }
+
+    fn answer_request(&mut self, now: u64, req: &rules::Request) -> Option<rules::Response> {
         let sockets = &self.sockets;
         let editors = || sockets.values().map(|s| s.member.user.as_str()).collect();
         let mut ctx = DocCtx::new(now, &self.doc, &editors);
@@ -403,8 +465,17 @@ impl DocRoom {
                 self.member_update(now, conn, bytes, &shape, counted)?;
             }
             Message::Awareness(entries) => {
-                let user = self.sockets[&conn].member.user.clone();
-                let changed = self.awareness.apply(conn, &user, entries, now, self.bounds())?;
+                let bounds = self.bounds();
+                let member = &self.sockets[&conn].member;
+                let writers = &self.writers;
+                let may_claim =
+                    |client: u64| writers.owner(client).is_none_or(|o| o == member.user);
+                let who = Claimant {
+                    user: &member.user,
+                    anonymous: member.anonymous,
+                    may_claim: &may_claim,
+                };
+                let changed = self.awareness.apply(conn, who, entries, now, bounds)?;
                 if !changed.is_empty() {
                     // To the sender too, as y-websocket's own server does: a stock client
                     // alone in the room hears its own renewals, or it takes the silence for a
@@ -549,6 +620,7 @@ impl DocRoom {
         if !shape.fits(&known) {
             return Err(DocError::MissingDependencies);
         }
+        let (claims, writer) = self.claims(shape, &known, payer)?;
         let census = self.census();
         let placement = census.nesting.place(shape, &known)?;
         if placement.deepest > MAX_NESTING {
@@ -564,7 +636,49 @@ impl DocRoom {
             }
         }
         drop(known);
-        Ok(Checked { now, shape, placement, before })
+        Ok(Checked { now, shape, placement, before, claims, writer })
+    }
+
+    /// Who writes an update of `shape` (the member of socket `payer`, or the room itself), and
+    /// the Yjs clients it brings the first blocks of, to bind to them once it is stored. A
+    /// member may not bring new blocks of a client another user writes for (`not_your_client`);
+    /// the room's own updates and the backend's (`payer` `None`) may.
+    fn claims(
+        &self,
+        shape: &Shape,
+        known: &impl Fn(u64) -> u64,
+        payer: Option<ConnId>,
+    ) -> Result<(Vec<u64>, String), DocError> {
+        let member = payer.and_then(|conn| self.sockets.get(&conn)).map(|s| &s.member);
+        let writer = member.map_or(ROOM_WRITER, |m| m.user.as_str());
+        let mut claims = Vec::new();
+        for &(client, _, end) in &shape.blocks {
+            if end <= known(client) {
+                continue; // nothing new of it: `yrs` trims it away
+            }
+            match self.writers.owner(client) {
+                Some(owner) if member.is_some() && owner != writer => {
+                    return Err(DocError::NotYourClient)
+                }
+                Some(_) => {}
+                // A socket without a token names only itself: binding would refuse its own
+                // editor once it reconnects.
+                None if member.is_some_and(|m| m.anonymous) => {}
+                None => claims.push(client),
+            }
+        }
+        Ok((claims, writer.to_owned()))
+    }
+
+    /// Binds the clients `checked` brings the first blocks of to its writer: in memory, and in
+    /// storage before the update that brings them.
+    fn bind_claims(&mut self, checked: &Checked<'_>) {
+        let writers = &mut self.writers;
+        let clients: Vec<u64> =
+            checked.claims.iter().copied().filter(|&c| writers.bind(c, &checked.writer)).collect();
+        if !clients.is_empty() {
+            self.out.push(Effect::Bind { clients, user: checked.writer.clone() });
+        }
     }
 
     /// The census, built from the document if it is not there yet or its nesting index has
@@ -671,10 +785,12 @@ impl DocRoom {
                         checked.now,
                     );
                 }
+                self.bind_claims(&checked);
                 self.stored(gained, from);
             }
             return Err(DocError::BadUpdate);
         }
+        self.bind_claims(&checked);
         self.stored(bytes.to_vec(), from);
         Ok(())
     }

@@ -16,7 +16,13 @@
 //! // The Yjs client id of the room's own edits, and the seed its flow marks are drawn from:
 //! // an adapter draws both at random each time it loads the room.
 //! let mut room = DocRoom::new(DocConfig::default(), 1).with_seed(0x5eed);
-//! let ann = Member { user: "ann".into(), read_only: false, extensions: false, expires: None };
+//! let ann = Member {
+//!     user: "ann".into(),
+//!     read_only: false,
+//!     extensions: false,
+//!     expires: None,
+//!     anonymous: false,
+//! };
 //! room.open(0, 7, ann);
 //! // Ann is sent the room's state vector (sync step 1), and her socket's record is kept.
 //! assert!(matches!(room.take_effects()[..], [Effect::Send(7, _), Effect::Remember(7)]));
@@ -37,6 +43,7 @@ mod tests;
 mod versions;
 mod view;
 pub mod wire;
+mod writers;
 
 pub use census::MAX_BLOCKS;
 pub use config::DocConfig;

@@ -262,8 +262,10 @@ async fn presence(req: &Request, env: &Env, dep: &Deployment, at: Target<'_>) ->
     expect_method(req, Method::Get)?;
     let token = token_of(req)?;
     let claims = authorize(req, dep, token.as_deref(), at, Caller::Client)?;
+    let info = claims.as_ref().and_then(|c| c.info.as_ref()).map(|i| i.get().to_owned());
     let reader = claims.map(|c| c.sub);
-    ask(req, env, at, Inbound::Presence { reader }, Method::Get, None).await
+    let region = region::locate(req, env).region;
+    ask(req, env, at, Inbound::Presence { reader, info, region }, Method::Get, None).await
 }
 
 /// A path the room's rules may answer: any method, the body as sent. The
@@ -284,12 +286,14 @@ pub(super) async fn custom(
     // A token refused anywhere else (bad, expired, too long-lived, another
     // room's or kind's) names nobody here either.
     let token = token_of(req)?;
-    let user = match (&dep.auth, token.as_deref()) {
+    let claims = match (&dep.auth, token.as_deref()) {
         (AuthMode::Tokens(verifier), Some(token)) if !admin => {
-            checked_token(verifier, Some(token), at).ok().map(|c| c.sub)
+            checked_token(verifier, Some(token), at).ok()
         }
         _ => None, // the operator is nobody's member
     };
+    let info = claims.as_ref().and_then(|c| c.info.as_ref()).map(|i| i.get().to_owned());
+    let user = claims.map(|c| c.sub);
     if !admin && user.is_none() && !at.kind.is_public(method.as_ref(), &path) {
         // Say why as a connect would (no token, a bad one, no auth at all).
         authorize(req, dep, token.as_deref(), at, Caller::Client)?;
@@ -303,7 +307,9 @@ pub(super) async fn custom(
         Method::Get | Method::Head => None,
         _ => Some(body_of(req).await?.into_bytes()),
     };
-    let what = Inbound::Custom(Custom { method: method.to_string(), path, query, admin, user });
+    let region = region::locate(req, env).region;
+    let custom = Custom { method: method.to_string(), path, query, admin, user, info, region };
+    let what = Inbound::Custom(custom);
     ask(req, env, at, what, method, body).await
 }
 

@@ -25,7 +25,10 @@ use crate::settings;
 const CHUNK: usize = 1024 * 1024;
 
 /// The schema of a document room's storage.
-const SCHEMA: &str = include_str!("../../migrations/doc_0001.sql");
+const SCHEMA: &str = concat!(
+    include_str!("../../migrations/doc_0001.sql"),
+    include_str!("../../migrations/doc_0002_writers.sql")
+);
 
 /// Makes a document kind's rules from the deployment's variables, each time one of its rooms
 /// is loaded.
@@ -178,8 +181,9 @@ impl Inner {
                 let pair = WebSocketPair::new()?;
                 let response = Response::from_websocket(pair.client)?;
                 let conn = random_u64() >> 11; // exact in JavaScript numbers
+                let anonymous = user.is_none();
                 let user = user.unwrap_or_else(|| format!("anon-{conn:x}"));
-                let member = Member { user, read_only, extensions, expires };
+                let member = Member { user, read_only, extensions, expires, anonymous };
                 // Its attachment is written when the room takes it (`Effect::Remember`).
                 self.state.accept_web_socket(&pair.server);
                 self.with(|live, now| {
@@ -274,6 +278,7 @@ impl Inner {
         let mut room =
             DocRoom::new(self.config, random_u64() >> 11).with_seed(random_u64()).with_rules(rules);
         let skipped = room.restore(&snapshot, log_rows.iter().map(Vec::as_slice));
+        room.restore_writers(self.writers()?);
         if skipped > 0 {
             log("storage_error", serde_json::json!({ "skipped_updates": skipped }));
         }
@@ -289,6 +294,17 @@ impl Inner {
         }
         let _ = room.take_effects();
         Ok(Live { room, sockets })
+    }
+
+    /// Which user each Yjs client that has written writes for.
+    fn writers(&self) -> Result<Vec<(u64, String)>> {
+        let mut writers = Vec::new();
+        for row in self.sql.exec("SELECT client, user FROM doc_writers", None)?.raw() {
+            if let [V::Integer(client), V::String(user)] = &row?[..] {
+                writers.push((*client as u64, user.clone()));
+            }
+        }
+        Ok(writers)
     }
 
     /// Whether the document was ever created (its tables exist).
@@ -435,6 +451,15 @@ impl Inner {
         match effect {
             Effect::Store(update) => {
                 self.sql.exec("INSERT INTO doc_log (data) VALUES (?)", vec![V::Blob(update)])?;
+            }
+            Effect::Bind { clients, user } => {
+                // One statement however many clients (an update may bring thousands): their ids
+                // as one JSON array, each exact (below 2^53).
+                let ids = serde_json::to_string(&clients).unwrap_or_else(|_| "[]".into());
+                self.sql.exec(
+                    "INSERT OR IGNORE INTO doc_writers (client, user) SELECT value, ? FROM json_each(?)",
+                    vec![V::String(user), V::String(ids)],
+                )?;
             }
             Effect::Compact(snapshot) => self.compact(&snapshot)?,
             Effect::Send(conn, frame) => {

@@ -35,7 +35,7 @@ use worker::{
 
 use crate::forward::{self, Forwarded, Inbound, Routed};
 use crate::logline::log;
-use crate::room::rules::{Rules, Vars};
+use crate::room::rules::{Rules, Vars, Who};
 use crate::room::{self, Block, Input, Room as Engine, RoomConfig, Time};
 use crate::settings;
 #[cfg(feature = "documents")]
@@ -203,10 +203,14 @@ impl Host {
         let conn = match sockets::attached(&ws) {
             Some(Attached::Conn(conn)) => conn,
             Some(Attached::Link(link)) => {
-                if let WebSocketIncomingMessage::String(text) = &message {
-                    let effects = self.inner.link_message(&link, text)?;
-                    self.inner.after(effects).await;
-                }
+                // A relay still dialled to a room deleted under it: loading would make the
+                // room again, nameless, for its retention.
+                let text = match &message {
+                    WebSocketIncomingMessage::String(text) if self.inner.exists()? => text,
+                    _ => return Ok(()),
+                };
+                let effects = self.inner.link_message(&link, text)?;
+                self.inner.after(effects).await;
                 return Ok(());
             }
             None => return Ok(()),
@@ -342,14 +346,8 @@ impl Inner {
                 self.stalled().await;
                 self.link(origin, &relay, epoch, version)?
             }
-            Inbound::Presence { reader } => {
-                let (read, fx) = self.run(Some(origin), |live, now| {
-                    live.engine.presence_read(now, reader.as_deref())
-                })?;
-                match read {
-                    Ok(body) => (json_response(200, body), fx),
-                    Err(refused) => (read_refused(&refused), fx),
-                }
+            Inbound::Presence { reader, info, region } => {
+                self.presence(origin, reader.as_deref(), info, &region)?
             }
             Inbound::Drain => {
                 let (closed, fx) = self.run(Some(origin), |live, now| live.engine.drain(now))?;
@@ -477,6 +475,31 @@ impl Inner {
             }
             _ => (error_response(404, "not_found", "no such route"), Effects::default()),
         })
+    }
+
+    /// `GET /presence` for `reader` (the token's user, its `info`, where they are; `None` in
+    /// anonymous dev mode): the list, or the engine's refusal.
+    fn presence(
+        &self,
+        origin: Origin<'_>,
+        reader: Option<&str>,
+        info: Option<String>,
+        region: &str,
+    ) -> Result<(Result<Response>, Effects)> {
+        let info = info.and_then(|i| serde_json::value::RawValue::from_string(i).ok());
+        let who = reader.map(|user| Who {
+            session: crate::room::READER_SESSION,
+            user,
+            region,
+            info: info.as_deref(),
+            server: false,
+        });
+        let (read, fx) =
+            self.run(Some(origin), |live, now| live.engine.presence_read(now, who.as_ref()))?;
+        match read {
+            Ok(body) => Ok((json_response(200, body), fx)),
+            Err(refused) => Ok((read_refused(&refused), fx)),
+        }
     }
 
     /// A forwarded upgrade: sent back to go through a relay if the room is relayed now,
@@ -639,6 +662,11 @@ impl Inner {
     async fn gone(self: &Rc<Self>, ws: &WebSocket, close: Option<(usize, bool)>) -> Result<()> {
         // Complete the closing handshake; the socket may already be closed.
         let _ = ws.close(Some(1000), Some("closed"));
+        if !self.exists()? {
+            // A socket of a deleted room (a relay's link closing after its linger): loading
+            // would make the room again, nameless, for its retention.
+            return Ok(());
+        }
         let conn = match sockets::attached(ws) {
             Some(Attached::Conn(conn)) => conn,
             Some(Attached::Link(tag)) => {
@@ -707,8 +735,11 @@ impl Inner {
                     owed::mark(&self.key, self.state.as_raw(), owed);
                 }
                 if effects.delete {
-                    // The engine is spent; the next event finds no room.
+                    // The engine is spent; the next event finds no room. Its relays' links
+                    // close (after the closes of their clients, already sent down them): a
+                    // relay left dialled would speak for a room that is gone.
                     log("room_deleted", serde_json::json!({"room": live.engine.name()}));
+                    live.links.close_all(4404, "room_deleted");
                     *slot = None;
                 }
                 Ok((out, effects))

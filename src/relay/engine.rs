@@ -384,8 +384,11 @@ impl Relay {
         }
         // A signal between two of the relay's members goes at once. Only a
         // frame that may be one is parsed here; the home parses every frame
-        // again and decides it (a refusal is the home's to send).
-        if text.contains("\"signal\"") {
+        // again and decides it (a refusal is the home's to send). A frame with
+        // an escape may spell `signal` another way (`"\u0073ignal"`): the home
+        // would take it for one the relay had delivered, and send it to
+        // everyone but the relay's members.
+        if text.contains("\"signal\"") || text.contains('\\') {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
                 self.signal_from(conn, &topic, &data);
             }

@@ -77,22 +77,28 @@ pub enum ReadRefusal {
     /// The reader's reply budget cannot pay for the answer's `bytes` now:
     /// 429 `rate_limited`, to be asked again after `retry_ms`.
     Budget { bytes: u64, retry_ms: u64 },
+    /// The room's rules keep the reader out ([`Rules::read`]): 403 with the
+    /// refusal's code.
+    ///
+    /// [`Rules::read`]: crate::room::rules::Rules::read
+    Rules(crate::room::rules::Refusal),
 }
 
 impl ReadRefusal {
     /// The HTTP status of the refusal.
     pub fn status(&self) -> u16 {
         match self {
-            ReadRefusal::Blocked => 403,
+            ReadRefusal::Blocked | ReadRefusal::Rules(_) => 403,
             ReadRefusal::Budget { .. } => 429,
         }
     }
 
     /// The stable code of the refusal body.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             ReadRefusal::Blocked => "blocked",
             ReadRefusal::Budget { .. } => "rate_limited",
+            ReadRefusal::Rules(refusal) => refusal.code(),
         }
     }
 
@@ -103,6 +109,7 @@ impl ReadRefusal {
             ReadRefusal::Budget { bytes, retry_ms } => format!(
                 "the answer is {bytes} bytes and this user's reply budget is spent; ask again in {retry_ms} ms"
             ),
+            ReadRefusal::Rules(refusal) => refusal.message().to_owned(),
         }
     }
 }

@@ -23,11 +23,17 @@ mod timer;
 mod users;
 
 pub use config::{Limits, RoomConfig, ROOM_VARIABLES};
-pub use engine::{Block, Room, RULES_SESSION, SERVER_SESSION};
+pub use engine::{Block, Room, READER_SESSION, RULES_SESSION, SERVER_SESSION};
 pub use error::{CloseCode, Error, ReadRefusal};
 pub use ids::{conn_id, epoch_id};
 pub use io::{Commit, Hello, Input, LogEntry, LogId, Output, Peer, Snapshot, StateWrite};
 pub use time::Time;
+
+/// What an answer over HTTP (the member list, a rules' route, a document's rules' route) costs
+/// its reader at least, from their reply budget: each is a turn of the object's one thread,
+/// however short the answer. At the default `REPLY_BYTES_PER_SEC` (256 KiB) a reader gets 64 a
+/// second, about what one socket may send.
+pub(crate) const READ_FLOOR_BYTES: u64 = 4096;
 
 /// The simulated adapter, for tests of the engine and of rules (feature
 /// `sim`): outputs applied in order to an in-memory disk and sockets.

@@ -50,7 +50,8 @@ use super::{LogEntry, Time};
 /// or the rules themselves.
 #[derive(Debug, Clone, Copy)]
 pub struct Who<'a> {
-    /// The member's session; `$server` for the backend, `$rules` for the rules.
+    /// The member's session; `$server` for the backend, `$rules` for the rules,
+    /// `$reader` for a reader over HTTP ([`Rules::read`]).
     pub session: &'a str,
     /// The verified user: the token's `sub` (in anonymous dev mode, the session).
     pub user: &'a str,
@@ -144,8 +145,13 @@ pub struct Request {
     pub admin: bool,
     /// The user of a valid room token the caller gave, if any: checked as a
     /// connect's (signature, `exp`, the room, `TOKEN_MAX_TTL_SECS`); a user
-    /// the operator blocked in the room never reaches the rules (403).
+    /// the operator blocked in the room, or one [`Rules::read`] keeps out,
+    /// never reaches the rules (403).
     pub user: Option<String>,
+    /// That token's `info` claim (JSON), as a connect's [`Who::info`] starts.
+    pub info: Option<Box<RawValue>>,
+    /// Where the caller is, as a connect's [`Who::region`].
+    pub region: String,
 }
 
 /// The rules' answer to a [`Request`]: a status and a JSON body.
@@ -169,6 +175,25 @@ pub trait Rules: 'static {
     fn join(&mut self, room: &mut Ctx<'_>, who: &Who<'_>) -> Join {
         let _ = (room, who);
         Join::Accept
+    }
+
+    /// Someone with a valid room token but no socket asks to read the room
+    /// over HTTP: the member list (`GET /{kind}/{room}/presence`) or one of
+    /// [`Rules::request`]'s routes. `who.session` is [`READER_SESSION`];
+    /// `who.info` is the token's. A refusal answers 403 with its code.
+    ///
+    /// By default, whoever [`Rules::join`] would let in may read, asked
+    /// without consequence: what it sends and sets is dropped (its bytes
+    /// charged to the reader's reply budget), and timers it schedules go on a
+    /// copy. A `join` that changes the rules' own fields, or makes a large
+    /// send, should say here who may read instead.
+    ///
+    /// [`READER_SESSION`]: crate::room::READER_SESSION
+    fn read(&mut self, room: &mut Ctx<'_>, who: &Who<'_>) -> Result<(), Refusal> {
+        match self.join(room, who) {
+            Join::Refuse(refusal) => Err(refusal),
+            Join::Accept | Join::AcceptWith(_) => Ok(()),
+        }
     }
 
     /// A member left (its connection closed, timed out or was refused later).
@@ -310,6 +335,17 @@ pub(crate) enum Effect {
     Send { session: String, topic: String, data: Box<RawValue> },
 }
 
+impl Effect {
+    /// Its value's bytes.
+    pub(crate) fn weight(&self) -> u64 {
+        let value = match self {
+            Effect::Publish { data, .. } | Effect::Send { data, .. } => data,
+            Effect::Set { value, .. } => value,
+        };
+        value.get().len() as u64
+    }
+}
+
 /// The room as a hook sees it: read the state and members, write, schedule.
 pub struct Ctx<'a> {
     pub(crate) now: Time,
@@ -321,6 +357,20 @@ pub struct Ctx<'a> {
     pub(crate) timers_changed: bool,
     /// A value that could not be encoded (a rule bug); reported, not panicked.
     pub(crate) problems: Vec<String>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A hook's view of the room at `now`, with no effects asked for yet.
+    pub(crate) fn new(
+        now: Time,
+        room: &'a str,
+        state: &'a RoomState,
+        members: &'a dyn Fn() -> Vec<(String, String)>,
+        timers: &'a mut BTreeMap<String, Time>,
+    ) -> Ctx<'a> {
+        let (effects, problems) = (Vec::new(), Vec::new());
+        Ctx { now, room, state, members, effects, timers, timers_changed: false, problems }
+    }
 }
 
 impl Ctx<'_> {

@@ -475,5 +475,71 @@ async fn restart_loses_nothing_saved() -> R {
         .await
         .map_err(|e| format!("{e}\n{}", second.log.tail(40)))?;
     check!(read["text"] == json!(text), "after the restart a fresh editor reads {read}");
+    // The writer's Yjs client is still the writer's after the restart (its binding is stored):
+    // Mallory, writing at the clocks the writer's tab would use next, is refused, and the text
+    // she would have put in front is nowhere.
+    let mut mallory = doc_socket(second.port, &room, "mallory").await?;
+    let forged = forge_for_the_only_client(&mut mallory, "EVIL ").await?;
+    mallory_sends(&mut mallory, forged).await?;
+    let after = read_all(&mut mallory, "mallory").await?;
+    check!(after == text, "the text after Mallory wrote for the writer's client: {after:?}");
     Ok(())
+}
+
+/// Reads the whole document on `ws` and makes the update its only Yjs client would make next by
+/// writing `text` in front.
+async fn forge_for_the_only_client(
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    text: &str,
+) -> R<Vec<u8>> {
+    use futures_util::{SinkExt, StreamExt};
+    use homeroom::doc::wire::{self, Message as Y};
+    use homeroom::doc::yrs::updates::decoder::Decode;
+    use homeroom::doc::yrs::updates::encoder::Encode;
+    use homeroom::doc::yrs::{Doc, ReadTxn, StateVector, Text, Transact, Update};
+    use tokio_tungstenite::tungstenite::Message;
+    let ask = wire::sync_step1(&StateVector::default().encode_v1());
+    ws.send(Message::Binary(ask.into())).await.map_err(|e| format!("ask: {e}"))?;
+    let deadline = tokio::time::Instant::now() + T;
+    let all = loop {
+        let next = tokio::time::timeout_at(deadline, ws.next()).await.map_err(|_| "no step 2")?;
+        let Some(Ok(Message::Binary(bytes))) = next else {
+            return Err(format!("the socket: {next:?}"));
+        };
+        if let Ok(Y::Update { bytes, step2: true, .. }) = wire::decode(&bytes) {
+            break bytes;
+        }
+    };
+    let seen = Doc::new();
+    seen.transact_mut()
+        .apply_update(Update::decode_v1(&all).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let clients: Vec<u64> = seen.transact().state_vector().iter().map(|(c, _)| c.get()).collect();
+    let [victim] = clients[..] else {
+        return Err(format!("the document's clients: {clients:?}"));
+    };
+    let forger = Doc::with_client_id(victim);
+    forger
+        .transact_mut()
+        .apply_update(Update::decode_v1(&all).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let root = forger.get_or_insert_text("text");
+    let mut txn = forger.transact_mut();
+    root.insert(&mut txn, 0, text);
+    Ok(txn.encode_update_v1())
+}
+
+async fn mallory_sends(
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    update: Vec<u8>,
+) -> R {
+    use futures_util::SinkExt;
+    let frame = homeroom::doc::wire::update(&update);
+    ws.send(tokio_tungstenite::tungstenite::Message::Binary(frame.into()))
+        .await
+        .map_err(|e| format!("send: {e}"))
 }

@@ -358,6 +358,15 @@ async fn operator(ctx: Ctx) -> R {
         let r = stopped(ctx.port, &room, &relay).await?;
         check!(r["running"] == false, "relay {relay} stopped with its room: {r}");
     }
+    // And the room stays gone: a relay's link closing after the delete loaded it again, empty
+    // and nameless, for its retention (`/stats` answered 200 about 10 s later).
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let resp = es::admin(ctx.port, "GET", &room, "stats", Some(&bearer_admin()), None, "").await?;
+    check!(
+        resp.status == 404,
+        "the deleted room's stats after its relays stopped: {}",
+        resp.status
+    );
     Ok(())
 }
 

@@ -102,6 +102,8 @@ fn the_backend_opens_closes_and_reads_lots_with_the_admin_key() {
         body: body.into(),
         admin,
         user: Some("ann".into()),
+        info: None,
+        region: String::new(),
     };
     let r =
         s.room.request(s.now, &req("POST", "open", r#"{"seconds":5,"start":1}"#, false)).unwrap();
@@ -185,6 +187,8 @@ fn the_public_lot_shows_display_names_only() {
         body: String::new(),
         admin: false,
         user: None,
+        info: None,
+        region: String::new(),
     };
     let r = s.room.request(s.now, &anyone).unwrap();
     assert_eq!(r.status, 200);

@@ -93,6 +93,8 @@ fn a_user_asks_how_many_messages_they_may_still_send() {
             body: String::new(),
             admin: false,
             user: user.map(str::to_owned),
+            info: None,
+            region: String::new(),
         };
         let r = s.room.request(s.now, &req).expect("the chat rules answer it");
         (r.status, serde_json::from_str(&r.body).unwrap())

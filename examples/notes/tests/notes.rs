@@ -12,7 +12,13 @@ fn room() -> DocRoom {
 }
 
 fn member(user: &str) -> Member {
-    Member { user: user.into(), read_only: false, extensions: false, expires: None }
+    Member {
+        user: user.into(),
+        read_only: false,
+        extensions: false,
+        expires: None,
+        anonymous: false,
+    }
 }
 
 /// An editor's change, as the update it sends.
@@ -45,6 +51,8 @@ fn admin(method: &str, path: &str, body: &str) -> Request {
         body: body.into(),
         admin: true,
         user: None,
+        info: None,
+        region: String::new(),
     }
 }
 

@@ -91,6 +91,15 @@ await until(stranger, "the stranger stopped", () => stranger.status.state === "c
 const wrongKind = connect({ url, room, kind: "polls", token: await token("ann", { name: "ann", member: true }) });
 await until(wrongKind, "the wrong kind stopped", () => wrongKind.status.state === "closed", 30_000);
 
+// Nor does the stranger read who is in the poll: the member list is the members' (the rules'
+// `read`, by default whoever `join` lets in).
+const list = async (sub, info) => {
+  const r = await fetch(`${url}/poll/${room}/presence?token=${await token(sub, info)}`);
+  return { status: r.status, body: await r.json() };
+};
+const peek = await list("eve", { name: "eve" });
+const own = await list("bob", { name: "bob", member: true });
+
 const health = await fetch(`${url}/health`);
 const report = await health.json();
 for (const r of [ann, bob, stranger, wrongKind]) r.close();
@@ -101,10 +110,14 @@ const result = {
   tally: closed().data.tally,
   stranger: stranger.status.why,
   wrongKind: wrongKind.status.why,
+  peek: [peek.status, peek.body.error],
+  list: own.status,
   health: health.status,
 };
 console.log(JSON.stringify(result));
 if (result.stranger !== "members_only") fail(`the stranger stopped with ${result.stranger}`);
 if (result.wrongKind !== "no_such_kind") fail(`the wrong kind stopped with ${result.wrongKind}`);
+if (peek.status !== 403 || peek.body.error !== "members_only") fail(`the stranger read the member list: ${JSON.stringify(peek)}`);
+if (own.status !== 200 || !own.body.members) fail(`a member's list: ${JSON.stringify(own)}`);
 if (health.status !== 200) fail(`/health: ${health.status} ${JSON.stringify(report)}`);
 process.exit(0);

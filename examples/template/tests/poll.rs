@@ -26,6 +26,8 @@ fn open(s: &mut Sim, seconds: u64) -> Value {
             .to_string(),
         admin: true,
         user: None,
+        info: None,
+        region: String::new(),
     };
     let r = s.room.request(s.now, &req).expect("the poll answers");
     s.pump();

@@ -368,3 +368,92 @@ fn resyncs_that_repeat_a_long_delete_set_do_not_count_as_blocks() {
     sim.edit(1, "!");
     assert!(sim.stored_text().ends_with('!'));
 }
+
+/// An update (lib0 v1) with one string item `text` in the root `t` from `client` at `clock`,
+/// for each `(client, clock, text)`, each under a header of its own, and no deletions.
+fn headers(runs: &[(u8, u8, &str)]) -> Vec<u8> {
+    let mut update = vec![runs.len() as u8];
+    for &(client, clock, text) in runs {
+        // One block, the client, its clock; a string item (info 4) in the named root `t`.
+        update.extend([1, client, clock, 4, 1, 1, b't', text.len() as u8]);
+        update.extend(text.bytes());
+    }
+    update.push(0); // the delete set: no client
+    update
+}
+
+#[test]
+fn an_update_that_names_one_client_in_two_headers_is_refused_before_yrs_sees_it() {
+    // Either order: `yrs` 0.28 integrated the second run untrimmed and dropped a block the
+    // document still linked (a freed item), or wrapped a clock past the first run's end;
+    // stock Yjs keeps only the last header, so the editors would hold another text for ever.
+    for runs in [[(7, 0, "abc"), (7, 0, "xyz")], [(7, 3, "abcde"), (7, 0, "xyz")]] {
+        let mut sim = Sim::new(DocConfig::default(), 2);
+        sim.connect(0);
+        sim.connect(1);
+        sim.edit(0, "safe");
+        let stored = sim.stored.bytes();
+        sim.send(1, &wire::update(&headers(&runs)));
+        assert_eq!(sim.editors[1].closed, Some((4400, "malformed".into())), "{runs:?}");
+        assert_eq!(sim.editors[0].text(), "safe");
+        assert_eq!(sim.stored.bytes(), stored, "nothing of it stored");
+        assert!(!sim.room.doc().transact().state_vector().contains_client(&yrs::ClientID::new(7)));
+    }
+    // The same bytes with one header each are an ordinary update, taken.
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.send(0, &wire::update(&headers(&[(7, 0, "abc"), (8, 0, "xyz")])));
+    assert!(sim.editors[0].closed.is_none());
+    assert!(refusals(&sim).is_empty());
+    assert_eq!(sim.room.doc().transact().state_vector().get(&yrs::ClientID::new(8)), 3);
+}
+
+/// The update a forger makes by writing `text` at the front under Yjs client `client`, after
+/// taking the whole of what the room holds.
+fn forged(room: &DocRoom, client: u64, text: &str) -> Vec<u8> {
+    let forger = yrs::Doc::with_client_id(client);
+    let all = Update::decode_v1(&room.encoded()).expect("the room's document");
+    forger.transact_mut().apply_update(all).expect("applies");
+    let root = forger.get_or_insert_text("text");
+    let mut txn = forger.transact_mut();
+    root.insert(&mut txn, 0, text);
+    txn.encode_update_v1()
+}
+
+#[test]
+fn a_member_cannot_write_for_another_editors_yjs_client_even_after_a_reload() {
+    // Without it, Mallory writing at the clocks Ann's offline tab uses next made Ann's own
+    // edits arrive as already known: trimmed, never shown, and still answered saved.
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(0); // Ann: Yjs client 100
+    sim.connect(1);
+    sim.connect(2); // Mallory
+    sim.edit(0, "hello");
+    sim.disconnect(0);
+    for reload in [false, true] {
+        if reload {
+            sim.reset();
+            sim.connect(1);
+            sim.connect(2);
+        }
+        let stored = sim.stored.bytes();
+        sim.send(2, &wire::update(&forged(&sim.room, 100, "EVIL")));
+        assert_eq!(refusals(&sim).last(), Some(&DocError::NotYourClient), "reload {reload}");
+        assert_eq!(sim.stored.bytes(), stored, "nothing of it stored");
+        assert_eq!(sim.editors[1].text(), "hello");
+        assert!(sim.editors[2].conn.is_some(), "refused, not closed: a stock client would loop");
+    }
+    // The room's own client is nobody's to write for either.
+    let own = sim.room.doc().client_id().get();
+    sim.send(2, &wire::update(&forged(&sim.room, own, "ROOM")));
+    assert_eq!(refusals(&sim).last(), Some(&DocError::NotYourClient));
+    // Ann typed on offline; she comes back and her words reach everyone.
+    let _ = sim.editors[0].type_text(" world");
+    sim.connect(0);
+    assert_eq!(sim.editors[1].text(), "hello world");
+    assert_eq!(sim.stored_text(), "hello world");
+    // Her other tab (another Yjs client, the same user) writes too.
+    sim.send(0, &wire::update(&forged(&sim.room, 900, "> ")));
+    assert_eq!(sim.editors[1].text(), "> hello world");
+    sim.assert_stored_before_seen();
+}

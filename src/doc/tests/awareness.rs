@@ -144,3 +144,53 @@ fn a_sockets_attachment_fits_the_runtimes_16_kib_and_keeps_its_count_of_updates(
     assert!(big.awareness.is_empty(), "the states give way");
     assert_eq!(big.updates, 2, "the count of updates (its step 2 and its edit) is kept");
 }
+
+#[test]
+fn a_tab_that_lost_its_socket_finds_its_state_its_own_again() {
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect_as(0, member("ann"));
+    sim.connect_as(1, member("mallory"));
+    sim.connect_as(2, member("bob"));
+    sim.send(0, &state(100, 1, r#"{"name":"ann"}"#));
+    // Ann's socket drops: her state is removed, and Mallory claims it at once, far ahead.
+    sim.disconnect(0);
+    sim.send(1, &state(100, 1000, r#"{"name":"ann","cursor":"forged"}"#));
+    assert_eq!(refusals(&sim), vec![DocError::NotYourClient]);
+    assert!(seen(&sim, 2).iter().all(|e| !e.json.contains("forged")), "Bob saw no forgery");
+    // Ann's tab reconnects as the same user and takes its state back.
+    sim.connect_as(0, member("ann"));
+    sim.send(0, &state(100, 3, r#"{"name":"ann"}"#));
+    let last = seen(&sim, 2).pop().unwrap();
+    assert_eq!((last.client, last.clock, last.json.as_str()), (100, 3, r#"{"name":"ann"}"#));
+}
+
+#[test]
+fn a_member_cannot_hold_the_state_of_a_client_another_user_writes_for() {
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect_as(0, member("ann"));
+    sim.connect_as(1, member("mallory"));
+    sim.connect_as(2, member("bob"));
+    sim.edit(0, "ann's words"); // client 100 writes for Ann
+                                // Long after her state (if any) was forgotten, Mallory poses as her tab.
+    sim.now += 120_000;
+    sim.send(1, &state(100, 1, r#"{"name":"ann"}"#));
+    assert_eq!(refusals(&sim), vec![DocError::NotYourClient]);
+    assert!(seen(&sim, 2).is_empty());
+}
+
+#[test]
+fn a_tab_without_a_token_reconnects_as_another_user_and_keeps_its_client() {
+    // Anonymous dev mode: each socket is a user of its own, so nothing binds to it.
+    let anon = |n: u32| Member { anonymous: true, ..member(&format!("anon-{n}")) };
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect_as(0, anon(1));
+    sim.connect(1);
+    sim.send(0, &state(100, 1, "{}"));
+    sim.edit(0, "draft");
+    sim.disconnect(0);
+    sim.connect_as(0, anon(2));
+    sim.send(0, &state(100, 3, "{}"));
+    sim.edit(0, " two");
+    assert!(refusals(&sim).is_empty(), "{:?}", refusals(&sim));
+    assert_eq!(sim.editors[1].text(), "draft two");
+}

@@ -110,6 +110,8 @@ fn trim() -> Request {
         body: String::new(),
         admin: true,
         user: None,
+        info: None,
+        region: String::new(),
     }
 }
 

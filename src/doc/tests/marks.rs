@@ -114,7 +114,7 @@ proptest! {
             ..DocConfig::default()
         };
         let mut sim = Sim::new(config, 3);
-        sim.room = DocRoom::new(config, 1).with_seed(seed);
+        sim.room = DocRoom::new(config, ROOM_CLIENT).with_seed(seed);
         for i in 0..3 {
             sim.connect(i);
         }
@@ -186,7 +186,7 @@ const BLIND: u64 = 999;
 fn with_mallory(seed: u64) -> Sim {
     let config = DocConfig { frames_per_sec: 1_000, frame_burst: 1_000, ..DocConfig::default() };
     let mut sim = Sim::new(config, 3);
-    sim.room = DocRoom::new(config, 1).with_seed(seed);
+    sim.room = DocRoom::new(config, ROOM_CLIENT).with_seed(seed);
     sim.connect(0);
     sim.connect(1);
     sim.connect_as(2, member("mallory"));
@@ -341,7 +341,7 @@ fn a_document_of_many_clients_costs_a_reader_at_most_a_fifth_in_marks() {
         ..DocConfig::default()
     };
     let mut sim = Sim::new(config, 2);
-    sim.room = DocRoom::new(config, 1).with_seed(7);
+    sim.room = DocRoom::new(config, ROOM_CLIENT).with_seed(7);
     sim.connect(0);
     sim.connect(1);
     for k in 0..20 {

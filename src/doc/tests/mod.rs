@@ -20,11 +20,17 @@ use super::rules::DocRules;
 use super::wire::{self, Message};
 use super::{DocConfig, DocError, DocRoom, Effect, Member};
 
+/// The room's own Yjs client id (a room draws one at random each load, so none of the editors'
+/// and crafted updates' small ids is ever its), and the next two for its reloads.
+pub const ROOM_CLIENT: u64 = 1 << 40;
+
 /// What storage holds: the snapshot and the log after it.
 #[derive(Debug, Default, Clone)]
 pub struct Stored {
     pub snapshot: Vec<u8>,
     pub log: Vec<Vec<u8>>,
+    /// Which user each Yjs client writes for.
+    pub writers: Vec<(u64, String)>,
 }
 
 impl Stored {
@@ -97,7 +103,7 @@ pub struct Sim {
 impl Sim {
     pub fn new(config: DocConfig, editors: usize) -> Sim {
         Sim {
-            room: DocRoom::new(config, 1),
+            room: DocRoom::new(config, ROOM_CLIENT),
             config,
             stored: Stored::default(),
             editors: (0..editors).map(|i| Editor::new(100 + i as u64)).collect(),
@@ -111,7 +117,7 @@ impl Sim {
     /// The same, its rooms under the rules `make` makes.
     pub fn with_rules(mut self, make: fn() -> Box<dyn DocRules>) -> Sim {
         self.rules = Some(make);
-        self.room = DocRoom::new(self.config, 1).with_rules(make());
+        self.room = DocRoom::new(self.config, ROOM_CLIENT).with_rules(make());
         self
     }
 
@@ -158,12 +164,13 @@ impl Sim {
     /// The object is reset (a Wasm reset, an eviction): a fresh room from what is stored;
     /// every socket is gone.
     pub fn reset(&mut self) {
-        self.room = DocRoom::new(self.config, 2);
+        self.room = DocRoom::new(self.config, ROOM_CLIENT + 1);
         if let Some(make) = self.rules {
-            self.room = DocRoom::new(self.config, 2).with_rules(make());
+            self.room = DocRoom::new(self.config, ROOM_CLIENT + 1).with_rules(make());
         }
         let log: Vec<&[u8]> = self.stored.log.iter().map(Vec::as_slice).collect();
         assert_eq!(self.room.restore(&self.stored.snapshot, log), 0, "every stored update loads");
+        self.room.restore_writers(self.stored.writers.clone());
         for e in &mut self.editors {
             e.conn = None;
         }
@@ -181,8 +188,12 @@ impl Sim {
                 self.trace.push(effect.clone());
                 match effect {
                     Effect::Store(update) => self.stored.log.push(update),
+                    Effect::Bind { clients, user } => {
+                        self.stored.writers.extend(clients.into_iter().map(|c| (c, user.clone())));
+                    }
                     Effect::Compact(snapshot) => {
-                        self.stored = Stored { snapshot, log: Vec::new() };
+                        self.stored.snapshot = snapshot;
+                        self.stored.log.clear();
                     }
                     Effect::Send(conn, frame) => self.deliver(conn, &frame),
                     Effect::Broadcast { except, frame } => {
@@ -228,7 +239,7 @@ impl Sim {
 
     /// The document as storage would load it.
     pub fn stored_text(&self) -> String {
-        let mut room = DocRoom::new(self.config, 3);
+        let mut room = DocRoom::new(self.config, ROOM_CLIENT + 2);
         let log: Vec<&[u8]> = self.stored.log.iter().map(Vec::as_slice).collect();
         room.restore(&self.stored.snapshot, log);
         let text = room.doc().get_or_insert_text("text").get_string(&room.doc().transact());
@@ -284,7 +295,13 @@ pub fn refusals(sim: &Sim) -> Vec<DocError> {
 }
 
 pub fn member(user: &str) -> Member {
-    Member { user: user.into(), read_only: false, extensions: false, expires: None }
+    Member {
+        user: user.into(),
+        read_only: false,
+        extensions: false,
+        expires: None,
+        anonymous: false,
+    }
 }
 
 /// The text of a document loaded from one update.

@@ -61,6 +61,8 @@ fn admin(path: &str, body: &str) -> Request {
         body: body.into(),
         admin: true,
         user: None,
+        info: None,
+        region: String::new(),
     }
 }
 
@@ -280,4 +282,34 @@ fn at_the_size_bound_an_editor_is_refused_without_paying_for_the_rules_copy() {
     // And the room folded its log at most once, not once a keystroke.
     let folds = sim.trace.iter().filter(|e| matches!(e, Effect::Compact(_))).count();
     assert!(folds <= 1, "{folds} compactions");
+}
+
+#[test]
+fn a_members_calls_to_a_rules_route_are_paid_for_from_their_reply_budget() {
+    // Each call is a turn of the document's one thread (a route may rebuild the whole text):
+    // without a charge one token made them as fast as it could send.
+    let mut sim = Sim::new(DocConfig::default(), 1).with_rules(schema);
+    let call = Request { admin: false, user: Some("mallory".into()), ..admin("missing", "") };
+    let (start, mut answered, mut limited) = (sim.now, 0u64, 0u64);
+    for _ in 0..20_000 {
+        sim.now += 1;
+        match sim.room.request(sim.now, &call) {
+            Some(r) if r.status == 429 => {
+                let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+                assert_eq!(v["error"], "rate_limited");
+                assert!(v["retry_ms"].as_u64().unwrap() > 0);
+                limited += 1;
+            }
+            _ => answered += 1,
+        }
+    }
+    let (c, elapsed) = (sim.config, sim.now - start);
+    let budget = c.reply_burst() + c.reply_bytes_per_sec * elapsed / 1000;
+    let bound = budget / crate::room::READ_FLOOR_BYTES + 1;
+    assert!(answered <= bound, "{answered} calls answered in {elapsed} ms; at most {bound}");
+    assert!(answered > bound / 2 && limited > 0, "{answered} of {bound}, {limited} refused");
+    // The operator's backend is nobody's member: never charged.
+    for _ in 0..100 {
+        assert_eq!(sim.room.request(sim.now, &admin("append", "x")).map(|r| r.status), Some(200));
+    }
 }

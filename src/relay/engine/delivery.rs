@@ -236,7 +236,11 @@ impl Relay {
         }
         let receivers = self.clients.len().saturating_sub(1) as u64;
         self.asked.add(now, receivers);
-        if self.window_until.is_some_and(|until| until > now) {
+        // A window that has ended but not yet been flushed (its wake-up still to come) takes
+        // the signal too, in the place of the one it replaces, and goes now: sent at once
+        // past it, the signal would go before an older one of the same sender still waiting,
+        // and a member behind on reading would have the newer replaced by the older.
+        if let Some(until) = self.window_until {
             match self.waiting_at.get(&key) {
                 Some(&i) => {
                     self.stats.signals_coalesced += 1;
@@ -248,6 +252,9 @@ impl Relay {
                     self.waiting_at.insert(key.clone(), self.signals.len());
                     self.signals.push(Waiting { from: from.to_owned(), key, frame });
                 }
+            }
+            if until <= now {
+                self.flush_signals();
             }
             return;
         }

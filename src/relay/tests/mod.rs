@@ -15,6 +15,7 @@ mod flow;
 mod keep;
 mod mirror;
 mod recall;
+mod signals;
 mod storm;
 mod tail;
 

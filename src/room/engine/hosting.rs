@@ -34,16 +34,7 @@ impl Room {
     ) -> (T, Vec<Effect>) {
         let Room { rules, name, state, presence, timers, .. } = self;
         let members = || presence.sessions();
-        let mut ctx = Ctx {
-            now: Time::from_ms(now),
-            room: name,
-            state,
-            members: &members,
-            effects: Vec::new(),
-            timers,
-            timers_changed: false,
-            problems: Vec::new(),
-        };
+        let mut ctx = Ctx::new(Time::from_ms(now), name, state, &members, timers);
         let out = hook(rules.as_mut(), &mut ctx);
         let (effects, changed, problems) = (ctx.effects, ctx.timers_changed, ctx.problems);
         for problem in problems {
@@ -181,6 +172,7 @@ impl Room {
     /// let req = Request {
     ///     method: "GET".into(), path: "anything".into(), query: String::new(),
     ///     body: String::new(), admin: true, user: None,
+    ///     info: None, region: String::new(),
     /// };
     /// assert_eq!(room.request(Time::from_ms(1_000), &req), None, "the open rules claim no path");
     /// ```
@@ -189,8 +181,21 @@ impl Room {
         self.now = self.now.max(now);
         let member = req.user.as_deref().filter(|_| !req.admin);
         if let Some(user) = member {
-            if let Err(refused) = self.may_read(user) {
+            let who = Who {
+                session: super::READER_SESSION,
+                user,
+                region: &req.region,
+                info: req.info.as_deref(),
+                server: false,
+            };
+            if let Err(refused) = self.may_read(user).and_then(|()| self.rules_let_read(now, &who))
+            {
                 self.stats.refused_reads += 1;
+                if let ReadRefusal::Rules(_) = refused {
+                    // Asking the rules was a turn of the room's too.
+                    let floor = crate::room::READ_FLOOR_BYTES;
+                    self.users.reply_after(&self.config, user, floor, self.now);
+                }
                 let mut body =
                     serde_json::json!({"error": refused.code(), "message": refused.message()});
                 if let ReadRefusal::Budget { retry_ms, .. } = refused {
@@ -201,8 +206,10 @@ impl Room {
         }
         self.requests += 1;
         let (response, effects) = self.call(now, |r, ctx| r.request(ctx, req));
-        if let (Some(user), Some(answer)) = (member, &response) {
-            let bytes = answer.body.len() as u64;
+        if let Some(user) = member {
+            // A route the rules do not answer (404) was a turn of the room all the same.
+            let bytes = response.as_ref().map_or(0, |answer| answer.body.len() as u64);
+            let bytes = bytes.max(crate::room::READ_FLOOR_BYTES);
             self.users.reply_after(&self.config, user, bytes, self.now);
         }
         let cause = Cause::Request { at: Time::from_ms(now), n: self.requests };
@@ -211,10 +218,35 @@ impl Room {
         response
     }
 
+    /// Whether the rules let `who`, a reader over HTTP with a room token, read the room
+    /// ([`Rules::read`]), asked without consequence: its effects are dropped and the timers
+    /// it schedules go on a copy. What the effects weigh is charged to the reader's reply
+    /// budget, as the sends of a join are charged to the joiner: a `join` that makes a large
+    /// send is not made for free at every read.
+    pub(super) fn rules_let_read(&mut self, now: u64, who: &Who<'_>) -> Result<(), ReadRefusal> {
+        let (verdict, made) = self.ask_read(now, who);
+        if made > 0 {
+            self.users.reply_after(&self.config, who.user, made, self.now);
+        }
+        verdict
+    }
+
+    /// [`Rules::read`] on a scratch copy of the timers; its verdict, and the bytes of the
+    /// effects it asked for (dropped).
+    fn ask_read(&mut self, now: u64, who: &Who<'_>) -> (Result<(), ReadRefusal>, u64) {
+        let Room { rules, name, state, presence, timers, .. } = self;
+        let members = || presence.sessions();
+        let mut scratch = timers.clone(); // at most MAX_TIMERS
+        let mut ctx = Ctx::new(Time::from_ms(now), name, state, &members, &mut scratch);
+        let verdict = rules.read(&mut ctx, who).map_err(ReadRefusal::Rules);
+        let made = ctx.effects.iter().map(Effect::weight).sum();
+        (verdict, made)
+    }
+
     /// Whether `user` may be answered over HTTP now: not blocked here, and
     /// with some reply budget left (the answer's size is charged after it is
     /// made, so one answer may take the budget into debt, never two).
-    fn may_read(&mut self, user: &str) -> Result<(), ReadRefusal> {
+    pub(super) fn may_read(&mut self, user: &str) -> Result<(), ReadRefusal> {
         if self.users.blocked(user, self.now) {
             return Err(ReadRefusal::Blocked);
         }
@@ -245,6 +277,35 @@ impl Room {
                 }
             },
         }
+    }
+
+    /// Whether every write a hook asked for (its publishes and sets) is one the room can store,
+    /// each against the state as it is. If one is not, the write that hook accepted is refused
+    /// with them, `rule_error`, and nothing the hook asked for happens: a write must not land
+    /// without what the rules made of it (a vote counted into a tally whose list of voters had
+    /// grown past what a state value may hold: every later vote was then counted again).
+    pub(super) fn writes_fit(&mut self, effects: &mut Vec<Effect>) -> Result<(), Error> {
+        let problem = effects.iter().find_map(|effect| match effect {
+            Effect::Publish { topic, data } => (!names::valid_topic(topic))
+                .then(|| format!("publish to `{topic}`: not a topic"))
+                .or_else(|| self.fits(data).err().map(|p| format!("publish to `{topic}`: {p}"))),
+            Effect::Set { key, value } => self
+                .fits(value)
+                .and_then(|()| names::bounded(key).then_some(()).ok_or("not a key".to_owned()))
+                .and_then(|()| {
+                    self.state.check_fits(&self.config, key, value).map_err(|r| r.message())
+                })
+                .err()
+                .map(|p| format!("set `{key}`: {p}")),
+            _ => None,
+        });
+        let Some(problem) = problem else { return Ok(()) };
+        effects.clear();
+        self.rule_problem(format!("{problem}; the write that caused it was refused"));
+        Err(Error::Rule(rules::Refusal::new(
+            "rule_error",
+            "the room's rules produced a write the room cannot store",
+        )))
     }
 
     /// Whether a value a rule made is one the room would take from a client.

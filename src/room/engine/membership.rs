@@ -13,6 +13,7 @@ use crate::room::flow::Flow;
 use crate::room::io::{Output, Peer};
 use crate::room::presence::Member;
 use crate::room::rate::RateLimiter;
+use crate::room::rules::Who;
 use crate::room::Time;
 use crate::room::{CloseCode, ReadRefusal};
 
@@ -472,41 +473,49 @@ impl Room {
         }
     }
 
-    /// `GET /{kind}/{room}/presence` as `reader` (the token's user; `None`
-    /// in anonymous dev mode): the member list, paid for from the reader's
-    /// reply budget like any other answer the room sends them. A user the
-    /// operator blocked here reads nothing.
+    /// `GET /{kind}/{room}/presence` as `reader` (the token's user, as
+    /// [`Rules::read`](crate::room::rules::Rules::read) sees them; `None` in
+    /// anonymous dev mode): the member list, paid for from the reader's reply
+    /// budget like any other answer the room sends them (at least 4 KiB). A
+    /// user the operator blocked here, or one the rules keep out, reads nothing.
     ///
     /// ```
-    /// use homeroom::room::{ReadRefusal, Room, RoomConfig, Snapshot, Time};
+    /// use homeroom::room::rules::Who;
+    /// use homeroom::room::{ReadRefusal, Room, RoomConfig, Snapshot, Time, READER_SESSION};
     /// let mut room = Room::restore(RoomConfig::default(), Snapshot::default(), Time::EPOCH);
-    /// assert!(room.presence_read(Time::from_ms(1_000), Some("ann")).is_ok());
+    /// let ann =
+    ///     Who { session: READER_SESSION, user: "ann", region: "EU", info: None, server: false };
+    /// assert!(room.presence_read(Time::from_ms(1_000), Some(&ann)).is_ok());
     /// // 2 MiB of member lists at once is more than one user's burst.
-    /// let refused = (0..100_000).find_map(|_| room.presence_read(Time::from_ms(1_000), Some("ann")).err());
+    /// let refused = (0..100_000).find_map(|_| room.presence_read(Time::from_ms(1_000), Some(&ann)).err());
     /// assert!(matches!(refused, Some(ReadRefusal::Budget { .. })));
     /// ```
     pub fn presence_read(
         &mut self,
         now: Time,
-        reader: Option<&str>,
+        reader: Option<&Who<'_>>,
     ) -> Result<String, ReadRefusal> {
         let now = now.ms();
         self.now = self.now.max(now);
-        let Some(user) = reader else {
+        let Some(who) = reader else {
             return Ok(self.presence_json());
         };
-        if self.users.blocked(user, self.now) {
+        let user = who.user;
+        // Refused before the list is made: a read refused after making it cost the room a
+        // list of every member for nothing, as often as the reader liked. And only to whom
+        // the rules let read: a list of a members-only room is the members' own.
+        if let Err(refused) = self.may_read(user).and_then(|()| self.rules_let_read(now, who)) {
             self.stats.refused_reads += 1;
-            return Err(ReadRefusal::Blocked);
+            if let ReadRefusal::Rules(_) = refused {
+                let floor = crate::room::READ_FLOOR_BYTES;
+                self.users.reply_after(&self.config, user, floor, self.now);
+            }
+            return Err(refused);
         }
         let body = self.presence_json();
-        let bytes = body.len() as u64;
-        if self.users.reply(&self.config, user, bytes, self.now) {
-            return Ok(body);
-        }
-        self.stats.refused_reads += 1;
-        let retry_ms = self.users.reply_wait(&self.config, user, bytes, self.now);
-        Err(ReadRefusal::Budget { bytes, retry_ms })
+        let bytes = (body.len() as u64).max(crate::room::READ_FLOOR_BYTES);
+        self.users.reply_after(&self.config, user, bytes, self.now);
+        Ok(body)
     }
 
     /// The whole presence for `GET /rooms/{room}/presence`: every member,

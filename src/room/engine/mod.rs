@@ -18,7 +18,7 @@ mod writes;
 
 pub use operator::Block;
 
-pub use writes::{RULES_SESSION, SERVER_SESSION};
+pub use writes::{READER_SESSION, RULES_SESSION, SERVER_SESSION};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;

@@ -22,6 +22,10 @@ pub const SERVER_SESSION: &str = "$server";
 /// The session (and user) the rules' own writes come from.
 pub const RULES_SESSION: &str = "$rules";
 
+/// The session [`Rules::read`](crate::room::rules::Rules::read) sees for a reader over HTTP,
+/// who has none.
+pub const READER_SESSION: &str = "$reader";
+
 /// Who a write comes from, as its `message` frame shows.
 pub(super) struct Author {
     pub session: String,
@@ -55,8 +59,9 @@ impl Room {
             return self.send(conn, ack(&id, seq));
         }
         let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
-        let (verdict, effects) = self.rules_publish(now, &author, &topic, &data);
-        match self.decided(verdict, data) {
+        let (verdict, mut effects) = self.rules_publish(now, &author, &topic, &data);
+        let decided = self.decided(verdict, data);
+        match decided.and_then(|data| self.writes_fit(&mut effects).map(|()| data)) {
             Ok(data) => {
                 self.commit(now, &author, Some(conn), id, topic, data, None);
             }
@@ -84,9 +89,10 @@ impl Room {
             return self.refuse(conn, Some(&id), Error::Conflict { version: current });
         }
         let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
-        let (verdict, effects) = self.rules_set(now, &author, &key, &value);
+        let (verdict, mut effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
+            self.writes_fit(&mut effects)?;
             Ok(value)
         });
         match decided {
@@ -138,9 +144,10 @@ impl Room {
         }
         let author = Author::server(region);
         let rule_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
-        let (verdict, effects) = self.rules_set(now, &author, &key, &value);
+        let (verdict, mut effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
+            self.writes_fit(&mut effects)?;
             Ok(value)
         });
         let result = decided.map(|value| {
@@ -181,9 +188,10 @@ impl Room {
         self.now = self.now.max(now);
         let author = Author::server(region);
         let rule_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
-        let (verdict, effects) = self.rules_publish(now, &author, &topic, &data);
+        let (verdict, mut effects) = self.rules_publish(now, &author, &topic, &data);
         let result = self
             .decided(verdict, data)
+            .and_then(|data| self.writes_fit(&mut effects).map(|()| data))
             .map(|data| self.commit(now, &author, None, id, topic, data, None));
         self.apply_effects(now, rule_ids, author.payer(), effects);
         self.touched(now);

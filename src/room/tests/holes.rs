@@ -11,6 +11,11 @@ use crate::room::rules::{Ctx, Join, Request, Rules, Who, Write};
 use crate::room::sim::Sim;
 use crate::room::{Block, ReadRefusal, RoomConfig};
 
+/// `user` reading the room over HTTP with a token that says nothing more.
+fn reader(user: &str) -> Who<'_> {
+    Who { session: crate::room::READER_SESSION, user, region: "EU", info: None, server: false }
+}
+
 fn of_type(frames: &[Value], kind: &str) -> Vec<Value> {
     frames.iter().filter(|f| f["type"] == kind).cloned().collect()
 }
@@ -305,26 +310,28 @@ fn the_member_list_is_paid_for_by_its_reader_and_refused_to_the_blocked() {
     let (mut served, mut refused) = (0u64, 0u64);
     for _ in 0..1_100 {
         s.advance(5);
-        match s.room.presence_read(s.now, Some("mallory")) {
+        match s.room.presence_read(s.now, Some(&reader("mallory"))) {
             Ok(body) => served += body.len() as u64,
-            Err(ReadRefusal::Budget { retry_ms, .. }) => {
+            Err(ReadRefusal::Budget { retry_ms, bytes }) => {
                 assert!(retry_ms > 0);
+                assert_eq!(bytes, 0, "refused before the list was made: a refused read is free");
                 refused += 1;
             }
             Err(other) => panic!("{other:?}"),
         }
     }
     let elapsed = s.now.since(start);
-    let bound = c.reply_burst_bytes + c.reply_bytes_per_sec * elapsed / 1000;
+    // Let in while the budget holds anything and charged once made: one list into debt.
+    let bound = c.reply_burst_bytes + c.reply_bytes_per_sec * elapsed / 1000 + size;
     assert!(served <= bound, "{served} B of lists in {elapsed} ms, budget {bound} B");
     assert!(refused > 1_000, "most reads refused: {refused}");
     // Another reader has a budget of its own.
-    assert!(s.room.presence_read(s.now, Some("vic")).is_ok());
+    assert!(s.room.presence_read(s.now, Some(&reader("vic"))).is_ok());
 
     // A blocked user reads nothing, with or without a socket.
     s.room.kick(s.now, "mallory", Block::Until(s.now.plus_ms(60_000)));
     s.advance(10_000);
-    assert_eq!(s.room.presence_read(s.now, Some("mallory")), Err(ReadRefusal::Blocked));
+    assert_eq!(s.room.presence_read(s.now, Some(&reader("mallory"))), Err(ReadRefusal::Blocked));
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
     assert_eq!(stats["refused_reads"].as_u64().unwrap(), refused + 1);
 }
@@ -351,6 +358,8 @@ fn a_rules_route_is_paid_for_by_the_member_who_calls_it() {
         body: String::new(),
         admin,
         user: user.map(str::to_owned),
+        info: None,
+        region: String::new(),
     };
     let start = s.now;
     let mut served = 0u64;
@@ -377,4 +386,157 @@ fn a_rules_route_is_paid_for_by_the_member_who_calls_it() {
     for _ in 0..50 {
         assert_eq!(s.room.request(s.now, &req(None, true)).unwrap().status, 200);
     }
+}
+
+#[test]
+fn short_answers_and_missing_routes_cost_their_caller_a_floor_each() {
+    // Each call is a turn of the room's one thread, however short its answer: without a floor
+    // one token made thousands a second of 60-byte answers (or 404s).
+    #[derive(Clone)]
+    struct Tiny;
+    impl Rules for Tiny {
+        fn request(
+            &mut self,
+            _room: &mut Ctx<'_>,
+            req: &Request,
+        ) -> Option<crate::room::rules::Response> {
+            (req.path == "tiny").then(|| crate::room::rules::Response::json(200, &1))
+        }
+    }
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Tiny));
+    let c = s.config.clone();
+    let call = |path: &str| Request {
+        method: "GET".into(),
+        path: path.into(),
+        query: String::new(),
+        body: String::new(),
+        admin: false,
+        user: Some("mallory".into()),
+        info: None,
+        region: String::new(),
+    };
+    let (start, mut answered) = (s.now, 0u64);
+    for i in 0..10_000 {
+        s.advance(1);
+        let path = if i % 2 == 0 { "tiny" } else { "nothing-here" };
+        match s.room.request(s.now, &call(path)) {
+            Some(r) if r.status == 429 => {}
+            _ => answered += 1,
+        }
+    }
+    let elapsed = s.now.since(start);
+    let floor = crate::room::READ_FLOOR_BYTES;
+    let bound = (c.reply_burst_bytes + c.reply_bytes_per_sec * elapsed / 1000) / floor + 1;
+    assert!(answered <= bound, "{answered} calls answered in {elapsed} ms; at most {bound}");
+    assert!(answered > bound / 2, "and the budget's worth are: {answered} of {bound}");
+}
+
+#[test]
+fn whom_the_rules_keep_out_reads_neither_the_member_list_nor_their_routes() {
+    // A members-only room: `join` lets in those whose token's `info` says `member`, and the
+    // join of a closed room schedules its reopening. The token of a stranger is valid for it.
+    #[derive(Clone)]
+    struct MembersOnly;
+    impl Rules for MembersOnly {
+        fn join(&mut self, room: &mut Ctx<'_>, who: &Who<'_>) -> Join {
+            room.schedule("reopen", room.now().plus_ms(60_000));
+            let info: Value =
+                who.info.and_then(|i| serde_json::from_str(i.get()).ok()).unwrap_or_default();
+            if info["member"] == true {
+                Join::Accept
+            } else {
+                Join::Refuse(crate::room::rules::Refusal::new("members_only", "members only"))
+            }
+        }
+        fn request(
+            &mut self,
+            _room: &mut Ctx<'_>,
+            _req: &Request,
+        ) -> Option<crate::room::rules::Response> {
+            Some(crate::room::rules::Response::json(200, &"the members' secret"))
+        }
+    }
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(MembersOnly));
+    let member_info =
+        serde_json::value::RawValue::from_string(r#"{"member":true}"#.into()).unwrap();
+    let member = Who { info: Some(&member_info), ..reader("ann") };
+    s.connect_with_info("sess-ann", "ann", "EU", r#"{"member":true}"#);
+    s.pump();
+    // Eve, with a valid token and no `member`, asks for the list and the route.
+    assert_eq!(
+        s.room.presence_read(s.now, Some(&reader("eve"))),
+        Err(ReadRefusal::Rules(crate::room::rules::Refusal::new("members_only", "members only")))
+    );
+    let route = |user: &str, info: Option<Box<serde_json::value::RawValue>>| Request {
+        method: "GET".into(),
+        path: "secret".into(),
+        query: String::new(),
+        body: String::new(),
+        admin: false,
+        user: Some(user.into()),
+        info,
+        region: "EU".into(),
+    };
+    let r = s.room.request(s.now, &route("eve", None)).unwrap();
+    assert_eq!((r.status, r.body.contains("members_only")), (403, true), "{}", r.body);
+    assert!(!r.body.contains("secret"));
+    // Asking the rules changed nothing in the room: no timer stored, no frame sent.
+    let outputs: Vec<_> = std::iter::from_fn(|| s.room.poll_output()).collect();
+    assert!(outputs.is_empty(), "{outputs:?}");
+    // A member reads both.
+    let list = s.room.presence_read(s.now, Some(&member)).expect("a member reads the list");
+    assert!(list.contains("ann"));
+    let r = s.room.request(s.now, &route("ann", Some(member_info.clone()))).unwrap();
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn a_write_whose_rules_make_a_write_the_room_cannot_store_is_refused_with_it() {
+    // A poll that keeps its voters in one value: once that value is past what a state value
+    // may hold, its `set` was dropped while the vote and the tally landed, so the next vote of
+    // the same voter was counted again, and again.
+    #[derive(Clone)]
+    struct Poll;
+    impl Rules for Poll {
+        fn publish(
+            &mut self,
+            room: &mut Ctx<'_>,
+            who: &Who<'_>,
+            _topic: &str,
+            _data: &serde_json::value::RawValue,
+        ) -> Write {
+            let mut voted: Vec<String> = room.get_as("voted").unwrap_or_default();
+            if voted.iter().any(|v| v == who.user) {
+                return Write::Refuse(crate::room::rules::Refusal::new("already_voted", "once"));
+            }
+            let tally: u64 = room.get_as("tally").unwrap_or_default();
+            room.set("tally", &(tally + 1));
+            voted.push(who.user.to_owned());
+            voted.push("x".repeat(70_000)); // past the 64 KiB a value may hold
+            room.set("voted", &voted);
+            Write::Accept
+        }
+    }
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Poll));
+    let ann = s.connect_as("sess-ann", "ann", "EU", None);
+    s.pump();
+    s.take(&ann);
+    for i in 0..3 {
+        s.send(
+            &ann,
+            &json!({"type":"publish","id":format!("v{i}"),"topic":"vote","data":1}).to_string(),
+        );
+    }
+    s.pump();
+    let got = s.take(&ann);
+    let errors = of_type(&got, "error");
+    let codes: Vec<&str> = errors.iter().map(|e| e["code"].as_str().unwrap_or("")).collect();
+    // Each vote's list is past a value's bound: each vote is refused with it, and nothing of
+    // it is counted.
+    assert_eq!(codes, vec!["rule_error"; 3], "{got:?}");
+    assert!(of_type(&got, "ack").is_empty());
+    let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
+    assert_eq!(stats["rule_problems"].as_u64().unwrap(), 3);
+    let state: Value = serde_json::from_str(&s.room.state_json()).unwrap();
+    assert!(state["state"].get("tally").is_none(), "{state}");
 }

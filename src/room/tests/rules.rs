@@ -323,6 +323,8 @@ fn the_rules_answer_requests_under_the_room_and_write_from_them() {
         body: "closing soon".into(),
         admin,
         user: None,
+        info: None,
+        region: String::new(),
     };
     let top = s.room.request(s.now, &req("GET", "top", false)).unwrap();
     assert_eq!((top.status, top.body.as_str()), (200, r#"{"amount":10,"bidder":"ann"}"#));
@@ -350,6 +352,8 @@ fn a_blocked_user_cannot_act_through_the_rules_routes() {
         body: String::new(),
         admin,
         user: Some(user.into()),
+        info: None,
+        region: String::new(),
     };
     let until = s.now.plus_ms(60_000);
     assert_eq!(s.room.kick(s.now, "mallory", crate::room::Block::Until(until)), 1);
@@ -369,11 +373,17 @@ fn a_blocked_user_cannot_act_through_the_rules_routes() {
 }
 
 #[test]
-fn what_a_rule_cannot_do_is_counted_not_done() {
+fn what_a_rule_cannot_do_refuses_the_write_that_asked_for_it_and_is_counted() {
     let (mut s, _) = sim();
     let a = s.connect_as("sess-aaaa", "ann", "EU", None);
+    s.pump();
+    s.take(&a);
     s.send(&a, r#"{"type":"publish","id":"m1","topic":"bad-topic","data":1}"#);
-    assert_eq!(s.room.seq(), 1, "the member's write stands; the rule's bad one is dropped");
+    s.pump();
+    assert_eq!(s.room.seq(), 0, "neither the member's write nor the rule's bad one lands");
+    let got = s.take(&a);
+    let error = got.iter().find(|f| f["type"] == "error").expect("an error frame");
+    assert_eq!((error["code"].as_str(), error["id"].as_str()), (Some("rule_error"), Some("m1")));
     let stats: Value = serde_json::from_str(&s.room.stats_json()).unwrap();
     assert_eq!(stats["rule_problems"], 1);
     assert!(stats["last_rule_problem"].as_str().unwrap().contains("$nope"));
@@ -403,6 +413,8 @@ fn a_room_without_rules_accepts_everything_as_before() {
                 body: String::new(),
                 admin: true,
                 user: None,
+                info: None,
+                region: String::new(),
             }
         ),
         None
