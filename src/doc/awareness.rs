@@ -150,6 +150,11 @@ impl Awareness {
         removed
     }
 
+    /// The user of a token who holds `client`'s state, or held it last (until it is forgotten).
+    pub fn named_holder(&self, client: u64) -> Option<&str> {
+        self.states.get(&client).filter(|s| !s.anonymous).map(|s| s.user.as_str())
+    }
+
     /// The live states socket `conn` holds (what its attachment keeps across hibernation).
     pub fn of_socket(&self, conn: ConnId) -> Vec<Entry> {
         self.live().filter(|(_, s)| s.owner == conn).map(|(c, s)| entry(*c, s)).collect()

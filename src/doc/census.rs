@@ -46,12 +46,17 @@ pub fn added(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
 /// applied update really deleted, what it is counted for once applied (a sync step 2 repeats
 /// the client's whole delete set, and must not count it again each time).
 pub fn new_items(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
-    shape
+    let items: usize = shape
         .items
         .iter()
         .filter(|item| u64::from(item.end) > known(shape.clients[item.client as usize]))
         .map(|item| 3 + extra(item.content))
-        .sum()
+        .sum();
+    // A client new to the document is a block too: its GC ranges are no items, and the room
+    // stores which user writes for it (so the clients, and those rows, are as bounded).
+    let clients =
+        shape.blocks.iter().filter(|&&(client, _, end)| end > 0 && known(client) == 0).count();
+    items + clients
 }
 
 /// The document's blocks and nesting.
@@ -100,7 +105,7 @@ impl Census {
 }
 
 /// The blocks a whole document holds, from the shape of its encoding (its GC blocks, a range
-/// each, are not counted: a few bytes each).
+/// each, are not counted: a few bytes each), and one for each of its clients.
 fn held(shape: &Shape) -> usize {
-    shape.items.iter().map(|item| 1 + extra(item.content)).sum()
+    shape.items.iter().map(|item| 1 + extra(item.content)).sum::<usize>() + shape.blocks.len()
 }

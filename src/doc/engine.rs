@@ -661,6 +661,13 @@ impl DocRoom {
                     return Err(DocError::NotYourClient)
                 }
                 Some(_) => {}
+                // An editor shows its client in its awareness before its first edit: another
+                // user's state (live, or removed and not yet forgotten) holds it for them.
+                None if member.is_some()
+                    && self.awareness.named_holder(client).is_some_and(|u| u != writer) =>
+                {
+                    return Err(DocError::NotYourClient)
+                }
                 // A socket without a token names only itself: binding would refuse its own
                 // editor once it reconnects.
                 None if member.is_some_and(|m| m.anonymous) => {}
@@ -673,9 +680,16 @@ impl DocRoom {
     /// Binds the clients `checked` brings the first blocks of to its writer: in memory, and in
     /// storage before the update that brings them.
     fn bind_claims(&mut self, checked: &Checked<'_>) {
+        // Only the clients the document took blocks of: `yrs` may stop partway through.
+        let after = self.doc.transact().state_vector();
+        let (now, before) = (clock_in(&after), clock_in(&checked.before));
         let writers = &mut self.writers;
-        let clients: Vec<u64> =
-            checked.claims.iter().copied().filter(|&c| writers.bind(c, &checked.writer)).collect();
+        let clients: Vec<u64> = checked
+            .claims
+            .iter()
+            .copied()
+            .filter(|&c| now(c) > before(c) && writers.bind(c, &checked.writer))
+            .collect();
         if !clients.is_empty() {
             self.out.push(Effect::Bind { clients, user: checked.writer.clone() });
         }

@@ -453,13 +453,16 @@ impl Inner {
                 self.sql.exec("INSERT INTO doc_log (data) VALUES (?)", vec![V::Blob(update)])?;
             }
             Effect::Bind { clients, user } => {
-                // One statement however many clients (an update may bring thousands): their ids
-                // as one JSON array, each exact (below 2^53).
-                let ids = serde_json::to_string(&clients).unwrap_or_else(|_| "[]".into());
-                self.sql.exec(
-                    "INSERT OR IGNORE INTO doc_writers (client, user) SELECT value, ? FROM json_each(?)",
-                    vec![V::String(user), V::String(ids)],
-                )?;
+                // A statement per 50,000 clients (an update may bring thousands): their ids as
+                // one JSON array, each exact (below 2^53), at most about 850 KB (a SQLite value
+                // holds 2 MB).
+                for chunk in clients.chunks(50_000) {
+                    let ids = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
+                    self.sql.exec(
+                        "INSERT OR IGNORE INTO doc_writers (client, user) SELECT value, ? FROM json_each(?)",
+                        vec![V::String(user.clone()), V::String(ids)],
+                    )?;
+                }
             }
             Effect::Compact(snapshot) => self.compact(&snapshot)?,
             Effect::Send(conn, frame) => {

@@ -215,6 +215,9 @@ impl Host {
             }
             None => return Ok(()),
         };
+        if !self.inner.exists()? {
+            return Ok(()); // a socket of a deleted room: loading would make the room again
+        }
         self.inner.event();
         let ((), effects) = self.inner.run(None, |live, now| match &message {
             WebSocketIncomingMessage::String(text) => {

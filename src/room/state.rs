@@ -50,6 +50,36 @@ impl RoomState {
         Ok(())
     }
 
+    /// Whether these writes, in order, keep the state within its bounds together (each key's
+    /// last value counts): each alone may fit while all of them pass the bound.
+    pub fn check_fits_all<'a>(
+        &self,
+        config: &RoomConfig,
+        writes: impl IntoIterator<Item = (&'a str, &'a RawValue)>,
+    ) -> Result<(), String> {
+        let mut written: std::collections::BTreeMap<&str, usize> = Default::default();
+        let (mut keys, mut bytes) = (self.entries.len(), self.bytes);
+        for (key, value) in writes {
+            let size = key.len() + value.get().len();
+            let old = written
+                .get(key)
+                .copied()
+                .or_else(|| self.entries.get(key).map(|(v, _)| key.len() + v.get().len()));
+            match old {
+                Some(old) => bytes = bytes - old + size,
+                None => (keys, bytes) = (keys + 1, bytes + size),
+            }
+            written.insert(key, size);
+            if keys > config.state_max_keys {
+                return Err(format!("room state holds at most {} keys", config.state_max_keys));
+            }
+            if bytes > config.state_max_bytes {
+                return Err(format!("room state holds at most {} bytes", config.state_max_bytes));
+            }
+        }
+        Ok(())
+    }
+
     pub fn set(&mut self, key: String, value: Box<RawValue>, version: u64) {
         let added = key.len() + value.get().len();
         if let Some((old, _)) = self.entries.get(&key) {

@@ -457,3 +457,43 @@ fn a_member_cannot_write_for_another_editors_yjs_client_even_after_a_reload() {
     assert_eq!(sim.editors[1].text(), "> hello world");
     sim.assert_stored_before_seen();
 }
+
+#[test]
+fn an_editor_that_has_not_written_yet_keeps_its_client_from_the_moment_its_cursor_shows() {
+    // Bob's awareness names his Yjs client before his first edit; Mallory, reading it, wrote one
+    // block for it first, and every edit of Bob's was then another user's client's.
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(0);
+    sim.connect(1); // Bob: Yjs client 101
+    sim.connect(2); // Mallory
+    sim.edit(0, "hello");
+    let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
+    sim.send(1, &wire::awareness(cursor.iter()));
+    sim.send(2, &wire::update(&forged(&sim.room, 101, "EVIL ")));
+    assert_eq!(refusals(&sim), vec![DocError::NotYourClient]);
+    sim.edit(1, "!");
+    assert_eq!(sim.editors[0].text(), "hello!", "Bob's edit is his own");
+}
+
+#[test]
+fn an_update_yrs_stops_in_binds_only_the_clients_it_took() {
+    // Client 900's item is taken; client 800's names a string as its parent and stops `yrs`;
+    // client 5 (lower, never reached) is not the sender's for it.
+    let mut update = vec![3];
+    update.extend([1, 0x84, 0x07, 0, 4, 1, 1, b't', 3, b'a', b'b', b'c']); // 900 = 0x84 0x07
+    update.extend([1, 0xa0, 0x06, 0, 4, 0, 0x84, 0x07, 0, 1, b'x']); // 800 = 0xa0 0x06
+    update.extend([1, 5, 0, 0, 1]); // client 5: a GC block of one
+    update.push(0);
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(0);
+    sim.connect(1);
+    sim.send(0, &wire::update(&update));
+    let sv = sim.room.doc().transact().state_vector();
+    assert_eq!(refusals(&sim), vec![DocError::BadUpdate]);
+    assert_eq!(sv.get(&yrs::ClientID::new(900)), 3, "the first client was taken");
+    assert_eq!(sv.get(&yrs::ClientID::new(5)), 0, "the last never reached");
+    // Another user writes for client 5: it was never the first sender's.
+    sim.send(1, &wire::update(&[1, 1, 5, 0, 4, 1, 1, b'u', 1, b'y', 0]));
+    assert_eq!(refusals(&sim), vec![DocError::BadUpdate], "taken: {:?}", refusals(&sim));
+    assert_eq!(sim.room.doc().transact().state_vector().get(&yrs::ClientID::new(5)), 1);
+}

@@ -224,6 +224,11 @@ impl Room {
     /// budget, as the sends of a join are charged to the joiner: a `join` that makes a large
     /// send is not made for free at every read.
     pub(super) fn rules_let_read(&mut self, now: u64, who: &Who<'_>) -> Result<(), ReadRefusal> {
+        if self.users.conns(who.user) > 0 {
+            // A member connected now is one: a `join` that answers "not now" (a full room)
+            // must not shut its own members out of the list.
+            return Ok(());
+        }
         let (verdict, made) = self.ask_read(now, who);
         if made > 0 {
             self.users.reply_after(&self.config, who.user, made, self.now);
@@ -280,11 +285,16 @@ impl Room {
     }
 
     /// Whether every write a hook asked for (its publishes and sets) is one the room can store,
-    /// each against the state as it is. If one is not, the write that hook accepted is refused
-    /// with them, `rule_error`, and nothing the hook asked for happens: a write must not land
-    /// without what the rules made of it (a vote counted into a tally whose list of voters had
-    /// grown past what a state value may hold: every later vote was then counted again).
-    pub(super) fn writes_fit(&mut self, effects: &mut Vec<Effect>) -> Result<(), Error> {
+    /// its sets together with the write the hook accepted (`own`, a member's `set`). If one is
+    /// not, that write is refused with them, `rule_error`, and nothing the hook asked to
+    /// publish, set or send happens (timers it scheduled stay): a write must not land without
+    /// what the rules made of it (a vote counted into a tally whose list of voters had grown
+    /// past what a state value may hold: every later vote was then counted again).
+    pub(super) fn writes_fit(
+        &mut self,
+        own: Option<(&str, &RawValue)>,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), Error> {
         let problem = effects.iter().find_map(|effect| match effect {
             Effect::Publish { topic, data } => (!names::valid_topic(topic))
                 .then(|| format!("publish to `{topic}`: not a topic"))
@@ -298,6 +308,14 @@ impl Room {
                 .err()
                 .map(|p| format!("set `{key}`: {p}")),
             _ => None,
+        });
+        let sets = effects.iter().filter_map(|effect| match effect {
+            Effect::Set { key, value } => Some((key.as_str(), &**value)),
+            _ => None,
+        });
+        let problem = problem.or_else(|| {
+            let all = own.into_iter().chain(sets);
+            self.state.check_fits_all(&self.config, all).err().map(|p| format!("sets: {p}"))
         });
         let Some(problem) = problem else { return Ok(()) };
         effects.clear();

@@ -61,7 +61,7 @@ impl Room {
         let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
         let (verdict, mut effects) = self.rules_publish(now, &author, &topic, &data);
         let decided = self.decided(verdict, data);
-        match decided.and_then(|data| self.writes_fit(&mut effects).map(|()| data)) {
+        match decided.and_then(|data| self.writes_fit(None, &mut effects).map(|()| data)) {
             Ok(data) => {
                 self.commit(now, &author, Some(conn), id, topic, data, None);
             }
@@ -92,7 +92,7 @@ impl Room {
         let (verdict, mut effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
-            self.writes_fit(&mut effects)?;
+            self.writes_fit(Some((&key, &value)), &mut effects)?;
             Ok(value)
         });
         match decided {
@@ -147,7 +147,7 @@ impl Room {
         let (verdict, mut effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
-            self.writes_fit(&mut effects)?;
+            self.writes_fit(Some((&key, &value)), &mut effects)?;
             Ok(value)
         });
         let result = decided.map(|value| {
@@ -191,7 +191,7 @@ impl Room {
         let (verdict, mut effects) = self.rules_publish(now, &author, &topic, &data);
         let result = self
             .decided(verdict, data)
-            .and_then(|data| self.writes_fit(&mut effects).map(|()| data))
+            .and_then(|data| self.writes_fit(None, &mut effects).map(|()| data))
             .map(|data| self.commit(now, &author, None, id, topic, data, None));
         self.apply_effects(now, rule_ids, author.payer(), effects);
         self.touched(now);

@@ -483,8 +483,10 @@ fn whom_the_rules_keep_out_reads_neither_the_member_list_nor_their_routes() {
     // Asking the rules changed nothing in the room: no timer stored, no frame sent.
     let outputs: Vec<_> = std::iter::from_fn(|| s.room.poll_output()).collect();
     assert!(outputs.is_empty(), "{outputs:?}");
-    // A member reads both.
+    // A member reads both; one connected now is not asked about (a `join` that says "not
+    // now", a full room, must not shut out the members it holds).
     let list = s.room.presence_read(s.now, Some(&member)).expect("a member reads the list");
+    assert!(s.room.presence_read(s.now, Some(&reader("ann"))).is_ok(), "connected: not asked");
     assert!(list.contains("ann"));
     let r = s.room.request(s.now, &route("ann", Some(member_info.clone()))).unwrap();
     assert_eq!(r.status, 200);
@@ -539,4 +541,40 @@ fn a_write_whose_rules_make_a_write_the_room_cannot_store_is_refused_with_it() {
     assert_eq!(stats["rule_problems"].as_u64().unwrap(), 3);
     let state: Value = serde_json::from_str(&s.room.state_json()).unwrap();
     assert!(state["state"].get("tally").is_none(), "{state}");
+}
+
+#[test]
+fn a_hooks_sets_must_fit_together_with_the_write_that_asked_for_them() {
+    // Each set fits the state alone; together they pass its bound of keys.
+    #[derive(Clone)]
+    struct Many;
+    impl Rules for Many {
+        fn publish(
+            &mut self,
+            room: &mut Ctx<'_>,
+            _who: &Who<'_>,
+            _topic: &str,
+            _data: &serde_json::value::RawValue,
+        ) -> Write {
+            for key in ["a", "b", "c"] {
+                room.set(key, &1);
+            }
+            Write::Accept
+        }
+    }
+    let mut config = RoomConfig { state_max_keys: 2, ..RoomConfig::default() };
+    config.finish();
+    let mut s = Sim::with_rules(config, || Box::new(Many));
+    let ann = s.connect_as("sess-ann", "ann", "EU", None);
+    s.pump();
+    s.take(&ann);
+    s.send(&ann, &json!({"type":"publish","id":"p1","topic":"t","data":1}).to_string());
+    s.pump();
+    let got = s.take(&ann);
+    let errors = of_type(&got, "error");
+    assert_eq!(errors.len(), 1, "{got:?}");
+    assert_eq!(errors[0]["code"], "rule_error");
+    let state: Value = serde_json::from_str(&s.room.state_json()).unwrap();
+    assert_eq!(state["state"], json!({}), "none of the three, and not the publish: {state}");
+    assert_eq!(s.room.seq(), 0);
 }
