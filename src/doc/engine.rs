@@ -404,6 +404,8 @@ impl DocRoom {
             if let Some(budget) = self.budgets.get_mut(user) {
                 budget.replies.charge(limits.reply_bytes_per_sec, limits.reply_burst(), cost, now);
             }
+            // A caller without a socket leaves a budget behind: let the full ones go.
+            self.forget_full_budgets(now);
         }
         answer
     }
@@ -411,6 +413,19 @@ impl DocRoom {
     fn answer_request(&mut self, now: u64, req: &rules::Request) -> Option<rules::Response> {
         let sockets = &self.sockets;
         let editors = || sockets.values().map(|s| s.member.user.as_str()).collect();
+        let caller = req.user.as_deref().filter(|_| !req.admin);
+        if let Some(user) = caller.filter(|u| !sockets.values().any(|s| s.member.user == *u)) {
+            // As for rooms: whom the kind's `join` keeps out calls none of its routes (asked
+            // without consequence: its edits are dropped). An editor connected now is not asked.
+            let mut scratch = DocCtx::new(now, &self.doc, &editors);
+            if let Access::Refuse(refusal) =
+                self.rules.join(&mut scratch, &Editor { user, read_only: false })
+            {
+                let body =
+                    serde_json::json!({"error": refusal.code(), "message": refusal.message()});
+                return Some(rules::Response::json(403, &body));
+            }
+        }
         let mut ctx = DocCtx::new(now, &self.doc, &editors);
         let answer = self.rules.request(&mut ctx, req);
         self.edits.append(&mut ctx.edits);

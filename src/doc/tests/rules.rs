@@ -313,3 +313,15 @@ fn a_members_calls_to_a_rules_route_are_paid_for_from_their_reply_budget() {
         assert_eq!(sim.room.request(sim.now, &admin("append", "x")).map(|r| r.status), Some(200));
     }
 }
+
+#[test]
+fn whom_the_kinds_join_keeps_out_calls_none_of_its_routes() {
+    let mut sim = Sim::new(DocConfig::default(), 1).with_rules(schema);
+    let call =
+        |user: &str| Request { admin: false, user: Some(user.into()), ..admin("append", "x") };
+    let r = sim.room.request(sim.now, &call("banned")).expect("refused");
+    assert_eq!(r.status, 403);
+    assert!(r.body.contains("\"banned\""), "{}", r.body);
+    // Another member reaches the rules, which take `append` from the admin key only (404).
+    assert_eq!(sim.room.request(sim.now, &call("ann")), None);
+}
