@@ -695,6 +695,9 @@ impl DocRoom {
     /// Binds the clients `checked` brings the first blocks of to its writer: in memory, and in
     /// storage before the update that brings them.
     fn bind_claims(&mut self, checked: &Checked<'_>) {
+        if checked.claims.is_empty() {
+            return; // the common update: its client is bound already
+        }
         // Only the clients the document took blocks of: `yrs` may stop partway through.
         let after = self.doc.transact().state_vector();
         let (now, before) = (clock_in(&after), clock_in(&checked.before));

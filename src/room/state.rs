@@ -31,23 +31,7 @@ impl RoomState {
         key: &str,
         value: &RawValue,
     ) -> Result<(), Error> {
-        let (old, is_new) = match self.entries.get(key) {
-            Some((v, _)) => (key.len() + v.get().len(), false),
-            None => (0, true),
-        };
-        if is_new && self.entries.len() >= config.state_max_keys {
-            return Err(Error::TooLarge(format!(
-                "room state holds at most {} keys",
-                config.state_max_keys
-            )));
-        }
-        if self.bytes - old + key.len() + value.get().len() > config.state_max_bytes {
-            return Err(Error::TooLarge(format!(
-                "room state holds at most {} bytes",
-                config.state_max_bytes
-            )));
-        }
-        Ok(())
+        self.check_fits_all(config, [(key, value)]).map_err(Error::TooLarge)
     }
 
     /// Whether these writes, in order, keep the state within its bounds together (each key's
