@@ -11,7 +11,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 
 import { context, FROM, launch, withLogs, page, screenshot } from "./browser.js";
 import { CutProxy } from "./proxy.js";
-import { freePort, Wrangler } from "./runtime.js";
+import { devFetch, freePort, Wrangler } from "./runtime.js";
 
 let wr: Wrangler;
 let browser: Browser;
@@ -245,7 +245,7 @@ describe("the demo in Chromium", { timeout: 240_000 }, () => {
 
   it("the room closes the lot: the winner it wrote is shown, and a late bid is refused", logged(async (t) => {
     assert.ok(b, "needs the pages of the first test");
-    const res = await fetch(`${wr.origin}/auction/${ROOM}/close`, {
+    const res = await devFetch(`${wr.origin}/auction/${ROOM}/close`, {
       method: "POST",
       headers: { authorization: `Bearer ${ADMIN_KEY}` },
     });

@@ -13,7 +13,7 @@ import { after, before, describe, it } from "node:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 
 import { launch, screenshot, withLogs } from "./browser.js";
-import { freePort, Wrangler } from "./runtime.js";
+import { devFetch, freePort, Wrangler } from "./runtime.js";
 import { ScratchApp } from "./scratch.js";
 
 type MintToken = (o: Record<string, unknown>) => Promise<string>;
@@ -142,7 +142,7 @@ describe("a room in your own app (examples/embed, the packed client)", { timeout
   }));
 
   it("reconnects and resumes after the server drops the socket (drain: 1001)", logged(async () => {
-    const res = await fetch(`${wr.origin}/rooms/${ROOM}/drain`, { method: "POST", headers: { Authorization: `Bearer ${ADMIN_KEY}` } });
+    const res = await devFetch(`${wr.origin}/rooms/${ROOM}/drain`, { method: "POST", headers: { Authorization: `Bearer ${ADMIN_KEY}` } });
     assert.equal(res.status, 200, await res.text());
     for (const t of [a, b]) {
       await waitText(t.page, "#closes", "1001");
@@ -218,7 +218,7 @@ describe("a room in your own app (examples/embed, the packed client)", { timeout
   }));
 
   it("loads the member list over HTTP from the app's origin (CORS_ORIGINS)", logged(async () => {
-    const preflight = await fetch(`${wr.origin}/rooms/${ROOM}/presence`, {
+    const preflight = await devFetch(`${wr.origin}/rooms/${ROOM}/presence`, {
       method: "OPTIONS",
       headers: { Origin: appOrigin, "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization" },
     });
@@ -228,7 +228,7 @@ describe("a room in your own app (examples/embed, the packed client)", { timeout
     await waitText(a.page, "#http-presence", "members");
     const n = Number((await text(a.page, "#http-presence")).split(" ")[0]);
     assert.ok(n >= 3, `${n} members over HTTP`);
-    const other = await fetch(`${wr.origin}/rooms/${ROOM}/presence`, { method: "OPTIONS", headers: { Origin: "http://evil.example", "Access-Control-Request-Method": "GET" } });
+    const other = await devFetch(`${wr.origin}/rooms/${ROOM}/presence`, { method: "OPTIONS", headers: { Origin: "http://evil.example", "Access-Control-Request-Method": "GET" } });
     assert.equal(other.headers.get("access-control-allow-origin"), null, "another origin is not allowed");
   }));
 });

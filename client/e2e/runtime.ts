@@ -212,3 +212,27 @@ export class Wrangler {
     rmSync(this.persist, { recursive: true, force: true });
   }
 }
+
+/**
+ * What `wrangler dev`'s own proxy answers (503) when its pooled connection to
+ * the runtime behind it dies under a request that is not a GET or HEAD (those
+ * it sends again itself): kj closes an idle keep-alive connection after 5 s on
+ * both sides, and a request written as the runtime closes it is lost before
+ * the Worker reads it (cloudflare/workers-sdk#14641). Our Worker never says it.
+ */
+const DEV_PROXY_LOST = "Your worker restarted mid-request.";
+
+/**
+ * `fetch`, sending a request again (up to 3 times) that `wrangler dev`'s proxy
+ * lost on its way to the runtime, as the proxy itself does for a GET. Any other
+ * answer, 503s included, is returned as is.
+ */
+export async function devFetch(url: string, init: RequestInit): Promise<Response> {
+  for (let tries = 1; ; tries++) {
+    const res = await fetch(url, init);
+    if (res.status !== 503 || tries === 3) return res;
+    const body = await res.clone().text();
+    if (!body.startsWith(DEV_PROXY_LOST)) return res;
+    console.error(`wrangler dev's proxy lost ${init.method ?? "GET"} ${url} (try ${tries}); sending it again`);
+  }
+}

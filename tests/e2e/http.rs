@@ -93,18 +93,45 @@ pub async fn call(
     request(port, req, timeout).await
 }
 
+/// What `wrangler dev`'s own proxy answers (503, `Retry-After: 0`) when its pooled connection to
+/// the runtime behind it dies under a request that is not a GET or HEAD (those it sends again
+/// itself). Our Worker never says it. It is not a restart: kj closes an idle keep-alive connection
+/// after 5 s on both sides, and a request written as the runtime closes it is lost before the
+/// Worker reads it (cloudflare/workers-sdk#14641, open; seen in CI, 2026-12-06, on a CORS
+/// preflight). A browser talking to Cloudflare never meets this proxy.
+pub const DEV_PROXY_LOST: &str = "Your worker restarted mid-request.";
+
+/// How many times [`request`] sends a request again that [`DEV_PROXY_LOST`] answered.
+const DEV_PROXY_TRIES: usize = 3;
+
 /// Sends `req` (a whole HTTP/1.1 request, head and body, as written) to `port` and reads the
 /// answer: a 101 without a body, else the body by length, by chunks or up to the end of the stream.
+/// A request `wrangler dev`'s proxy lost on its way to the runtime ([`DEV_PROXY_LOST`]) is sent
+/// again, as the proxy itself does for a GET; any other answer, 503s included, is returned as is.
 pub async fn request(port: u16, req: String, timeout: Duration) -> Result<Response, String> {
     tokio::time::timeout(timeout, async move {
-        let mut s = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
-        s.write_all(req.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
-        read_response(&mut s).await
+        let mut tries = 0;
+        loop {
+            let resp = send_once(port, &req).await?;
+            tries += 1;
+            let lost = resp.status == 503 && resp.body.starts_with(DEV_PROXY_LOST);
+            if !lost || tries == DEV_PROXY_TRIES {
+                return Ok(resp);
+            }
+            let line = req.lines().next().unwrap_or("");
+            eprintln!("http: wrangler dev's proxy lost `{line}` (try {tries}); sending it again");
+        }
     })
     .await
     .map_err(|_| format!("HTTP request to port {port} timed out after {timeout:?}"))?
+}
+
+async fn send_once(port: u16, req: &str) -> Result<Response, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("connect 127.0.0.1:{port}: {e}"))?;
+    s.write_all(req.as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+    read_response(&mut s).await
 }
 
 async fn read_response(s: &mut TcpStream) -> Result<Response, String> {

@@ -26,6 +26,7 @@ mod events;
 mod eviction;
 mod faults;
 mod history;
+mod http_retry;
 mod idempotency;
 mod ordering;
 mod presence;
@@ -71,6 +72,7 @@ fn main() {
         bad_input::trials(),
         edge_auth::trials(),
         edge_cors::trials(),
+        http_retry::trials(),
         edge_admin::trials(),
         edge_probe::trials(),
         edge_home::trials(),

@@ -56,8 +56,21 @@ async function refusal(write) {
   return "accepted";
 }
 
-const opened = await fetch(`${url}/poll/${room}/open`, {
-  method: "POST",
+/**
+ * A POST, sent again (up to 3 times) if `wrangler dev`'s own proxy lost it on the way to the
+ * runtime: its 503 "Your worker restarted mid-request." comes when kj's two 5 s keep-alive
+ * timeouts meet, and the Worker never read the request (cloudflare/workers-sdk#14641). The proxy
+ * sends a lost GET again itself. Deployed, there is no such proxy.
+ */
+async function post(url, init) {
+  for (let tries = 1; ; tries++) {
+    const res = await fetch(url, { ...init, method: "POST" });
+    if (res.status !== 503 || tries === 3) return res;
+    if (!(await res.clone().text()).startsWith("Your worker restarted mid-request.")) return res;
+  }
+}
+
+const opened = await post(`${url}/poll/${room}/open`, {
   headers: { authorization: `Bearer ${vars.ADMIN_KEY}`, "content-type": "application/json" },
   body: JSON.stringify({ question: "Tea or coffee?", options: ["tea", "coffee"], seconds: 4 }),
 });
