@@ -496,7 +496,7 @@ impl Inner {
             }
             Effect::Close(conn, code, reason) => {
                 if let Some(ws) = live.sockets.remove(&conn) {
-                    let _ = ws.close(Some(code), Some(reason));
+                    super::upgrade::close_for_good(&ws, code, &reason);
                 }
                 live.room.close(now().ms(), conn);
             }

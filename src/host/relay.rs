@@ -642,7 +642,7 @@ impl Live {
                 }
                 Output::Close { conn, code, reason } => {
                     if let Some(ws) = self.clients.remove(&conn) {
-                        let _ = ws.close(Some(code), Some(reason));
+                        super::upgrade::close_for_good(&ws, code, &reason);
                     }
                 }
                 Output::SetAlarm(at) => alarm = Some(at),

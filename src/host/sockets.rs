@@ -224,7 +224,7 @@ impl Sockets {
                 | Output::State { .. }) => link_work(links, out),
                 Output::Close { conn, code } => {
                     if let Some(ws) = self.remove(&conn) {
-                        let _ = ws.close(Some(code.code()), Some(code.reason()));
+                        super::upgrade::close_for_good(&ws, code.code(), code.reason());
                     } else if let Some(link) = links.link_of(&conn).map(str::to_owned) {
                         links.down.close(&link, &conn, &code);
                         links.remove(&conn);

@@ -71,6 +71,21 @@ pub fn attach(ws: &WebSocket, text: &str) -> worker::Result<()> {
     Ok(())
 }
 
+/// Closes a socket the room has decided to end (a kick, a block, a superseded or doomed
+/// connection), first writing over its attachment so that no later load takes it for a member.
+/// The runtime keeps listing a socket whose client never answered the close, and the client may
+/// keep writing on it: its frame loads the room again, and with its record still attached it
+/// was taken back as a member, a blocked user's writes stored and sent to everyone
+/// (`attacks::tokens::a_blocked_socket_that_never_answers_its_close_stays_out_after_a_reload`).
+/// A socket without a record is nobody's: its frames are dropped.
+pub fn close_for_good(ws: &WebSocket, code: u16, reason: &str) {
+    let _ = attach(ws, CLOSED);
+    let _ = ws.close(Some(code), Some(reason));
+}
+
+/// The attachment of a socket the room closed: no kind reads a member out of it.
+const CLOSED: &str = r#"{"closed":true}"#;
+
 /// A socket's attachment, if it has one ([`attach`] wrote it).
 pub fn attachment(ws: &WebSocket) -> Option<String> {
     let socket: &web_sys::WebSocket = ws.as_ref();

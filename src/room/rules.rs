@@ -346,6 +346,9 @@ impl Effect {
     }
 }
 
+/// Most timers the rules may keep at once ([`Ctx::schedule`]).
+pub(crate) const MAX_TIMERS: usize = 256;
+
 /// The room as a hook sees it: read the state and members, write, schedule.
 pub struct Ctx<'a> {
     pub(crate) now: Time,
@@ -430,7 +433,16 @@ impl Ctx<'_> {
     /// Calls [`Rules::timer`] with `name` at `at`, or soon after; replaces
     /// a timer of the same name. Stored with the room: it fires after an
     /// eviction too. `room.schedule("close", room.now().plus_secs(60))`.
+    ///
+    /// A room keeps at most 256 timers: past that a new name is not set (a problem in
+    /// `/stats`), and every timer already set stays, so timers made per member cannot push out
+    /// the room's own.
     pub fn schedule(&mut self, name: &str, at: Time) {
+        let max = MAX_TIMERS;
+        if self.timers.len() >= max && !self.timers.contains_key(name) {
+            self.problems.push(format!("more than {max} timers: `{name}` not set"));
+            return;
+        }
         self.timers.insert(name.to_owned(), at);
         self.timers_changed = true;
     }

@@ -22,7 +22,8 @@ impl Alarm {
     /// requested alarm earlier than needed just fires early, a no-op.
     pub fn want(&mut self, want: Option<u64>, now: u64) -> Option<u64> {
         let want = want?;
-        let pending = self.requested.is_some_and(|r| r + self.grace >= now);
+        // Saturating: a wake-up may be asked for at the end of time (a rules' timer set there).
+        let pending = self.requested.is_some_and(|r| r.saturating_add(self.grace) >= now);
         if pending && self.requested.is_some_and(|r| r <= want) {
             return None;
         }

@@ -18,8 +18,6 @@ use crate::room::rules::{self, Ctx, Effect, Join, Request, Response, Rules, Who,
 use crate::room::Time;
 use crate::room::{CloseCode, Error, LogEntry, ReadRefusal};
 
-/// Most timers the rules may keep at once.
-pub const MAX_TIMERS: usize = 256;
 /// Largest `info` a rule may attach to a member (bytes of JSON).
 pub const MAX_INFO: usize = 1024;
 
@@ -41,11 +39,6 @@ impl Room {
             self.rule_problem(problem);
         }
         if changed {
-            while self.timers.len() > MAX_TIMERS {
-                let last = self.timers.keys().next_back().cloned().expect("over the limit");
-                self.timers.remove(&last);
-                self.rule_problem(format!("more than {MAX_TIMERS} timers: `{last}` dropped"));
-            }
             let all = self.timers.iter().map(|(n, at)| (n.clone(), *at)).collect();
             self.push(Output::Timers(all));
         }
@@ -133,14 +126,23 @@ impl Room {
         self.apply_effects(now, Cause::Leave { conn: &m.conn }.ids(), Some(&m.user), effects);
     }
 
-    /// Fires the rules' timers that are due, earliest first.
+    /// Fires the rules' timers that were due when the alarm came, earliest first, each once. A
+    /// timer a hook sets for now or earlier (a timer that sets itself again, with an interval a
+    /// member made 0) waits for the next alarm, at least a millisecond later ([`Self::arm`]): fired
+    /// in this loop it would spin until the runtime ended the event, and a Wasm instance the
+    /// runtime ends takes every room it holds.
     pub(super) fn fire_rule_timers(&mut self, now: u64) {
-        loop {
-            let due =
-                self.timers.iter().filter(|(_, at)| at.ms() <= now).min_by_key(|(_, at)| **at);
-            let Some((name, at)) = due.map(|(n, at)| (n.clone(), *at)) else {
-                return;
-            };
+        let mut due: Vec<(String, Time)> = self
+            .timers
+            .iter()
+            .filter(|(_, at)| at.ms() <= now)
+            .map(|(name, at)| (name.clone(), *at))
+            .collect();
+        due.sort_by_key(|(_, at)| *at);
+        for (name, at) in due {
+            if self.timers.get(&name) != Some(&at) {
+                continue; // cancelled, or set for another time, by a hook fired before it
+            }
             self.timers.remove(&name);
             let all = self.timers.iter().map(|(n, at)| (n.clone(), *at)).collect();
             self.push(Output::Timers(all));

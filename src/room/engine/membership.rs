@@ -35,6 +35,12 @@ impl Room {
         // Oldest first, so that for a session seen twice the newest wins.
         peers.sort_by_key(|p| p.opened);
         for p in peers {
+            if self.users.blocked(&p.user, now) {
+                // A block reaches every socket: one the runtime still lists after the room
+                // closed it (its client never answered), or one whose close a reset cut off.
+                self.push(Output::Close { conn: p.conn, code: CloseCode::Blocked });
+                continue;
+            }
             self.away.remove(&p.session);
             if let Some(old) = self.presence.get(&p.session).map(|m| m.conn.clone()) {
                 // An away member's connection is gone already: nothing to close.
@@ -452,7 +458,10 @@ impl Room {
     /// already requested is not early enough.
     pub(super) fn arm(&mut self) {
         self.close_doomed();
-        let rule_timer = self.timers.values().min().map(|at| at.ms());
+        // A rules' timer due already was set by a hook of this event (the alarm fired the
+        // others): it fires with the next one, never in this event ([`Self::fire_rule_timers`]).
+        let rule_timer =
+            self.timers.values().min().map(|at| at.ms().max(self.now.saturating_add(1)));
         let want = [
             self.sweep_at,
             self.summary.due,

@@ -11,6 +11,7 @@ mod presence;
 mod props;
 mod rules;
 mod scenarios;
+mod write_path;
 
 use crate::room::sim::Sim;
 use crate::room::RoomConfig;

@@ -23,6 +23,11 @@ pub fn trials() -> Vec<Spec> {
         es::on("attacks::tokens::a_connection_ends_at_its_tokens_exp", &TOKENS, ends_at_exp),
         es::on("attacks::tokens::a_frame_after_exp_is_not_applied", &TOKENS, frame_after_exp),
         es::on("attacks::tokens::kick_closes_every_socket_and_blocks", &TOKENS, kick),
+        es::on(
+            "attacks::tokens::a_blocked_socket_that_never_answers_its_close_stays_out_after_a_reload",
+            &TOKENS,
+            unanswered_close,
+        ),
         es::on("attacks::tokens::long_lived_tokens_are_refused", &TOKENS, lifetime),
     ]
 }
@@ -332,6 +337,61 @@ async fn kick(ctx: Ctx) -> R {
     check!(w["user"] == "mallory", "welcome after the block was lifted: {w}");
     bystander.ping().await?;
     check!(bystander.closed.is_none(), "the bystander was closed: {:?}", bystander.closed);
+    Ok(())
+}
+
+/// (c') Mallory, kicked and blocked, never answers the close: her end of the socket stays
+/// open, and the runtime still lists a socket it sent a close on. She waits until the room is
+/// evicted (idle), then writes on that socket. The room loads again for her frame and must not
+/// take her back as a member from the socket's record: nothing of hers is stored or reaches Bob,
+/// and the member list does not name her.
+async fn unanswered_close(ctx: Ctx) -> R {
+    /// workerd evicts an idle object after about 10 s.
+    const IDLE: Duration = Duration::from_secs(13);
+    let room = support::room("att-tok-unanswered");
+    let bob_token = token(&room, "bob");
+    let mut bob =
+        Dial::new(ctx.port, &room, &support::session("bob")).token(&bob_token).connect().await?;
+    let mal = support::session("mal");
+    let (mut mallory, _) =
+        Raw::connect(&Dial::new(ctx.port, &room, &mal).token(&token(&room, "mallory"))).await?;
+    bob.await_members(2).await?;
+    let answer = kick_req(&ctx, &room, json!({"user":"mallory","block_secs":600})).await?;
+    check!(answer["closed"] == 1, "kick answered {answer}");
+    wait_leave(&mut bob, &mal, CLOSE_WAIT).await?;
+    let seen = bob.history.len();
+    let loads = ctx.log.room_loaded(&room).len();
+
+    // Mallory reads nothing from here on: her side never sees the close, so never answers it.
+    tokio::time::sleep(IDLE).await;
+    let publish = json!({"type":"publish","id":"back","topic":"chat","data":"I am back"});
+    mallory.send(publish).await?;
+    mallory.send(json!({"type":"presence","state":{"name":"mallory"}})).await?;
+    // Her frames had time to load the room (before the fix they did, and were taken).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Bob's next write is the room's first: nothing of hers was stored before it.
+    let s = bob.publish_acked("after", "chat", json!("bob")).await?;
+    let loaded = ctx.log.wait_room_loaded(&room, loads + 1, Duration::from_secs(5)).await;
+    check!(loaded.is_ok(), "the room was not evicted and loaded again: the trial shows nothing");
+    let since: Vec<String> = bob.history[seen..].iter().map(Value::to_string).collect();
+    let theirs: Vec<&String> = since.iter().filter(|f| f.contains("mallory")).collect();
+    check!(
+        s == 1 && theirs.is_empty(),
+        "bob's write at {s}; what bob heard of mallory: {theirs:?}"
+    );
+    let resp = es::get(
+        ctx.port,
+        &format!("/rooms/{room}/presence"),
+        &[("Authorization", &format!("Bearer {bob_token}"))],
+    )
+    .await?;
+    let body = es::json_200("the member list", &resp)?;
+    let names = body.to_string();
+    check!(
+        !names.contains("mallory") && body["summary"]["members"] == 1,
+        "listed after the reload: {body}"
+    );
     Ok(())
 }
 

@@ -1,0 +1,113 @@
+//! The attack review of the room engine's write path (session 33): a blocked user's socket
+//! taken back on a load, rule effects lost to their ids, timers a member can push out or spin.
+//! Each test plays the attacker's sequence and asserts what the others are left with.
+
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::room::rules::{Ctx, Join, Rules, Who, Write};
+use crate::room::sim::Sim;
+use crate::room::{CloseCode, Output, Peer, Room, RoomConfig, Snapshot, Time};
+
+/// A socket's record as the adapter keeps it (the attachment).
+fn peer(conn: &str, user: &str) -> Peer {
+    let record = json!({
+        "conn": conn, "session": format!("s-{conn}"), "user": user, "region": "EU",
+        "opened": 1_000, "since": 1_000, "seen": 1_000, "state": {"name": user},
+    });
+    serde_json::from_value(record).expect("a peer record")
+}
+
+/// Mallory, blocked, never answered the close the room sent her: the runtime still lists her
+/// socket when the room loads again. The load closes it (4403 `blocked`) and lists only Bob.
+/// (The adapter also writes over a closed socket's record, so this is the second wall.)
+#[test]
+fn a_load_takes_no_blocked_users_socket_back() {
+    let snap = Snapshot {
+        room: "r".into(),
+        epoch: "e".into(),
+        peers: vec![peer("c-bob", "bob"), peer("c-mal", "mallory")],
+        blocks: vec![("mallory".into(), Time::from_ms(600_000))],
+        ..Snapshot::default()
+    };
+    let mut room = Room::restore(RoomConfig::default(), snap, Time::from_ms(2_000));
+    let mut closed = Vec::new();
+    while let Some(out) = room.poll_output() {
+        if let Output::Close { conn, code } = out {
+            closed.push((conn, code));
+        }
+    }
+    assert_eq!(closed, vec![("c-mal".to_owned(), CloseCode::Blocked)]);
+    assert_eq!(room.members(), 1, "only bob is a member");
+}
+
+/// Rules whose timer sets itself again at once: an interval a member set to 0. Each publish
+/// (re)starts it; each firing publishes a tick.
+struct Ticker;
+
+impl Rules for Ticker {
+    fn publish(&mut self, room: &mut Ctx<'_>, _: &Who<'_>, _: &str, _: &RawValue) -> Write {
+        room.schedule("tick", room.now());
+        Write::Accept
+    }
+
+    fn timer(&mut self, room: &mut Ctx<'_>, name: &str) {
+        room.publish("tick", &json!(name));
+        room.schedule(name, room.now());
+    }
+}
+
+/// Fired in one loop until nothing was due, such a timer never let the event end: the
+/// runtime would end it, and the Wasm instance with every room in it. Now each alarm fires
+/// what was due when it came, once, and a timer set again for now waits a millisecond.
+#[test]
+fn a_timer_that_sets_itself_for_now_fires_once_an_alarm_not_in_a_loop() {
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Ticker));
+    let a = s.connect("a", "EU", None);
+    s.publish(&a, "go", "1");
+    let start = s.now;
+    s.run_until(start.plus_ms(20));
+    let ticks = s.take(&a).iter().filter(|f| f["topic"] == "tick").count();
+    assert!((2..=21).contains(&ticks), "{ticks} ticks in 20 ms: one an alarm, a millisecond apart");
+}
+
+/// Rules that keep a timer per bid (`outbid:{bid}`), and one of the room's own, `reopen`,
+/// whose name sorts after them all.
+struct Outbid;
+
+impl Rules for Outbid {
+    fn join(&mut self, room: &mut Ctx<'_>, _: &Who<'_>) -> Join {
+        if room.scheduled("reopen").is_none() {
+            room.schedule("reopen", room.now().plus_secs(40));
+        }
+        Join::Accept
+    }
+
+    fn publish(&mut self, room: &mut Ctx<'_>, _: &Who<'_>, _: &str, data: &RawValue) -> Write {
+        room.schedule(&format!("outbid:{}", data.get()), room.now().plus_secs(600));
+        Write::Accept
+    }
+
+    fn timer(&mut self, room: &mut Ctx<'_>, name: &str) {
+        room.publish("news", &json!(name));
+    }
+}
+
+/// Mallory bids 300 times, a timer each: past the room's 256 the newest are not set, and the
+/// room's own timer still fires (it was the one dropped, by its name, when the limit was met).
+#[test]
+fn timers_a_member_makes_cannot_push_out_the_rooms_own() {
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Outbid));
+    let bob = s.connect("bob", "EU", None);
+    let mallory = s.connect("mallory", "EU", None);
+    for i in 0..300 {
+        s.publish(&mallory, &format!("b{i}"), &i.to_string());
+        s.advance(100);
+    }
+    s.take(&bob);
+    let start = s.now;
+    s.run_until(start.plus_secs(15)); // within the members' 60 s of silence
+    let news: Vec<_> = s.take(&bob).into_iter().filter(|f| f["topic"] == "news").collect();
+    assert_eq!(news.len(), 1, "{news:?}");
+    assert_eq!(news[0]["data"], "reopen");
+}
