@@ -29,10 +29,7 @@ pub async fn route(
         [] if super::serve::is_upgrade(req) => connect(req, env, dep, at).await,
         ["update"] if req.method() == Method::Post => {
             rooms::expect_admin(req, dep)?;
-            let body = req.bytes().await.map_err(|_| HttpRefusal::BadParam("body"))?;
-            if body.len() > MAX_UPDATE_BODY {
-                return Err(HttpRefusal::TooLarge);
-            }
+            let body = super::body::capped(req, MAX_UPDATE_BODY).await?;
             let what = Inbound::Doc(DocAsk::Apply);
             rooms::ask(req, env, at, what, Method::Post, Some(body)).await
         }

@@ -12,6 +12,8 @@ pub mod origins;
 pub mod regions;
 
 #[cfg(target_arch = "wasm32")]
+mod body;
+#[cfg(target_arch = "wasm32")]
 pub(crate) mod config;
 #[cfg(target_arch = "wasm32")]
 mod cors;

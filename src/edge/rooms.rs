@@ -339,11 +339,7 @@ async fn admin_body(
 }
 
 pub(super) async fn body_of(req: &mut Request) -> Result<String, HttpRefusal> {
-    let body = req.text().await.map_err(|_| HttpRefusal::BadParam("body"))?;
-    if body.len() > MAX_BODY {
-        return Err(HttpRefusal::TooLarge);
-    }
-    Ok(body)
+    super::body::capped_text(req, MAX_BODY).await
 }
 
 /// The claims of a valid token, or `None` in anonymous dev mode.
