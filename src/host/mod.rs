@@ -541,7 +541,7 @@ impl Inner {
                 let _ = server.close(Some(1012), Some("room_recalling"));
                 return;
             }
-            live.sockets.add(conn, server);
+            live.sockets.add_pending(conn, server);
             live.engine.handle(now, Input::Open(hello));
         })?;
         Ok((Ok(response), effects))

@@ -116,6 +116,17 @@ impl Sockets {
         self.by_conn.insert(conn, ws);
     }
 
+    /// A socket the engine has not admitted yet: what is sent to it alone reaches it (its
+    /// welcome, or a refusal before its close), a broadcast only once its record is written
+    /// ([`Output::Remember`]). A join the rules refuse may still publish (the attempt written
+    /// down), and that message is the members', not the socket's about to be closed.
+    pub fn add_pending(&mut self, conn: String, ws: WebSocket) {
+        if let Some(old) = self.by_conn.remove(&conn) {
+            self.all.delete(old.as_ref());
+        }
+        self.by_conn.insert(conn, ws);
+    }
+
     pub fn remove(&mut self, conn: &str) -> Option<WebSocket> {
         let ws = self.by_conn.remove(conn)?;
         self.all.delete(ws.as_ref());
@@ -239,6 +250,8 @@ impl Sockets {
                         let text = serde_json::to_string(&peer).unwrap_or_default();
                         // Only fails past 16 KiB; a peer is far smaller.
                         let _ = super::upgrade::attach(ws, &text);
+                        // Admitted: broadcasts reach it from here on (a no-op after the first).
+                        self.all.add(ws.as_ref());
                     }
                 }
                 Output::Block { user, until } => storage::block(sql, &user, until, now)?,

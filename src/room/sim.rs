@@ -505,7 +505,9 @@ impl Sim {
                     let to: Vec<String> = self
                         .sockets
                         .iter()
-                        .filter(|(c, s)| s.open && !skip.contains(c) && !self.relayed(s))
+                        // Only admitted sockets (their record written), as the adapter's set.
+                        .filter(|(c, s)| s.open && s.peer.is_some() && !skip.contains(c))
+                        .filter(|(_, s)| !self.relayed(s))
                         .map(|(c, _)| c.clone())
                         .collect();
                     self.broadcasts.push(to.len());

@@ -5,7 +5,7 @@
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::room::rules::{Ctx, Join, Rules, Who, Write};
+use crate::room::rules::{Ctx, Join, Refusal, Rules, Who, Write};
 use crate::room::sim::Sim;
 use crate::room::{CloseCode, Output, Peer, Room, RoomConfig, Snapshot, Time};
 
@@ -110,4 +110,34 @@ fn timers_a_member_makes_cannot_push_out_the_rooms_own() {
     let news: Vec<_> = s.take(&bob).into_iter().filter(|f| f["topic"] == "news").collect();
     assert_eq!(news.len(), 1, "{news:?}");
     assert_eq!(news[0]["data"], "reopen");
+}
+
+/// Rules that keep `eve` out and write down each time she tries.
+struct Doorkeeper;
+
+impl Rules for Doorkeeper {
+    fn join(&mut self, room: &mut Ctx<'_>, who: &Who<'_>) -> Join {
+        if who.user != "eve" {
+            return Join::Accept;
+        }
+        room.publish("door", &json!({"turned_away": who.user, "members": room.members().len()}));
+        Join::Refuse(Refusal::new("members_only", "not a member"))
+    }
+}
+
+/// Eve, whom the rules keep out, read what the rules wrote when they refused her (the
+/// message went to every socket, hers included, before her close): now only the members
+/// hear it, and her socket gets nothing but its close.
+#[test]
+fn a_refused_joiner_hears_nothing_the_rules_write_about_it() {
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Doorkeeper));
+    let bob = s.connect("bob", "EU", None);
+    s.take(&bob);
+    let eve = s.connect("eve", "EU", None);
+    let heard = s.take(&eve);
+    assert!(heard.is_empty(), "eve heard {heard:?}");
+    assert_eq!(s.sockets[&eve].closed, Some(4403));
+    let door = s.take_type(&bob, "message");
+    assert_eq!(door.len(), 1, "bob hears of it: {door:?}");
+    assert_eq!(door[0]["data"]["turned_away"], "eve");
 }
