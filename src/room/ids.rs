@@ -11,9 +11,17 @@ use super::Time;
 /// What made the rules write, naming their writes (`Ctx::publish`, `Ctx::set`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Cause<'a> {
-    /// A write `id` of `session` (a member's, or the server's as `$server`): its retry runs
-    /// the hook again and must find the rules' writes already stored.
+    /// A write `id` of `session` (a member's, or the server's as `$server`) that the room
+    /// refused: its retry runs the hook again and must find what the rules wrote of the
+    /// attempt already stored.
     Write { session: &'a str, id: &'a str },
+    /// The write the room stored at `seq`. Not named by the write's id: a write refused
+    /// first (what the rules wrote of it stored under its id) and taken when sent again
+    /// would find its effects' ids taken, and they were dropped; nor hashed: a member could
+    /// search out two ids whose hashes meet, and the second write's effects were dropped.
+    /// A stored write is never decided again (its retry is answered from the log), so the
+    /// seq, which no two writes share, names its effects.
+    Stored { seq: u64 },
     /// The member on connection `conn` joined.
     Join { conn: &'a str },
     /// The member on connection `conn` left.
@@ -36,13 +44,18 @@ impl Cause<'_> {
             Cause::Timer { name, at } => format!("timer:{name}:{at}"),
             Cause::Loaded { at } => format!("loaded:{at}"),
             Cause::Request { at, n } => format!("request:{at}:{n}"),
+            Cause::Stored { seq } => format!("stored:{seq}"),
         }
     }
 
     /// The ids of the writes this cause makes, taken before the hook runs (a write's `id`
     /// moves into the log) and made only if it asked for something.
     pub(crate) fn ids(&self) -> RuleIds {
-        RuleIds { cause: self.text(), prefix: None }
+        let prefix = match self {
+            Cause::Stored { seq } => Some(format!("s{seq}")),
+            _ => None,
+        };
+        RuleIds { cause: self.text(), prefix }
     }
 }
 
@@ -51,7 +64,7 @@ pub(crate) struct RuleIds {
     cause: String,
     /// `r` and 16 hex digits of a hash of the cause, so any cause makes a short id (the log
     /// takes ids of at most 64 characters) and the same cause the same one. Hashed on the
-    /// first id asked for: most writes cause none.
+    /// first id asked for: most writes cause none. A stored write's is `s` and its seq.
     prefix: Option<String>,
 }
 
@@ -100,12 +113,14 @@ mod tests {
             (Cause::Timer { name: "close", at }, "timer:close:1700000000000"),
             (Cause::Loaded { at }, "loaded:1700000000000"),
             (Cause::Request { at, n: 3 }, "request:1700000000000:3"),
+            (Cause::Stored { seq: 42 }, "stored:42"),
         ];
         for (cause, text) in cases {
             assert_eq!(cause.text(), text);
         }
         // What the first of these made before the scheme was a type.
         assert_eq!(Cause::Write { session: "s1", id: "m1" }.ids().nth(0), "r997d6b7ad3e840c5-0");
+        assert_eq!(Cause::Stored { seq: 42 }.ids().nth(1), "s42-1");
         assert_eq!(server_set_id(at, 2), "set-1700000000000-2");
         assert_eq!(conn_id(0xab), "c-00000000000000ab");
         assert_eq!(epoch_id(1), "e-0000000000000001");
@@ -118,5 +133,7 @@ mod tests {
         let mut ids = Cause::Join { conn: "c-1" }.ids();
         assert_eq!(ids.nth(0).replace("-0", ""), ids.nth(1).replace("-1", ""), "one prefix");
         assert!(id.len() <= 64 && id.starts_with('r'), "{id}");
+        let id = Cause::Stored { seq: u64::MAX }.ids().nth(usize::MAX);
+        assert!(id.len() <= 64, "{id}");
     }
 }

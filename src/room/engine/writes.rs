@@ -58,15 +58,20 @@ impl Room {
         if let Some(seq) = self.history.seq_of(&author.session, &id) {
             return self.send(conn, ack(&id, seq));
         }
-        let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
+        let refused_ids = Cause::Write { session: &author.session, id: &id }.ids();
         let (verdict, mut effects) = self.rules_publish(now, &author, &topic, &data);
         let decided = self.decided(verdict, data);
-        match decided.and_then(|data| self.writes_fit(None, &mut effects).map(|()| data)) {
-            Ok(data) => {
-                self.commit(now, &author, Some(conn), id, topic, data, None);
-            }
-            Err(refusal) => self.refuse(conn, Some(&id), refusal),
-        }
+        let rule_ids =
+            match decided.and_then(|data| self.writes_fit(None, &mut effects).map(|()| data)) {
+                Ok(data) => {
+                    let seq = self.commit(now, &author, Some(conn), id, topic, data, None);
+                    Cause::Stored { seq }.ids()
+                }
+                Err(refusal) => {
+                    self.refuse(conn, Some(&id), refusal);
+                    refused_ids
+                }
+            };
         self.apply_effects(now, rule_ids, author.payer(), effects);
     }
 
@@ -88,21 +93,26 @@ impl Room {
         if if_version.is_some_and(|v| v != current) {
             return self.refuse(conn, Some(&id), Error::Conflict { version: current });
         }
-        let rule_ids = Cause::Write { session: &author.session, id: &id }.ids();
+        let refused_ids = Cause::Write { session: &author.session, id: &id }.ids();
         let (verdict, mut effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
             self.writes_fit(Some((&key, &value)), &mut effects)?;
             Ok(value)
         });
-        match decided {
+        let rule_ids = match decided {
             Ok(value) => {
                 let data = state_data(&key, &value, self.seq + 1);
                 let write = StateWrite { key, value };
-                self.commit(now, &author, Some(conn), id, "$state".into(), data, Some(write));
+                let topic = "$state".into();
+                let seq = self.commit(now, &author, Some(conn), id, topic, data, Some(write));
+                Cause::Stored { seq }.ids()
             }
-            Err(refusal) => self.refuse(conn, Some(&id), refusal),
-        }
+            Err(refusal) => {
+                self.refuse(conn, Some(&id), refusal);
+                refused_ids
+            }
+        };
         self.apply_effects(now, rule_ids, author.payer(), effects);
     }
 
@@ -143,7 +153,7 @@ impl Room {
             return Err(Error::Conflict { version: current });
         }
         let author = Author::server(region);
-        let rule_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
+        let refused_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
         let (verdict, mut effects) = self.rules_set(now, &author, &key, &value);
         let decided = self.decided(verdict, value).and_then(|value| {
             self.state.check_fits(&self.config, &key, &value)?;
@@ -155,6 +165,7 @@ impl Room {
             let write = StateWrite { key, value };
             self.commit(now, &author, None, id, "$state".into(), data, Some(write))
         });
+        let rule_ids = result.as_ref().map_or(refused_ids, |&seq| Cause::Stored { seq }.ids());
         self.apply_effects(now, rule_ids, author.payer(), effects);
         self.touched(now);
         self.arm();
@@ -187,12 +198,13 @@ impl Room {
         crate::protocol::client::check_value(&data, "data").map_err(Error::Invalid)?;
         self.now = self.now.max(now);
         let author = Author::server(region);
-        let rule_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
+        let refused_ids = Cause::Write { session: SERVER_SESSION, id: &id }.ids();
         let (verdict, mut effects) = self.rules_publish(now, &author, &topic, &data);
         let result = self
             .decided(verdict, data)
             .and_then(|data| self.writes_fit(None, &mut effects).map(|()| data))
             .map(|data| self.commit(now, &author, None, id, topic, data, None));
+        let rule_ids = result.as_ref().map_or(refused_ids, |&seq| Cause::Stored { seq }.ids());
         self.apply_effects(now, rule_ids, author.payer(), effects);
         self.touched(now);
         self.arm();

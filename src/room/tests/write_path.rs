@@ -141,3 +141,50 @@ fn a_refused_joiner_hears_nothing_the_rules_write_about_it() {
     assert_eq!(door.len(), 1, "bob hears of it: {door:?}");
     assert_eq!(door[0]["data"]["turned_away"], "eve");
 }
+
+/// Rules of a vote: refused while the room is not `open`, the attempt written down (`audit`);
+/// once open, each vote counts in `tally`.
+struct Vote;
+
+impl Rules for Vote {
+    fn publish(&mut self, room: &mut Ctx<'_>, who: &Who<'_>, _: &str, _: &RawValue) -> Write {
+        if room.get_as::<bool>("open") != Some(true) {
+            room.publish("audit", &json!({"refused": who.user}));
+            return Write::Refuse(Refusal::new("closed", "the vote is not open"));
+        }
+        let tally = room.get_as::<u64>("tally").unwrap_or(0);
+        room.set("tally", &json!(tally + 1));
+        Write::Accept
+    }
+}
+
+/// Ann votes while the vote is closed (refused; the attempt written down under her write's
+/// id), then sends the same vote again once it opens: it is taken, and it counts. Before, the
+/// tally's write took the id the attempt's note already had and was dropped as a retry of it:
+/// a vote stored without what the rules made of it.
+#[test]
+fn a_write_taken_when_sent_again_after_a_refusal_lands_with_its_rules_writes() {
+    let mut s = Sim::with_rules(RoomConfig::default(), || Box::new(Vote));
+    let ann = s.connect("ann", "EU", None);
+    let vote = r#"{"type":"publish","id":"v1","topic":"vote","data":"yes"}"#;
+    s.send(&ann, vote);
+    let refused: Vec<_> = s.take_type(&ann, "error");
+    assert_eq!(refused[0]["code"], "closed");
+    s.send(&ann, r#"{"type":"set","id":"open","key":"open","value":true}"#);
+    s.send(&ann, vote);
+    let acks = s.take_type(&ann, "ack");
+    let seq = acks.iter().find(|a| a["id"] == "v1").expect("the vote is taken")["seq"].clone();
+    let tally: Vec<_> = s
+        .disk
+        .log
+        .values()
+        .filter(|e| e.topic == "$state" && e.data.get().contains("tally"))
+        .collect();
+    assert_eq!(tally.len(), 1, "the vote's tally is stored");
+    assert!(
+        tally[0].id.starts_with(&format!("s{seq}-")),
+        "named by the vote's seq: {}",
+        tally[0].id
+    );
+    assert_eq!(s.disk.state.get("tally").map(|(v, _)| v.get()), Some("1"));
+}
