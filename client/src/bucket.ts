@@ -57,6 +57,18 @@ export function paceFor(limits: Pick<Limits, "rate" | "burst" | "user_rate" | "u
 }
 
 /**
+ * The pace of this user's bytes (one token a byte) for `limits` when `sharers` connections
+ * of theirs are in the room: each takes an equal part of the user's byte budget.
+ */
+export function bytePaceFor(limits: Pick<Limits, "user_bytes_per_sec" | "user_bytes_burst">, o: RateOptions, sharers = 1): Pace {
+  const n = Math.max(1, Math.floor(sharers));
+  const h = Math.min(1, Math.max(0.01, o.headroom));
+  const perSec = Math.max(1, (h * limits.user_bytes_per_sec) / n);
+  const burst = Math.max(1, Math.floor((h * limits.user_bytes_burst) / n));
+  return { perSec, burst, reserve: 0 };
+}
+
+/**
  * A token bucket refilled continuously, as the room's is. It starts full
  * and is never refilled by a reconnect: the room's per-user budget does
  * not start over with a new connection, so neither does the client's.
@@ -96,11 +108,15 @@ export class TokenBucket {
     this.at = Math.max(this.at, now);
   }
 
-  /** Takes one token if there is one. */
-  take(): boolean {
+  /**
+   * Takes `n` tokens if there are that many; `n` over the burst takes a full bucket (a frame
+   * larger than this tab's share of the burst still goes, once the bucket is full).
+   */
+  take(n = 1): boolean {
     this.refill();
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
+    const want = Math.min(n, this.pace.burst);
+    if (this.tokens < want) return false;
+    this.tokens -= want;
     return true;
   }
 

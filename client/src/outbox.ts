@@ -83,6 +83,13 @@ export class Outbox {
     return this.queue.length > 0;
   }
 
+  /** The next send to write, left in place, or null. */
+  peek(): string | null {
+    this.skipAcked();
+    const id = this.queue[0];
+    return id === undefined ? null : this.pending.get(id)!.text;
+  }
+
   /** Takes the next send to write, or null. */
   shift(): string | null {
     this.skipAcked();

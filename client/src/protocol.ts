@@ -78,6 +78,12 @@ export interface Limits {
   presence_max: number;
   /** Deepest nesting of `data`, `value` and presence `state`. */
   max_depth: number;
+  /**
+   * Bytes one user may send the room per second over all their connections, and the burst
+   * (past them: `rate_limited`). The client paces its frames' bytes by them too.
+   */
+  user_bytes_per_sec: number;
+  user_bytes_burst: number;
   /** Bytes one user is sent per second because of what they did (state, resync, catch-up, welcomes, the rules' sends, member lists). */
   reply_bytes_per_sec: number;
   /** Bytes a connection may leave unconfirmed by `mark` echoes. */
@@ -102,6 +108,8 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   max_frame: 65536,
   presence_max: 1024,
   max_depth: 32,
+  user_bytes_per_sec: 262144,
+  user_bytes_burst: 1048576,
   reply_bytes_per_sec: 262144,
   send_window: 1048576,
   reconnect_rate: 100,

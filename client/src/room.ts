@@ -7,7 +7,7 @@
 //! the page: that waits for `start()`.
 
 import { DEFAULT_BACKOFF, plan, spreadMs, type BackoffOptions, type Cause, type StopWhy } from "./backoff.js";
-import { DEFAULT_RATE, paceFor, type RateOptions } from "./bucket.js";
+import { bytePaceFor, DEFAULT_RATE, paceFor, type RateOptions } from "./bucket.js";
 import { Emitter } from "./emitter.js";
 import { detachSocket, OPEN, resolveEnv, type Env, type SocketLike, type TimerHandle, type WakeWhy } from "./env.js";
 import { HomeroomError } from "./errors.js";
@@ -246,7 +246,8 @@ export class Room {
     this.endpoints = given;
     this.probeOpts = { ...DEFAULT_REGIONS, ...opts.probe };
     this.rate = { ...DEFAULT_RATE, ...opts.rate };
-    this.sender = new Sender(this.env, this.rate, paceFor(DEFAULT_LIMITS, this.rate), (text) => this.write(text));
+    const [pace, bytes] = [paceFor(DEFAULT_LIMITS, this.rate), bytePaceFor(DEFAULT_LIMITS, this.rate)];
+    this.sender = new Sender(this.env, this.rate, pace, bytes, (text) => this.write(text));
     this.heartbeat = new Heartbeat(
       this.env,
       { ...DEFAULT_HEARTBEAT, ...opts.heartbeat },
@@ -857,8 +858,10 @@ export class Room {
     const user = this.info.user;
     const sharers = this.presenceStore.large || user === null ? 1 : this.presenceStore.sessionsOf(user);
     const pace = paceFor(this.limitsNow, this.rate, sharers);
-    const now = this.sender.bucket.current;
-    if (pace.perSec !== now.perSec || pace.burst !== now.burst) this.sender.setPace(pace);
+    const bytes = bytePaceFor(this.limitsNow, this.rate, sharers);
+    const [now, nowBytes] = [this.sender.bucket.current, this.sender.bytes.current];
+    const same = (a: typeof pace, b: typeof pace) => a.perSec === b.perSec && a.burst === b.burst;
+    if (!same(pace, now) || !same(bytes, nowBytes)) this.sender.setPace(pace, bytes);
   }
 
   private replaceState(state: Record<string, StateEntry> | undefined): void {

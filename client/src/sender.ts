@@ -1,6 +1,6 @@
 //! Everything the client writes, except `mark` echoes and the heartbeat
 //! ping (the room does not count those), goes out through here, one token
-//! of the bucket per frame, in this order:
+//! of the bucket per frame and one of the byte bucket per byte, in this order:
 //!
 //!  1. `get_state` (once, right after a fresh welcome);
 //!  2. durable sends (publish/set, oldest first) and ephemeral ones (this
@@ -12,6 +12,7 @@
 
 import { TokenBucket, type Pace, type RateOptions } from "./bucket.js";
 import type { Env, TimerHandle } from "./env.js";
+import { byteLength } from "./json.js";
 import { Latest } from "./latest.js";
 import { Outbox } from "./outbox.js";
 
@@ -23,6 +24,8 @@ const GET_STATE = '{"type":"get_state"}';
 export class Sender {
   readonly outbox = new Outbox();
   readonly bucket: TokenBucket;
+  /** This tab's share of the user's byte budget: one token a byte of what it writes. */
+  readonly bytes: TokenBucket;
   private readonly latest: Latest;
   private online = false;
   private wantState = false;
@@ -38,10 +41,12 @@ export class Sender {
     private readonly env: Env,
     rate: RateOptions,
     pace: Pace,
+    bytePace: Pace,
     /** Writes to the current socket. */
     private readonly write: (text: string) => void,
   ) {
     this.bucket = new TokenBucket(env, pace);
+    this.bytes = new TokenBucket(env, bytePace);
     this.latest = new Latest((key) => (key === PRESENCE_KEY ? rate.presenceIntervalMs : rate.signalIntervalMs));
   }
 
@@ -50,8 +55,9 @@ export class Sender {
   }
 
   /** The room announced its limits (or this user's share of them changed). */
-  setPace(pace: Pace): void {
+  setPace(pace: Pace, bytePace: Pace): void {
     this.bucket.setPace(pace);
+    this.bytes.setPace(bytePace);
     this.pump();
   }
 
@@ -145,13 +151,16 @@ export class Sender {
       if (eph !== null && "at" in eph) this.schedule(eph.at - now);
       return false;
     }
-    const wait = this.bucket.wait(need);
+    const text = kind === "state" ? GET_STATE : kind === "durable" ? this.outbox.peek()! : (eph as { text: string }).text;
+    const size = byteLength(text);
+    const wait = Math.max(this.bucket.wait(need), this.bytes.wait(size));
     if (wait > 0) {
       // Also wake for a slot whose interval ends sooner: it may change the choice.
       this.schedule(eph !== null && "at" in eph ? Math.min(wait, eph.at - now) : wait);
       return false;
     }
     this.bucket.take();
+    this.bytes.take(size);
     if (kind === "state") {
       this.wantState = false;
       this.write(GET_STATE);

@@ -2,7 +2,8 @@
 //! limits (the client's DEFAULT_LIMITS, which tests/settings.rs holds to the
 //! server's one declaration) the way src/room/rate.rs does: a token bucket
 //! per connection (rate/burst) and one per user over all their connections
-//! (user_rate/user_burst), both in integer milli-units refilled continuously; a refused
+//! (user_rate/user_burst), and one of bytes per user (user_bytes_per_sec/user_bytes_burst,
+//! a frame's UTF-8 length), all in integer milli-units refilled continuously; a refused
 //! frame is a `rate_limited` error and counts toward abuse (100 refusals,
 //! draining 10/s, close 4029). Mark echoes and the exact ping are free, as
 //! on the server. Frames reach it after a jittered delay that keeps their
@@ -32,12 +33,12 @@ class Bucket {
     this.last = now;
   }
 
-  take(now: number): boolean {
+  take(now: number, n = 1): boolean {
     const elapsed = Math.max(0, now - this.last);
     this.last = Math.max(this.last, now);
     this.milli = Math.min(this.burst * 1000, this.milli + elapsed * this.perSec);
-    if (this.milli >= 1000) {
-      this.milli -= 1000;
+    if (this.milli >= n * 1000) {
+      this.milli -= n * 1000;
       return true;
     }
     return false;
@@ -75,6 +76,7 @@ export class FakeRoom {
   readonly signals = new Map<string, unknown>();
   private conns: Conn[] = [];
   private users = new Map<string, Bucket>();
+  private userBytes = new Map<string, Bucket>();
   private seq = 0;
   private readonly seen = new Map<string, number>();
 
@@ -159,7 +161,11 @@ export class FakeRoom {
     }
     const user = this.users.get(conn.user) ?? new Bucket(this.limits.user_rate, this.limits.user_burst, now);
     this.users.set(conn.user, user);
-    if (!conn.bucket.take(now) || !user.take(now)) {
+    const { user_bytes_per_sec: perSec, user_bytes_burst: burst } = this.limits;
+    const bytes = this.userBytes.get(conn.user) ?? new Bucket(perSec, burst, now);
+    this.userBytes.set(conn.user, bytes);
+    const size = Buffer.byteLength(text);
+    if (!conn.bucket.take(now) || !user.take(now) || !bytes.take(now, size)) {
       this.counters.refused += 1;
       conn.abuse = Math.max(0, conn.abuse - (now - conn.abuseAt) * ABUSE_DRAIN_PER_SEC);
       conn.abuseAt = now;

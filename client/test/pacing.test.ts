@@ -98,6 +98,31 @@ describe("pacing against the room's real limits", () => {
     assert.ok(b.received >= 50, `${b.received} cursor updates reached the other tab`);
   });
 
+  it("big writes are paced by the user's byte budget too: 60 publishes of 60 KB, none refused, all acked", async () => {
+    const { clock, server, tabs } = setup(2);
+    const a = tabs[0]!;
+    const pad = "x".repeat(60_000);
+    const start = clock.t;
+    const publishes = Array.from({ length: 60 }, (_, i) => a.room.publish("chat", { i, pad }));
+    let done = false;
+    void Promise.all(publishes).then(() => (done = true));
+    const limits = SERVER_LIMITS;
+    for (let t = 0; t < 30 && !done; t++) {
+      clock.runUntil(clock.t + 1_000);
+      await Promise.resolve();
+    }
+    const seqs = await Promise.all(publishes);
+    assert.equal(seqs.length, 60);
+    assert.equal(server.counters.refused, 0, "nothing refused for the bytes");
+    // 3.6 MB at 0.8 of 256 KiB a second, after 0.8 MiB at once: about 14 s, not the 3 s the
+    // frame budget alone would allow.
+    const bytes = 60 * 60_000;
+    const least = ((bytes - 0.8 * limits.user_bytes_burst) / (0.8 * limits.user_bytes_per_sec)) * 1000;
+    const sent = a.sockets[0]!.sent.filter((t) => t.includes('"publish"'));
+    assert.equal(sent.length, 60, "each written once");
+    assert.ok(clock.t - start >= least * 0.9, `${clock.t - start} ms for what takes at least ${Math.round(least)} ms`);
+  });
+
   it("a backlog of durable sends and a cursor storm take turns: neither starves", async () => {
     const { clock, server, tabs } = setup(2);
     const [a, b] = [tabs[0]!, tabs[1]!];

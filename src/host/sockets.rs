@@ -179,6 +179,20 @@ impl Sockets {
         super::upgrade::fanout(&self.all, &text, skipped)
     }
 
+    /// Writes a session's record where it is kept: on its socket here (which broadcasts reach
+    /// from its first record on: it is admitted), or at its relay.
+    fn remember(&mut self, links: &mut Links, peer: &Peer) {
+        if links.remember(peer) {
+            return; // a relay's session: its relay keeps the record, as it holds the socket
+        }
+        if let Some(ws) = self.by_conn.get(&peer.conn) {
+            let text = serde_json::to_string(peer).unwrap_or_default();
+            // Only fails past 16 KiB; a peer is far smaller.
+            let _ = super::upgrade::attach(ws, &text);
+            self.all.add(ws.as_ref()); // a no-op after the first
+        }
+    }
+
     /// The socket of connection `conn`.
     pub fn get(&self, conn: &str) -> Option<&WebSocket> {
         self.by_conn.get(conn)
@@ -243,17 +257,7 @@ impl Sockets {
                     let fields = serde_json::json!({"room": engine.name(), "conn": conn, "code": code.code()});
                     crate::logline::log("closed_by_room", fields);
                 }
-                Output::Remember(peer) => {
-                    if links.remember(&peer) {
-                        // A relay's session: its relay keeps the record, as it holds the socket.
-                    } else if let Some(ws) = self.by_conn.get(&peer.conn) {
-                        let text = serde_json::to_string(&peer).unwrap_or_default();
-                        // Only fails past 16 KiB; a peer is far smaller.
-                        let _ = super::upgrade::attach(ws, &text);
-                        // Admitted: broadcasts reach it from here on (a no-op after the first).
-                        self.all.add(ws.as_ref());
-                    }
-                }
+                Output::Remember(peer) => self.remember(links, &peer),
                 Output::Block { user, until } => storage::block(sql, &user, until, now)?,
                 Output::Idle(since) => storage::idle(sql, since)?,
                 Output::Timers(all) => storage::timers(sql, &all)?,

@@ -1,6 +1,6 @@
 //! [`Relay`]: one region's sockets of a room, spoken for to the home over one link.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use serde_json::value::RawValue;
@@ -100,6 +100,7 @@ struct Waiting {
 #[derive(Debug)]
 struct Client {
     session: String,
+    user: String,
     /// The home has addressed it (its welcome comes first): a frame for all
     /// of the relay's members is for it.
     admitted: bool,
@@ -132,6 +133,11 @@ pub struct Relay {
     epoch: u64,
     config: RoomConfig,
     clients: BTreeMap<String, Client>,
+    /// The bytes of the signals each user's clients had delivered here at once, as the home
+    /// keeps each user's byte budget ([`RoomConfig::user_bytes_per_sec`]): per user at each
+    /// relay. Only users with a client here are kept past a pass that finds more than
+    /// [`Relay::BUDGETS_ABOVE`] entries.
+    signal_bytes: HashMap<String, Bucket>,
     /// The turn's operations for the home, sent at its end (opens and closes up to
     /// [`OPEN_HOLD_MS`] after the last message up).
     up: Vec<UpOp>,
@@ -195,6 +201,7 @@ impl Relay {
             epoch,
             config,
             clients: BTreeMap::new(),
+            signal_bytes: HashMap::new(),
             up: Vec::new(),
             up_at: None,
             outputs: VecDeque::new(),
@@ -339,6 +346,7 @@ impl Relay {
         open.tail = self.tail.claim(open.since, open.epoch.as_deref());
         let client = Client {
             session: open.session.clone(),
+            user: open.user.clone(),
             admitted: false,
             last_seen: now,
             signals: Bucket::full(self.config.burst, now),
@@ -390,14 +398,16 @@ impl Relay {
         // everyone but the relay's members.
         if text.contains("\"signal\"") || text.contains('\\') {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
-                self.signal_from(conn, &topic, &data);
+                self.signal_from(conn, &topic, &data, text.len() as u64);
             }
         }
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
     }
 
-    /// A signal from `conn`, for the relay's other members at the room's per-connection rate.
-    fn signal_from(&mut self, conn: &str, topic: &str, data: &serde_json::value::RawValue) {
+    /// A signal from `conn`, for the relay's other members at the room's per-connection rate
+    /// and its user's byte budget (a user's 64 KiB signals, each on a topic of its own, would
+    /// otherwise reach every member here faster than any may read).
+    fn signal_from(&mut self, conn: &str, topic: &str, data: &RawValue, bytes: u64) {
         let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
         let Some(c) = self.clients.get_mut(conn) else {
             return;
@@ -406,11 +416,31 @@ impl Relay {
             self.stats.local_signals_refused += 1;
             return;
         }
-        let session = c.session.clone();
+        let (session, user) = (c.session.clone(), c.user.clone());
+        if !self.take_signal_bytes(&user, bytes) {
+            self.stats.local_signals_refused += 1;
+            return;
+        }
         let frame: Rc<str> =
             ServerFrame::Signal { session: &session, topic, data }.to_text().into();
         self.stats.local_signals += 1;
         self.local_signal(conn, format!("{session}\u{0}{topic}"), frame);
+    }
+
+    /// Entries of [`Relay::signal_bytes`] past which a pass keeps only users with a client here.
+    const BUDGETS_ABOVE: usize = 256;
+
+    /// Takes `bytes` from `user`'s signal bytes here.
+    fn take_signal_bytes(&mut self, user: &str, bytes: u64) -> bool {
+        let (now, c) = (self.now, &self.config);
+        let (rate, burst) = (c.user_bytes_per_sec, c.user_bytes_burst);
+        if !self.signal_bytes.contains_key(user) && self.signal_bytes.len() >= Self::BUDGETS_ABOVE {
+            let here: HashSet<&str> = self.clients.values().map(|c| c.user.as_str()).collect();
+            self.signal_bytes.retain(|u, _| here.contains(u.as_str()));
+        }
+        let budget =
+            self.signal_bytes.entry(user.to_owned()).or_insert_with(|| Bucket::full(burst, now));
+        budget.take(rate, burst, bytes, now)
     }
 
     /// What the home answers a binary frame (`bad_frame`), answered here at the room's

@@ -131,6 +131,12 @@ room_settings! {
         var "USER_RATE_PER_SEC", limit user_rate;
     user_burst: u64 = 100, doc "burst per user",
         var "USER_RATE_BURST", limit user_burst;
+    user_bytes_per_sec: u64 = 256 * 1024,
+        doc "bytes one user may send the room per second, over all their sockets (past it: `rate_limited`): what one member can make every other member read",
+        var "USER_BYTES_PER_SEC", limit user_bytes_per_sec;
+    user_bytes_burst: u64 = 1024 * 1024,
+        doc "burst of a user's bytes (at least the largest frame); with a reader's window and `MAX_BACKLOG_BYTES` it says how many users' bursts at once close a reader (4013)",
+        var "USER_BYTES_BURST", limit user_bytes_burst;
     user_connects_per_sec: u64 = 1,
         doc "connects per second one user may make (refused ones count; past it: 4429 `connect_rate`)",
         var "USER_CONNECTS_PER_SEC", limit user_connects_per_sec;
@@ -203,6 +209,7 @@ impl RoomConfig {
         self.mark_every = (self.send_window / 4).max(1024);
         let largest_state = self.state_max_bytes as u64 + self.state_max_keys as u64 * 32 + 1024;
         self.reply_burst_bytes = self.reply_burst_bytes.max(largest_state);
+        self.user_bytes_burst = self.user_bytes_burst.max(self.max_frame as u64);
         let full_replay = self.replay_limit.saturating_mul(self.max_frame as u64);
         self.log_retain_bytes = self.log_retain_bytes.max(full_replay);
         self.user_connections = self.user_connections.max(1);

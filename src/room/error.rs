@@ -17,6 +17,9 @@ pub enum Error {
     /// The connection (or its user, over all their connections) sends
     /// faster than its token bucket allows.
     RateLimited,
+    /// The user sends more bytes, over all their connections, than their byte budget allows
+    /// (`per_sec` a second).
+    BytesLimited { per_sec: u64 },
     /// A `get_state` while the user's reply budget (bytes per second) is
     /// spent: the answer would cost `bytes`.
     ReplyBudget { bytes: u64, per_sec: u64 },
@@ -35,7 +38,9 @@ impl Error {
             Error::BadFrame(_) => "bad_frame",
             Error::Invalid(_) => "invalid",
             Error::TooLarge(_) => "too_large",
-            Error::RateLimited | Error::ReplyBudget { .. } => "rate_limited",
+            Error::RateLimited | Error::BytesLimited { .. } | Error::ReplyBudget { .. } => {
+                "rate_limited"
+            }
             Error::UnknownMark => "invalid",
             Error::Rule(r) => r.code(),
             Error::Conflict { .. } => "conflict",
@@ -47,6 +52,9 @@ impl Error {
         match self {
             Error::BadFrame(m) | Error::Invalid(m) | Error::TooLarge(m) => m.clone(),
             Error::RateLimited => "too many frames; slow down".into(),
+            Error::BytesLimited { per_sec } => {
+                format!("too many bytes (at most {per_sec} a second per user); slow down")
+            }
             Error::ReplyBudget { bytes, per_sec } => format!(
                 "the state is {bytes} bytes and state replies are limited to {per_sec} bytes/s per user; ask again later"
             ),

@@ -1,5 +1,5 @@
 //! What the room keeps per user, over all of that user's connections: how
-//! many sockets they hold, their frame budget, their reply-byte budget,
+//! many sockets they hold, their frame and byte budgets, their reply-byte budget,
 //! their connect budget, and the blocks the operator set. One user opening
 //! more sockets gets no more of the room than one socket's worth times a
 //! small factor, and closing them all and reconnecting gets no fresh budget:
@@ -27,6 +27,8 @@ pub struct UserBudget {
     left_at: Option<u64>,
     /// Frames over all their connections.
     frames: Bucket,
+    /// Bytes of those frames: what the room fans out because of them.
+    bytes: Bucket,
     /// Bytes the room sends them because of what they did: `state` and
     /// `resync` replies, catch-up replays, welcomes, the rules' sends, and
     /// member lists read over HTTP.
@@ -36,9 +38,10 @@ pub struct UserBudget {
 }
 
 impl UserBudget {
-    /// When all three of its buckets are full again (ms).
+    /// When all of its buckets are full again (ms).
     fn full_at(&self, c: &RoomConfig) -> u64 {
         let frames = self.frames.full_at(c.user_rate_per_sec, c.user_burst);
+        let frames = frames.max(self.bytes.full_at(c.user_bytes_per_sec, c.user_bytes_burst));
         let replies = self.replies.full_at(c.reply_bytes_per_sec, c.reply_burst_bytes);
         let connects = self.connects.full_at(c.user_connects_per_sec, c.user_connect_burst);
         frames.max(replies).max(connects)
@@ -49,6 +52,7 @@ impl UserBudget {
             conns: 0,
             left_at: Some(now),
             frames: Bucket::full(config.user_burst, now),
+            bytes: Bucket::full(config.user_bytes_burst, now),
             replies: Bucket::full(config.reply_burst_bytes, now),
             connects: Bucket::full(config.user_connect_burst, now),
         }
@@ -153,6 +157,15 @@ impl Users {
     pub fn frame(&mut self, config: &RoomConfig, user: &str, now: u64) -> bool {
         match self.present.get_mut(user) {
             Some(u) => u.frames.take(config.user_rate_per_sec, config.user_burst, 1, now),
+            None => true,
+        }
+    }
+
+    /// Takes a frame's `bytes` from `user`'s byte budget.
+    pub fn bytes(&mut self, config: &RoomConfig, user: &str, bytes: u64, now: u64) -> bool {
+        let (rate, burst) = (config.user_bytes_per_sec, config.user_bytes_burst);
+        match self.present.get_mut(user) {
+            Some(u) => u.bytes.take(rate, burst, bytes, now),
             None => true,
         }
     }

@@ -33,7 +33,12 @@ fn big(i: usize, kb: usize) -> String {
 
 #[test]
 fn a_member_who_stops_reading_is_held_and_let_go_at_its_relay_not_at_the_home() {
-    let config = RoomConfig::default();
+    // One writer at 600 KB a second: past a user's byte budget, which is not what this tests.
+    let config = RoomConfig {
+        user_bytes_per_sec: 1 << 30,
+        user_bytes_burst: 1 << 30,
+        ..RoomConfig::default()
+    };
     let (window, backlog) = (config.send_window, config.max_backlog);
     let mut t = Topo::new(config, 20);
     let oc = at(&mut t, "oc-0", &["reader", "hog"]);
@@ -74,7 +79,12 @@ fn a_member_who_stops_reading_is_held_and_let_go_at_its_relay_not_at_the_home() 
 
 #[test]
 fn a_member_who_never_reads_cannot_grow_its_relay_with_its_regions_signals() {
-    let config = RoomConfig::default();
+    // Three movers at 600 KB a second each: past a user's byte budget, not what this tests.
+    let config = RoomConfig {
+        user_bytes_per_sec: 1 << 30,
+        user_bytes_burst: 1 << 30,
+        ..RoomConfig::default()
+    };
     let (window, backlog) = (config.send_window, config.max_backlog);
     let mut t = Topo::new(config, 20);
     let oc = at(&mut t, "oc-0", &["victim", "hog", "m1", "m2", "m3"]);
@@ -150,8 +160,13 @@ fn a_reader_stuck_behind_its_window_at_a_relay_is_let_go_after_the_echo_deadline
 /// A room with a small window and backlog (64 KiB each): a catch-up of `n` 40 KB messages to a
 /// member of `eu-0` who was away (another member stays there) comes whole, read as it goes.
 fn long_catch_up(n: usize) -> (Topo, Vec<u64>) {
-    let mut config =
-        RoomConfig { send_window: 64 * 1024, max_backlog: 64 * 1024, ..RoomConfig::default() };
+    let mut config = RoomConfig {
+        send_window: 64 * 1024,
+        max_backlog: 64 * 1024,
+        user_bytes_per_sec: 1 << 30, // nine writers' bytes, not a user's budget, are the load
+        user_bytes_burst: 1 << 30,
+        ..RoomConfig::default()
+    };
     config.finish(); // a mark every quarter window
     let mut t = Topo::new(config, 20);
     let eu = at(&mut t, "eu-0", &["reader", "keeper"]);
@@ -194,7 +209,13 @@ fn a_long_catch_up_the_home_sends_is_not_a_slow_reader_at_the_relay() {
 fn a_relay_that_falls_behind_its_link_is_closed_before_the_home_buffers_more_than_a_window() {
     use crate::protocol::link::{LEASE_MS, LINK_WINDOW, MESSAGE_MAX};
     use crate::relay::Relays;
-    let mut t = Topo::new(RoomConfig::default(), 20);
+    // Writers past a user's byte budget: the load is the point, not the budget.
+    let config = RoomConfig {
+        user_bytes_per_sec: 1 << 30,
+        user_bytes_burst: 1 << 30,
+        ..RoomConfig::default()
+    };
+    let mut t = Topo::new(config, 20);
     let oc = at(&mut t, "oc-0", &["ann", "bob"]);
     let reader = at(&mut t, "na-0", &["reader"]).remove(0);
     let names: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();

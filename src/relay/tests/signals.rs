@@ -39,3 +39,42 @@ fn a_signal_spelled_with_an_escape_reaches_the_senders_own_relay_too() {
     assert_eq!(is(&t.take(&bob)), vec![7], "Bob, at Ann's relay");
     assert_eq!(is(&t.take(&cat)), vec![7], "Cat, at another");
 }
+
+#[test]
+fn one_users_big_signals_do_not_close_the_readers_at_her_relay() {
+    // Ann, with three sockets at oc-0, sends 150 signals of 60 KB, each on a topic of its own
+    // (nothing to coalesce), back to back. The relay delivered them all to Bob at once, 9 MB,
+    // more than a reader may have in flight and waiting: Bob was closed 4013. The relay now
+    // keeps each user's byte budget for the signals it delivers itself, as the home does.
+    let (mut t, ann, bob, _cat) = ann_bob_and_cat(25);
+    let mut anns = vec![ann];
+    for s in ["sess-ann2", "sess-ann3"] {
+        anns.push(t.connect("oc-0", s, "ann", "OC", None));
+    }
+    t.settle();
+    for a in &anns {
+        t.take(a);
+    }
+    t.take(&bob);
+    let pad = "x".repeat(60_000);
+    for i in 0..50 {
+        // (The home refuses most of them for her budget too; a flood of refusals closes a
+        // socket of hers 4029, and she sends on the others.)
+        for a in &anns {
+            if t.clients[a].closed.is_some() {
+                continue;
+            }
+            let topic = format!("t-{a}-{i}");
+            let frame =
+                format!(r#"{{"type":"signal","topic":"{topic}","data":{{"pad":"{pad}"}}}}"#);
+            t.send(a, &frame);
+        }
+    }
+    let mut got = t.take(&bob);
+    t.settle();
+    got.extend(t.take(&bob));
+    assert_eq!(t.clients[&bob].closed, None, "Bob stays");
+    let signals = of_type(&got, "signal").len();
+    assert!(signals <= (1 << 20) / 60_000 + 1, "{signals} signals of 60 KB reached Bob at once");
+    assert!(t.relay("oc-0").stats().local_signals_refused >= 100);
+}

@@ -104,7 +104,7 @@ impl Room {
     /// connection's budget, then its user's over all their connections.
     /// False when it must not be applied. A connection whose token expired
     /// is closed here, whether or not the alarm has fired yet.
-    pub(super) fn admit(&mut self, now: u64, conn: &str) -> bool {
+    pub(super) fn admit(&mut self, now: u64, conn: &str, bytes: u64) -> bool {
         self.seen(now, conn);
         let Some(c) = self.conns.get_mut(conn) else {
             return false;
@@ -115,14 +115,22 @@ impl Room {
             return false;
         }
         let mut verdict = c.limiter.check(&self.config, now);
+        let mut why = Error::RateLimited;
         if verdict == Verdict::Allow && !self.users.frame(&self.config, &c.user, now) {
             verdict = c.limiter.refused(&self.config, now);
+        }
+        // Bytes too: at 40 frames a second of 64 KiB, one member made every reader take 2.6
+        // MB a second, and a burst of 100 (6.4 MB at once) was more than a reader may have
+        // waiting (its window and `max_backlog`): every reader of the room closed 4013.
+        if verdict == Verdict::Allow && !self.users.bytes(&self.config, &c.user, bytes, now) {
+            verdict = c.limiter.refused(&self.config, now);
+            why = Error::BytesLimited { per_sec: self.config.user_bytes_per_sec };
         }
         match verdict {
             Verdict::Allow => true,
             Verdict::Refuse => {
                 self.stats.rate_limited += 1;
-                self.refuse(conn, None, Error::RateLimited);
+                self.refuse(conn, None, why);
                 false
             }
             Verdict::Abuse => {

@@ -387,7 +387,7 @@ impl Room {
             Input::Binary { conn, len } => {
                 if len > self.config.max_frame {
                     self.close(now, conn, CloseCode::TooLarge);
-                } else if self.admit(now, conn) {
+                } else if self.admit(now, conn, len as u64) {
                     let refusal = Error::BadFrame("binary frames are not accepted".into());
                     self.refuse(conn, None, refusal);
                 }
@@ -751,7 +751,7 @@ impl Room {
                 return;
             }
         }
-        if !self.admit(now, conn) {
+        if !self.admit(now, conn, text.len() as u64) {
             return;
         }
         let frame = match parsed.unwrap_or_else(|| protocol::parse(text)) {

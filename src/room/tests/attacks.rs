@@ -110,6 +110,8 @@ fn busy_room(s: &mut Sim) -> String {
     s.config.burst = 1_000;
     s.config.user_rate_per_sec = 1_000;
     s.config.user_burst = 1_000;
+    s.config.user_bytes_per_sec = 1 << 30;
+    s.config.user_bytes_burst = 1 << 30;
     s.evict();
     s.connect_as("sess-publisher", "pub", "EU", None)
 }

@@ -258,7 +258,12 @@ fn an_operator_kick_reaches_one_session_over_the_link() {
 /// and hands Bob's relay everything at once with no mark (his relay keeps his window).
 #[test]
 fn a_relay_of_link_version_1_has_its_sessions_windows_kept_by_the_room() {
-    let config = RoomConfig::default();
+    // One writer at 600 KB a second: past a user's byte budget, which is not what this tests.
+    let config = RoomConfig {
+        user_bytes_per_sec: 1 << 30,
+        user_bytes_burst: 1 << 30,
+        ..RoomConfig::default()
+    };
     let window = config.send_window;
     let mut s = Sim::new(config);
     s.links.insert("relay-v1".into(), Link { open: true, v1: true, ..Default::default() });

@@ -188,3 +188,56 @@ fn a_write_taken_when_sent_again_after_a_refusal_lands_with_its_rules_writes() {
     );
     assert_eq!(s.disk.state.get("tally").map(|(v, _)| v.get()), Some("1"));
 }
+
+/// A 60 KB value, numbered.
+fn big(i: usize) -> String {
+    format!(r#"{{"i":{i},"pad":"{}"}}"#, "x".repeat(60_000))
+}
+
+/// The seqs of the messages in `frames`.
+fn message_seqs(frames: &[serde_json::Value]) -> Vec<u64> {
+    frames.iter().filter(|f| f["type"] == "message").filter_map(|f| f["seq"].as_u64()).collect()
+}
+
+/// Mallory, with two sockets, sends 100 publishes of 60 KB back to back (her frame budget's
+/// whole burst), again every 2.5 s: 6 MB at once each time, more than a reader may have in
+/// flight and waiting. Every reader of the room was closed 4013 at the first burst, and again
+/// at each reconnect. Now her bytes are budgeted like her frames: most of each burst is refused
+/// `rate_limited`, and Bob, who reads after each burst, stays, with every message once and
+/// in order.
+#[test]
+fn one_member_cannot_flood_every_reader_out_of_the_room() {
+    let mut s = Sim::new(RoomConfig::default());
+    let bob = s.connect_as("sess-bob", "bob", "EU", None);
+    let mut mallory = Vec::new();
+    let (mut seen, mut refused, mut taken) = (Vec::new(), 0, 0);
+    for round in 0..8 {
+        // Her sockets, again (a flood of refused frames closes one 4029: she comes back).
+        mallory.retain(|m: &String| s.sockets[m].closed.is_none());
+        while mallory.len() < 2 {
+            let session = format!("sess-m{round}-{}", mallory.len());
+            mallory.push(s.connect_as(&session, "mallory", "EU", None));
+        }
+        for i in 0..50 {
+            for (k, m) in mallory.iter().enumerate() {
+                if s.sockets[m].closed.is_none() {
+                    s.publish(m, &format!("r{round}-{k}-{i}"), &big(i));
+                }
+            }
+        }
+        for m in &mallory {
+            let frames = s.take(m);
+            refused += frames.iter().filter(|f| f["code"] == "rate_limited").count();
+            taken += frames.iter().filter(|f| f["type"] == "ack").count();
+        }
+        seen.extend(message_seqs(&s.take(&bob))); // Bob reads what the burst left him
+        assert_eq!(s.sockets[&bob].closed, None, "bob closed in round {round}");
+        s.run_until(s.now.plus_ms(2_500));
+    }
+    seen.extend(message_seqs(&s.take(&bob)));
+    let all: Vec<u64> = (1..=s.room.seq()).collect();
+    assert_eq!(seen, all, "every message once, in order");
+    // Her first burst took at most the byte burst (1 MiB), each later one what 2.5 s refill.
+    let most = (1 << 20) / 60_000 + 8 * (2_500 * 256 * 1024 / 1000) / 60_000 + 1;
+    assert!(taken <= most && refused > 500, "taken {taken} (at most {most}), refused {refused}");
+}

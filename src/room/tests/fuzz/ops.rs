@@ -180,11 +180,16 @@ pub(super) fn gen_config(rng: &mut Rng) -> RoomConfig {
         c.abuse_limit = rng.range(3, 30);
         c.user_rate_per_sec = rng.range(1, 40);
         c.user_burst = rng.range(1, 40);
+        // About 2 KB a frame (no draw of its own: a seed's cases stay as they were).
+        c.user_bytes_per_sec = c.user_rate_per_sec * 2_000;
+        c.user_bytes_burst = c.user_burst * 2_000;
     } else {
         c.rate_per_sec = 10_000;
         c.burst = 10_000;
         c.user_rate_per_sec = 10_000;
         c.user_burst = 10_000;
+        c.user_bytes_per_sec = 1 << 30;
+        c.user_bytes_burst = 1 << 30;
     }
     c.presence_ttl_ms = rng.pick(&[1_000, 5_000, 30_000, 60_000, 300_000]);
     c.summary_interval_ms = rng.range(1, 5_000);
