@@ -109,14 +109,13 @@ export class TokenBucket {
   }
 
   /**
-   * Takes `n` tokens if there are that many; `n` over the burst takes a full bucket (a frame
-   * larger than this tab's share of the burst still goes, once the bucket is full).
+   * Takes `n` tokens if there are that many. `n` over the burst goes once the bucket is full,
+   * and takes all `n`, into debt (the room charges the whole frame): what follows waits for it.
    */
   take(n = 1): boolean {
     this.refill();
-    const want = Math.min(n, this.pace.burst);
-    if (this.tokens < want) return false;
-    this.tokens -= want;
+    if (this.tokens < Math.min(n, this.pace.burst)) return false;
+    this.tokens -= n;
     return true;
   }
 

@@ -21,6 +21,9 @@ export const PRESENCE_KEY = "$presence";
 
 const GET_STATE = '{"type":"get_state"}';
 
+/** An ephemeral frame at most this long (bytes) may pass a durable one waiting for bytes. */
+const SMALL_EPHEMERAL = 1024;
+
 export class Sender {
   readonly outbox = new Outbox();
   readonly bucket: TokenBucket;
@@ -151,9 +154,19 @@ export class Sender {
       if (eph !== null && "at" in eph) this.schedule(eph.at - now);
       return false;
     }
-    const text = kind === "state" ? GET_STATE : kind === "durable" ? this.outbox.peek()! : (eph as { text: string }).text;
-    const size = byteLength(text);
-    const wait = Math.max(this.bucket.wait(need), this.bytes.wait(size));
+    let text = kind === "state" ? GET_STATE : kind === "durable" ? this.outbox.peek()! : (eph as { text: string }).text;
+    let size = byteLength(text);
+    let wait = Math.max(this.bucket.wait(need), this.bytes.wait(size));
+    if (wait > 0 && kind === "durable" && ephDue) {
+      // A big write waiting for its bytes holds back no cursor: a small ephemeral frame (a
+      // cursor, a presence state) that fits now goes first. Only small ones, so that a stream
+      // of big signals cannot keep the write waiting.
+      const small = (eph as { text: string }).text;
+      const smallSize = byteLength(small);
+      if (smallSize <= SMALL_EPHEMERAL && this.bucket.wait(1) === 0 && this.bytes.wait(smallSize) === 0) {
+        [kind, text, size, wait] = ["ephemeral", small, smallSize, 0];
+      }
+    }
     if (wait > 0) {
       // Also wake for a slot whose interval ends sooner: it may change the choice.
       this.schedule(eph !== null && "at" in eph ? Math.min(wait, eph.at - now) : wait);

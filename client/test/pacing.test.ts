@@ -123,6 +123,23 @@ describe("pacing against the room's real limits", () => {
     assert.ok(clock.t - start >= least * 0.9, `${clock.t - start} ms for what takes at least ${Math.round(least)} ms`);
   });
 
+  it("a big upload waiting for its bytes holds back no cursor", async () => {
+    const { clock, server, tabs } = setup(2);
+    const [a, b] = [tabs[0]!, tabs[1]!];
+    const pad = "x".repeat(60_000);
+    const publishes = Array.from({ length: 40 }, (_, i) => a.room.publish("chat", { i, pad }));
+    const before = b.received;
+    everyMs(clock, 5_000, (i) => a.room.signal("cursor", { x: i }));
+    clock.runUntil(clock.t + 5_000);
+    // The cursor's own pace (a signal per topic every 50 ms) is 100 in 5 s; one that waited
+    // behind each write's bytes got about 4 a second.
+    const cursors = b.received - before;
+    assert.ok(cursors >= 60, `${cursors} cursor updates in 5 s of upload`);
+    clock.runUntil(clock.t + 15_000);
+    assert.equal((await Promise.all(publishes)).length, 40);
+    assert.equal(server.counters.refused, 0);
+  });
+
   it("a backlog of durable sends and a cursor storm take turns: neither starves", async () => {
     const { clock, server, tabs } = setup(2);
     const [a, b] = [tabs[0]!, tabs[1]!];

@@ -133,11 +133,11 @@ pub struct Relay {
     epoch: u64,
     config: RoomConfig,
     clients: BTreeMap<String, Client>,
-    /// The bytes of the signals each user's clients had delivered here at once, as the home
-    /// keeps each user's byte budget ([`RoomConfig::user_bytes_per_sec`]): per user at each
-    /// relay. Only users with a client here are kept past a pass that finds more than
-    /// [`Relay::BUDGETS_ABOVE`] entries.
-    signal_bytes: HashMap<String, Bucket>,
+    /// Each user's bytes here, as the home keeps each user's byte budget
+    /// ([`RoomConfig::user_bytes_per_sec`]): every frame they send up is charged, and a signal
+    /// the relay delivers itself must fit. Only users with a client here are kept past a pass
+    /// that finds more than [`Relay::BUDGETS_ABOVE`] entries.
+    bytes_by_user: HashMap<String, Bucket>,
     /// The turn's operations for the home, sent at its end (opens and closes up to
     /// [`OPEN_HOLD_MS`] after the last message up).
     up: Vec<UpOp>,
@@ -201,7 +201,7 @@ impl Relay {
             epoch,
             config,
             clients: BTreeMap::new(),
-            signal_bytes: HashMap::new(),
+            bytes_by_user: HashMap::new(),
             up: Vec::new(),
             up_at: None,
             outputs: VecDeque::new(),
@@ -396,10 +396,21 @@ impl Relay {
         // an escape may spell `signal` another way (`"\u0073ignal"`): the home
         // would take it for one the relay had delivered, and send it to
         // everyone but the relay's members.
+        let mut signal = false;
         if text.contains("\"signal\"") || text.contains('\\') {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
+                signal = true;
                 self.signal_from(conn, &topic, &data, text.len() as u64);
             }
+        }
+        if !signal {
+            // Every other frame spends the same bytes of the user's budget at the home: charged
+            // here too, or a user's publishes (the home's budget) and then signals (this one)
+            // would reach the relay's members at twice the budget.
+            let user = self.clients.get(conn).map(|c| c.user.clone()).unwrap_or_default();
+            let (now, rate, burst) =
+                (self.now, self.config.user_bytes_per_sec, self.config.user_bytes_burst);
+            self.user_bytes(&user).charge(rate, burst, text.len() as u64, now);
         }
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
     }
@@ -427,20 +438,25 @@ impl Relay {
         self.local_signal(conn, format!("{session}\u{0}{topic}"), frame);
     }
 
-    /// Entries of [`Relay::signal_bytes`] past which a pass keeps only users with a client here.
+    /// Entries of [`Relay::bytes_by_user`] past which a pass keeps only users with a client here.
     const BUDGETS_ABOVE: usize = 256;
 
-    /// Takes `bytes` from `user`'s signal bytes here.
+    /// Takes `bytes` from `user`'s budget here for a signal it delivers itself.
     fn take_signal_bytes(&mut self, user: &str, bytes: u64) -> bool {
         let (now, c) = (self.now, &self.config);
         let (rate, burst) = (c.user_bytes_per_sec, c.user_bytes_burst);
-        if !self.signal_bytes.contains_key(user) && self.signal_bytes.len() >= Self::BUDGETS_ABOVE {
+        self.user_bytes(user).take(rate, burst, bytes, now)
+    }
+
+    /// `user`'s byte budget here (a full one for a user it has none of).
+    fn user_bytes(&mut self, user: &str) -> &mut Bucket {
+        let (now, burst) = (self.now, self.config.user_bytes_burst);
+        if !self.bytes_by_user.contains_key(user) && self.bytes_by_user.len() >= Self::BUDGETS_ABOVE
+        {
             let here: HashSet<&str> = self.clients.values().map(|c| c.user.as_str()).collect();
-            self.signal_bytes.retain(|u, _| here.contains(u.as_str()));
+            self.bytes_by_user.retain(|u, _| here.contains(u.as_str()));
         }
-        let budget =
-            self.signal_bytes.entry(user.to_owned()).or_insert_with(|| Bucket::full(burst, now));
-        budget.take(rate, burst, bytes, now)
+        self.bytes_by_user.entry(user.to_owned()).or_insert_with(|| Bucket::full(burst, now))
     }
 
     /// What the home answers a binary frame (`bad_frame`), answered here at the room's

@@ -55,7 +55,11 @@ impl Cause<'_> {
             Cause::Stored { seq } => Some(format!("s{seq}")),
             _ => None,
         };
-        RuleIds { cause: self.text(), prefix }
+        // A refused write's are named from ids its member chose: 64 bits of a hash, two of
+        // theirs could be searched out to meet (about 2^32 hashes), and the rules' note of the
+        // second attempt dropped (a guess a counter of failed attempts never saw). 128 bits.
+        let bytes = if matches!(self, Cause::Write { .. }) { 16 } else { 8 };
+        RuleIds { cause: self.text(), prefix, bytes }
     }
 }
 
@@ -64,18 +68,21 @@ pub(crate) struct RuleIds {
     cause: String,
     /// `r` and 16 hex digits of a hash of the cause, so any cause makes a short id (the log
     /// takes ids of at most 64 characters) and the same cause the same one. Hashed on the
-    /// first id asked for: most writes cause none. A stored write's is `s` and its seq.
+    /// first id asked for: most writes cause none. A stored write's is `s` and its seq; a
+    /// refused write's, 32 hex digits.
     prefix: Option<String>,
+    /// How many bytes of the hash the prefix shows.
+    bytes: usize,
 }
 
 impl RuleIds {
     /// The id of the cause's `k`th effect (counting every effect, sends too, so an id does not
     /// move when a rule changes what it sends).
     pub(crate) fn nth(&mut self, k: usize) -> String {
-        let cause = &self.cause;
+        let (cause, bytes) = (&self.cause, self.bytes);
         let prefix = self.prefix.get_or_insert_with(|| {
             let digest = Sha256::digest(cause.as_bytes());
-            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            let hex: String = digest[..bytes].iter().map(|b| format!("{b:02x}")).collect();
             format!("r{hex}")
         });
         format!("{prefix}-{k}")
@@ -118,8 +125,15 @@ mod tests {
         for (cause, text) in cases {
             assert_eq!(cause.text(), text);
         }
-        // What the first of these made before the scheme was a type.
-        assert_eq!(Cause::Write { session: "s1", id: "m1" }.ids().nth(0), "r997d6b7ad3e840c5-0");
+        // What the first of these made before the scheme was a type, and since session 33
+        // (the same hash, 128 bits of it: a refused write's note may be written again once,
+        // by a retry across that deploy); the other causes keep their 64 bits.
+        let id = Cause::Write { session: "s1", id: "m1" }.ids().nth(0);
+        assert!(
+            id.starts_with("r997d6b7ad3e840c5") && id.len() == 35 && id.ends_with("-0"),
+            "{id}"
+        );
+        assert_eq!(Cause::Join { conn: "c-1" }.ids().nth(0).len(), 19);
         assert_eq!(Cause::Stored { seq: 42 }.ids().nth(1), "s42-1");
         assert_eq!(server_set_id(at, 2), "set-1700000000000-2");
         assert_eq!(conn_id(0xab), "c-00000000000000ab");

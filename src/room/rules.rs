@@ -349,6 +349,9 @@ impl Effect {
 /// Most timers the rules may keep at once ([`Ctx::schedule`]).
 pub(crate) const MAX_TIMERS: usize = 256;
 
+/// How soon a timer set for now or earlier fires, at the earliest (ms): with the next alarm.
+pub(crate) const RETIMER_MS: u64 = 100;
+
 /// The room as a hook sees it: read the state and members, write, schedule.
 pub struct Ctx<'a> {
     pub(crate) now: Time,
@@ -436,7 +439,8 @@ impl Ctx<'_> {
     ///
     /// A room keeps at most 256 timers: past that a new name is not set (a problem in
     /// `/stats`), and every timer already set stays, so timers made per member cannot push out
-    /// the room's own.
+    /// the room's own set before them. A timer set for now or earlier fires with the next
+    /// alarm, 100 ms later at the earliest.
     pub fn schedule(&mut self, name: &str, at: Time) {
         let max = MAX_TIMERS;
         if self.timers.len() >= max && !self.timers.contains_key(name) {

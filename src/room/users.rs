@@ -170,6 +170,15 @@ impl Users {
         }
     }
 
+    /// Charges `bytes` to `user`'s byte budget whether it holds them or not (into debt): what
+    /// the rules wrote because of what the user did.
+    pub fn charge_bytes(&mut self, config: &RoomConfig, user: &str, bytes: u64, now: u64) {
+        let (rate, burst) = (config.user_bytes_per_sec, config.user_bytes_burst);
+        if let Some(u) = self.present.get_mut(user) {
+            u.bytes.charge(rate, burst, bytes, now);
+        }
+    }
+
     /// Takes one connect from `user`'s connect budget, if it holds one.
     pub fn connect(&mut self, config: &RoomConfig, user: &str, now: u64) -> bool {
         let (rate, burst) = (config.user_connects_per_sec, config.user_connect_burst);

@@ -78,3 +78,29 @@ fn one_users_big_signals_do_not_close_the_readers_at_her_relay() {
     assert!(signals <= (1 << 20) / 60_000 + 1, "{signals} signals of 60 KB reached Bob at once");
     assert!(t.relay("oc-0").stats().local_signals_refused >= 100);
 }
+
+#[test]
+fn a_users_publishes_and_signals_share_one_budget_at_her_relay() {
+    // Mallory at oc-0 sends 16 publishes of 60 KB (the home takes them: her budget's burst),
+    // then 16 signals of 60 KB on topics of their own. The relay, keeping a budget for her
+    // signals only, found it full and delivered them all: Bob got twice her budget at once.
+    let (mut t, mallory, bob, _cat) = ann_bob_and_cat(25);
+    let pad = "x".repeat(60_000);
+    for i in 0..16 {
+        t.publish(&mallory, &format!("p{i}"), &format!(r#"{{"pad":"{pad}"}}"#));
+    }
+    for i in 0..16 {
+        t.send(
+            &mallory,
+            &format!(r#"{{"type":"signal","topic":"s{i}","data":{{"pad":"{pad}"}}}}"#),
+        );
+    }
+    t.settle();
+    let got = t.take(&bob);
+    let (messages, signals) = (of_type(&got, "message").len(), of_type(&got, "signal").len());
+    assert!(
+        messages + signals <= (1 << 20) / 60_000 + 2,
+        "{messages} messages and {signals} signals of 60 KB"
+    );
+    assert!(messages >= 10, "her publishes came: {messages}");
+}

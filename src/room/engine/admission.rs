@@ -122,8 +122,10 @@ impl Room {
         // Bytes too: at 40 frames a second of 64 KiB, one member made every reader take 2.6
         // MB a second, and a burst of 100 (6.4 MB at once) was more than a reader may have
         // waiting (its window and `max_backlog`): every reader of the room closed 4013.
+        // Not counted toward 4029: the budget is the user's, and another tab's traffic (or an
+        // older client that paces frames only) spends it; refusing costs no fan-out.
         if verdict == Verdict::Allow && !self.users.bytes(&self.config, &c.user, bytes, now) {
-            verdict = c.limiter.refused(&self.config, now);
+            verdict = Verdict::Refuse;
             why = Error::BytesLimited { per_sec: self.config.user_bytes_per_sec };
         }
         match verdict {

@@ -350,6 +350,11 @@ impl Room {
     ) {
         for (k, effect) in effects.into_iter().enumerate() {
             let id = ids.nth(k);
+            if let (Some(user), Effect::Publish { .. } | Effect::Set { .. }) = (payer, &effect) {
+                // What the rules write because of a member (a route that publishes its body, a
+                // hook that writes more than it was given) is theirs to pay for, as their frames.
+                self.users.charge_bytes(&self.config, user, effect.weight(), now);
+            }
             match effect {
                 Effect::Publish { topic, data } => {
                     if !names::valid_topic(&topic) {

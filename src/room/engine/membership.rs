@@ -459,9 +459,11 @@ impl Room {
     pub(super) fn arm(&mut self) {
         self.close_doomed();
         // A rules' timer due already was set by a hook of this event (the alarm fired the
-        // others): it fires with the next one, never in this event ([`Self::fire_rule_timers`]).
-        let rule_timer =
-            self.timers.values().min().map(|at| at.ms().max(self.now.saturating_add(1)));
+        // others): it fires with the next one, never in this event ([`Self::fire_rule_timers`]),
+        // and not sooner than `RETIMER_MS`: one that sets itself again for now (an interval a
+        // member made 0) is ten firings a second, each a write, not a thousand.
+        let soonest = self.now.saturating_add(crate::room::rules::RETIMER_MS);
+        let rule_timer = self.timers.values().min().map(|at| at.ms().max(soonest));
         let want = [
             self.sweep_at,
             self.summary.due,
