@@ -499,6 +499,9 @@ impl Inner {
                     super::upgrade::close_for_good(&ws, code, &reason);
                 }
                 live.room.close(now().ms(), conn);
+                // Its close event finds no record to log from (it is nobody's now): said here,
+                // as the room kind's `closed_by_room`.
+                log("closed_by_room", serde_json::json!({"conn": conn, "code": code}));
             }
         }
         Ok(())
