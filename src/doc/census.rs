@@ -39,6 +39,9 @@ fn extra(content: u8) -> usize {
 /// `known(client)`, in blocks: each new item, and the two blocks it may cut (beside its left
 /// origin and its right one); the two ends of each range it deletes.
 pub fn added(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
+    if shape.over {
+        return usize::MAX; // more ranges than any document may hold
+    }
     new_items(shape, known) + 2 * shape.deletes.len()
 }
 

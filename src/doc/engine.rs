@@ -500,8 +500,16 @@ impl DocRoom {
                 }
             }
             Message::QueryAwareness => {
+                // Paid for like a sync step 1's answer: a one-byte ask answered with every
+                // cursor (up to 32 KiB a socket's worth) was 32 MB a second for 100 asks.
                 let states = self.awareness.all();
-                self.send(conn, wire::awareness(states.iter()));
+                let answer = wire::awareness(states.iter());
+                let budget = self.budget_of(conn);
+                let (rate, burst) = (limits.reply_bytes_per_sec, limits.reply_burst());
+                if !budget.replies.take(rate, burst, answer.len() as u64, now) {
+                    return Err(DocError::RateLimited);
+                }
+                self.send(conn, answer);
             }
             Message::Ignored(_) => {}
         }

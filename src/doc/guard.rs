@@ -16,6 +16,7 @@
 
 use yrs::encoding::read::{Cursor, Read};
 
+use super::census::MAX_BLOCKS;
 use super::error::DocError;
 
 /// How deep `Any` values (a map in an array in a map...) may nest in an update.
@@ -38,6 +39,10 @@ pub struct Shape {
     /// The last block of each client's run, in the order it lists them (what a mark may ask
     /// a reader to send back: PROTOCOL-DOCUMENTS.md, "Flow").
     pub tails: Vec<Tail>,
+    /// It deletes more ranges than a document may hold blocks: refused `document_too_large`
+    /// ([`super::census::added`]), its ranges past that not kept. Kept, two million one-unit
+    /// ranges of a 4 MiB update made a 48 MiB list before the room refused it.
+    pub over: bool,
 }
 
 /// The last block of a client's run in an update: its clock range, kind and encoded size.
@@ -157,13 +162,24 @@ pub fn check_update(update: &[u8]) -> Result<Shape, DocError> {
     check(update)
 }
 
-/// Whether a state vector (a count, then client and clock pairs) holds only what `yrs` takes.
+/// Whether a state vector (a count, then client and clock pairs) holds only what `yrs` takes,
+/// and no more than a document can know: each client once, at most [`MAX_BLOCKS`] of them (a
+/// document's clients are blocks). `yrs` reserves a map of the count before it reads a pair:
+/// two bytes a pair passed the byte check, so a 4 MiB sync step 1 of one client two million
+/// times made it reserve about 68 MiB of the isolate's 128 MB, from any member, reader or not.
 pub fn check_state_vector(sv: &[u8]) -> Result<(), DocError> {
     let mut walk = Walk::new(sv);
     let pairs = walk.count(2).map_err(|()| DocError::Malformed)?;
+    if pairs > MAX_BLOCKS as u64 {
+        return Err(DocError::Malformed);
+    }
+    let mut seen = std::collections::HashSet::new();
     for _ in 0..pairs {
-        walk.client().map_err(|()| DocError::Malformed)?;
+        let client = walk.client().map_err(|()| DocError::Malformed)?;
         walk.clock().map_err(|()| DocError::Malformed)?;
+        if !seen.insert(client) {
+            return Err(DocError::Malformed);
+        }
     }
     Ok(())
 }
@@ -394,6 +410,10 @@ impl Walk<'_> {
                 let end = start.saturating_add(self.clock()?);
                 if end > u64::from(u32::MAX) {
                     return Err(()); // `yrs` adds them as u32
+                }
+                if self.shape.deletes.len() >= MAX_BLOCKS {
+                    self.shape.over = true;
+                    continue;
                 }
                 self.shape.deletes.push((client, start, end));
             }

@@ -194,3 +194,39 @@ fn a_tab_without_a_token_reconnects_as_another_user_and_keeps_its_client() {
     assert!(refusals(&sim).is_empty(), "{:?}", refusals(&sim));
     assert_eq!(sim.editors[1].text(), "draft two");
 }
+
+#[test]
+fn asking_for_everyones_cursors_is_paid_from_the_askers_reply_budget() {
+    // Two editors hold four 8 KiB states each; Mallory asks for all of them 400 times (a
+    // one-byte frame each, her whole frame burst). Each answer is 64 KiB: 26 MB the room made
+    // and sent for 400 bytes, with nothing charged. It is now paid like a sync step 1's answer.
+    // A small document, so the reply burst (twice the largest frame) is 256 KiB: well under
+    // the window that closes a reader who never confirms (4 MiB), which bounded it before.
+    let config = DocConfig { max_doc_bytes: 64 * 1024, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 3);
+    for i in 0..3 {
+        sim.connect(i);
+    }
+    let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(8_000));
+    for i in 0..2 {
+        for k in 0..4u64 {
+            sim.send(i, &state(100 + 10 * i as u64 + k, 1, &big));
+        }
+    }
+    sim.editors[2].inbox.clear();
+    for _ in 0..400 {
+        if sim.editors[2].closed.is_some() {
+            break; // refused often enough to be let go (4029): that holds too
+        }
+        sim.send(2, &[3]); // query awareness
+    }
+    let got: usize = sim.editors[2].inbox.iter().map(Vec::len).sum();
+    let burst = config.reply_burst() as usize;
+    assert!(got <= burst + 70_000, "{got} bytes of cursors for 400 one-byte asks (burst {burst})");
+    let refused = refusals(&sim);
+    assert!(
+        refused.contains(&DocError::RateLimited),
+        "the asks past it are refused: {refused:?} {:?} {got}",
+        sim.editors[2].closed
+    );
+}
