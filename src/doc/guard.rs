@@ -40,7 +40,7 @@ pub struct Shape {
     /// a reader to send back: PROTOCOL-DOCUMENTS.md, "Flow").
     pub tails: Vec<Tail>,
     /// It deletes more ranges than a document may hold blocks: refused `document_too_large`
-    /// ([`super::census::added`]), its ranges past that not kept. Kept, two million one-unit
+    /// (`census::added`), its ranges past that not kept. Kept, two million one-unit
     /// ranges of a 4 MiB update made a 48 MiB list before the room refused it.
     pub over: bool,
 }
