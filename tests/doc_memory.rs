@@ -52,19 +52,17 @@ fn config() -> DocConfig {
     DocConfig { frames_per_sec: 1_000_000, frame_burst: 1_000_000, ..DocConfig::default() }
 }
 
+/// Mallory, a member who may write (or only read).
+fn mallory(read_only: bool) -> Member {
+    Member { user: "mallory".into(), read_only, extensions: false, expires: None, anonymous: false }
+}
+
 /// Sends `updates` as one member until the room refuses one; returns the updates taken and
 /// the room's memory then (bytes, over an empty room's).
 fn fill(updates: impl Iterator<Item = Vec<u8>>) -> (usize, usize) {
     let base = LIVE.load(Ordering::Relaxed);
     let mut room = DocRoom::new(config(), 1);
-    let member = Member {
-        user: "mallory".into(),
-        read_only: false,
-        extensions: false,
-        expires: None,
-        anonymous: false,
-    };
-    room.open(0, 1, member);
+    room.open(0, 1, mallory(false));
     room.take_effects();
     let mut taken = 0;
     for update in updates {
@@ -173,14 +171,7 @@ fn one_update_of_a_million_deletions_is_refused_without_listing_them() {
         cut.write_var(1u32);
     }
     let mut room = DocRoom::new(config(), 1);
-    let writer = Member {
-        user: "mallory".into(),
-        read_only: false,
-        extensions: false,
-        expires: None,
-        anonymous: false,
-    };
-    room.open(0, 1, writer);
+    room.open(0, 1, mallory(false));
     room.message(0, 1, &wire::update(&insertion));
     room.take_effects();
     let base = LIVE.load(Ordering::Relaxed);
@@ -202,14 +193,7 @@ fn one_update_of_a_million_deletions_is_refused_without_listing_them() {
 /// fills: the allocator's counts are the process's, and tests run side by side.)
 fn one_frame_reserves_no_more_than_its_bytes_justify() {
     let mut room = DocRoom::new(config(), 1);
-    let reader = Member {
-        user: "mallory".into(),
-        read_only: true,
-        extensions: false,
-        expires: None,
-        anonymous: false,
-    };
-    room.open(0, 1, reader);
+    room.open(0, 1, mallory(true));
     room.take_effects();
     let pairs = 2_000_000u64;
     let mut sv = Vec::new();
