@@ -1,10 +1,10 @@
 //! A request's body, read no further than its route's bound.
 //!
 //! Why not `Request::text`: it reads the whole body, whatever its size, into the Worker's
-//! memory and then again into the Wasm's, which never shrinks. A caller of a public rules
-//! route (no token needed) could send 100 MB and leave the isolate's memory, shared by every
-//! room it holds, a hundred megabytes larger for good; past the runtime's limit the isolate is
-//! reset. A stated `Content-Length` over the bound is refused before anything is read, and a
+//! memory and then again into the Wasm's, which never shrinks. A member posting to any rules
+//! route (or anyone, to a route its kind declares public) could send 100 MB and leave the
+//! isolate's memory, shared by every room it holds, a hundred megabytes larger for good; past
+//! the runtime's limit the isolate is reset. A stated `Content-Length` over the bound is refused before anything is read, and a
 //! body without one is read chunk by chunk until it passes the bound.
 
 use futures::StreamExt;
