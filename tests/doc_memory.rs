@@ -49,7 +49,12 @@ const LIMIT: usize = 64 * 1024 * 1024;
 
 fn config() -> DocConfig {
     // Budgets out of the way: this is about what the bounds let in, not how fast.
-    DocConfig { frames_per_sec: 1_000_000, frame_burst: 1_000_000, ..DocConfig::default() }
+    DocConfig {
+        frames_per_sec: 1_000_000,
+        frame_burst: 1_000_000,
+        bytes_per_sec: 1 << 40,
+        ..DocConfig::default()
+    }
 }
 
 /// Mallory, a member who may write (or only read).
@@ -65,8 +70,8 @@ fn fill(updates: impl Iterator<Item = Vec<u8>>) -> (usize, usize) {
     room.open(0, 1, mallory(false));
     room.take_effects();
     let mut taken = 0;
-    for update in updates {
-        room.message(0, 1, &wire::update(&update));
+    for (second, update) in (1..).zip(updates) {
+        room.message(second * 1000, 1, &wire::update(&update));
         let effects = room.take_effects();
         if let Some(refused) = effects.iter().find_map(|e| match e {
             Effect::Refused(_, r) => Some(r.clone()),
@@ -142,8 +147,81 @@ fn the_worst_documents_the_bounds_let_in_stay_within_memory() {
     let (taken, held) = fill(std::iter::once(insertion).chain(cuts));
     report("a cut insertion", taken, held);
 
+    // Blocks that merge once taken, in updates for a new client each: the document holds a
+    // block a client, but `yrs` kept the room its lists grew to (for these, 38 MB for the GC
+    // blocks and 23 MB for the runs, before the room built the document again past a bound's
+    // worth of blocks taken).
+    // One-character items, each after the one before, 60,000 an update:
+    let (taken, held) = fill((100..114).map(|client: u64| a_run(client, 60_000)));
+    report("runs that merge", taken, held);
+    assert!(held < 16 << 20, "runs that merge: {held} bytes held for a block a client");
+    // GC blocks side by side, two bytes each, 150,000 an update:
+    let (taken, held) = fill((100..106).map(|client: u64| gc_blocks(client, 150_000)));
+    report("GC blocks", taken, held);
+    assert!(held < 16 << 20, "GC blocks: {held} bytes held for a block a client");
+
+    a_frame_of_gc_blocks_is_refused_before_yrs_decodes_it();
     one_frame_reserves_no_more_than_its_bytes_justify();
     one_update_of_a_million_deletions_is_refused_without_listing_them();
+}
+
+/// One update of two million GC blocks (4 MiB, a frame's worth): `yrs` reserved 48 MiB to
+/// decode it and grew the client's list of blocks as long, held until the room unloads; two
+/// such updates passed 128 MB. Counted, it is past the bound: refused before it is decoded.
+fn a_frame_of_gc_blocks_is_refused_before_yrs_decodes_it() {
+    let update = gc_blocks(100, 2_000_000);
+    let mut room = DocRoom::new(config(), 1);
+    room.open(0, 1, mallory(false));
+    room.take_effects();
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    room.message(0, 1, &wire::update(&update));
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+    let effects = room.take_effects();
+    println!("{} bytes of GC blocks: peak +{:.1} MB", update.len(), peak as f64 / 1e6);
+    let refused = effects.iter().any(|e| matches!(e, Effect::Refused(_, DocError::TooLarge)));
+    assert!(refused, "refused: {effects:?}");
+    assert!(peak < 16 << 20, "the room's memory peaked {peak} bytes over where it was");
+}
+
+/// One update of `n` one-character items from `client` at the end of the text "t", each
+/// after the one before (as if typed one by one): `yrs` merges them into one block when it
+/// takes them.
+fn a_run(client: u64, n: u64) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.write_var(1u32); // one client
+    u.write_var(n);
+    u.write_var(client);
+    u.write_var(0u32); // from clock 0
+    u.write_u8(4); // a string, no origins: its parent follows
+    u.write_var(1u32); // a root, by name
+    u.write_string("t");
+    u.write_string("x");
+    for clock in 1..n {
+        u.write_u8(0x84); // a string after its left origin
+        u.write_var(client);
+        u.write_var(clock - 1);
+        u.write_string("x");
+    }
+    u.write_var(0u32); // an empty delete set
+    u
+}
+
+/// One update of `n` GC blocks of one unit each, from `client`: two bytes a block. Uncounted,
+/// two of these (4 MiB each) made `yrs` reserve 48 MiB to decode each and keep a list of
+/// 48 MiB for each new client (2026-12-06, the document review).
+fn gc_blocks(client: u64, n: u64) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.write_var(1u32); // one client
+    u.write_var(n);
+    u.write_var(client);
+    u.write_var(0u32); // from clock 0
+    for _ in 0..n {
+        u.write_u8(0); // GC
+        u.write_var(1u32);
+    }
+    u.write_var(0u32); // an empty delete set
+    u
 }
 
 /// A writer inserts 2,000,000 characters (one block), then sends one update of 900,000

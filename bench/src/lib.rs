@@ -14,6 +14,7 @@
 //! | [`stats`] | percentiles and time buckets |
 //! | [`spread`] | per publish, the first and the last receiver's latency |
 //! | [`docs`] | the documents rounds: homeroom's document kind against y-partyserver |
+//! | [`doc_engine`] | the document engine's rows, natively: many clients, a merged run |
 //! | [`distance`] | a TCP proxy that holds every byte a fixed time each way (the WAN rows) |
 //! | [`runtime`] | starting and stopping a `wrangler dev` per target |
 //! | [`machine`] | CPU time of processes, machine facts, Wasm and attachment size |
@@ -24,6 +25,7 @@ pub mod args;
 pub mod backoff;
 pub mod client;
 pub mod distance;
+pub mod doc_engine;
 pub mod docs;
 pub mod machine;
 pub mod order;

@@ -26,7 +26,7 @@ use homeroom_bench::target::{Region, Target};
 use homeroom_bench::{machine, suite};
 
 const USAGE: &str =
-    "usage: homeroom-bench load|suite|render|attachment [--flag value ...] (see bench/src/main.rs)";
+    "usage: homeroom-bench load|suite|render|docs|doc-engine|attachment [--flag value ...] (see bench/src/main.rs)";
 
 fn main() {
     let mut argv = std::env::args().skip(1);
@@ -58,6 +58,11 @@ fn main() {
         "suite" => rt.block_on(suite_cmd(&args)),
         "render" => render_cmd(&args),
         "docs" => rt.block_on(docs_cmd(&args)),
+        "doc-engine" => {
+            let rows = homeroom_bench::doc_engine::measure();
+            println!("{}", homeroom_bench::doc_engine::section(&rows));
+            Ok(0)
+        }
         "attachment" => {
             let a = machine::attachment();
             println!("{}", serde_json::to_string_pretty(&a).expect("json"));
@@ -225,7 +230,9 @@ async fn docs_cmd(args: &Args) -> Result<i32, String> {
     let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("docs-{stamp}.json")), json).map_err(|e| e.to_string())?;
     let with = with.or_else(|| machine::wasm_size(&root));
-    let section = docs::section(&root, &results, with, without);
+    let engine = homeroom_bench::doc_engine::measure();
+    let mut section = docs::section(&root, &results, with, without);
+    section.push_str(&homeroom_bench::doc_engine::section(&engine));
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let head = text.split("\n## Documents:").next().unwrap_or_default().trim_end().to_owned();
     std::fs::write(&out, format!("{head}\n{section}")).map_err(|e| e.to_string())?;

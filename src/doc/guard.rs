@@ -39,9 +39,17 @@ pub struct Shape {
     /// The last block of each client's run, in the order it lists them (what a mark may ask
     /// a reader to send back: PROTOCOL-DOCUMENTS.md, "Flow").
     pub tails: Vec<Tail>,
-    /// It deletes more ranges than a document may hold blocks: refused `document_too_large`
-    /// (`census::added`), its ranges past that not kept. Kept, two million one-unit
-    /// ranges of a 4 MiB update made a 48 MiB list before the room refused it.
+    /// Bytes of its delete set, at its end: a sync step 2 repeats its sender's whole delete
+    /// set, which adds nothing to a document that holds it already.
+    pub delete_bytes: usize,
+    /// Its GC blocks (a deleted range each, no item): `yrs` keeps each as a block of its own
+    /// (24 bytes natively), so they count toward the document's blocks like items.
+    pub gc: usize,
+    /// It deletes more ranges, or brings more GC blocks, than a document may hold blocks:
+    /// refused `document_too_large` (`census::added`), its ranges past that not kept. Kept,
+    /// two million one-unit ranges of a 4 MiB update made a 48 MiB list before the room
+    /// refused it; and two million two-byte GC blocks, uncounted, were taken: `yrs` reserved
+    /// 48 MiB to decode them and kept them in a list as long.
     pub over: bool,
 }
 
@@ -292,6 +300,7 @@ impl Walk<'_> {
                 self.shape.tails.push(tail);
             }
         }
+        self.shape.delete_bytes = self.left() as usize;
         self.delete_set()
     }
 
@@ -308,6 +317,10 @@ impl Walk<'_> {
         if info == 0 || info == 10 {
             // GC and skip: a length (`yrs` matches the whole byte).
             self.shape.skips |= info == 10;
+            if info == 0 {
+                self.shape.gc += 1;
+                self.shape.over |= self.shape.gc > MAX_BLOCKS;
+            }
             return Ok((self.clock()?, 0));
         }
         let (origin, right) = (info & 0x80 != 0, info & 0x40 != 0);

@@ -30,6 +30,7 @@
 
 mod awareness;
 mod census;
+mod clocks;
 mod config;
 mod engine;
 mod error;

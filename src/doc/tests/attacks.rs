@@ -201,20 +201,7 @@ fn deletions_that_cut_a_text_into_blocks_count_as_blocks() {
     let chars = 120_000;
     long_insertions(&mut sim, chars);
     sim.apply();
-    // Every other character of the victim's run from `from`, as a delete set (no blocks).
-    let cut = |from: u64| -> Vec<u8> {
-        use yrs::encoding::write::Write;
-        let mut u = Vec::new();
-        u.write_var(0u32); // no blocks
-        u.write_var(1u32); // deletions of one client: the victim's
-        u.write_var(100u64);
-        u.write_var(chars as u64 / 2);
-        for i in 0..chars as u64 / 2 {
-            u.write_var(from + 2 * i);
-            u.write_var(1u32);
-        }
-        u
-    };
+    let cut = |from: u64| every_other(from, chars as u64);
     let first = cut(0);
     sim.send(1, &wire::update(&first));
     assert_eq!(refusals(&sim), vec![], "the first cut, 120,000 blocks, is taken");
@@ -227,6 +214,59 @@ fn deletions_that_cut_a_text_into_blocks_count_as_blocks() {
     assert_eq!(sim.stored_text(), text, "nothing of it applied");
     let blocks = sim.room.census_blocks().expect("counted");
     assert!(blocks <= crate::doc::MAX_BLOCKS, "{blocks} blocks");
+}
+
+/// Every other character of `n` of the victim's (editor 0's) run from `from`, as an update
+/// of deletions only.
+fn every_other(from: u64, n: u64) -> Vec<u8> {
+    use yrs::encoding::write::Write;
+    let mut u = Vec::new();
+    u.write_var(0u32); // no blocks
+    u.write_var(1u32); // deletions of one client: the victim's
+    u.write_var(100u64);
+    u.write_var(n / 2);
+    for i in 0..n / 2 {
+        u.write_var(from + 2 * i);
+        u.write_var(1u32);
+    }
+    u
+}
+
+#[test]
+fn an_editor_back_online_is_not_counted_for_the_deletions_its_sync_repeats() {
+    // A document cut into 60,000 pieces, near its size bound. Its editor typed "!" offline and
+    // reconnects: its sync step 2 repeats its whole delete set (60,000 ranges, 240 KB). Counted
+    // as new, that was 120,000 blocks and 240 KB past the bound: refused
+    // `document_too_large` at every reconnect, the "!" never taken.
+    let config = DocConfig {
+        frames_per_sec: 10_000,
+        frame_burst: 10_000,
+        max_doc_bytes: 1_200_000, // the document cut below is 1.1 MB
+        ..DocConfig::default()
+    };
+    let mut sim = Sim::new(config, 2);
+    sim.connect(0);
+    sim.connect(1);
+    let chars = 120_000;
+    long_insertions(&mut sim, chars);
+    sim.send(1, &wire::update(&every_other(0, chars as u64)));
+    sim.room.compact();
+    sim.apply();
+    assert_eq!(refusals(&sim), vec![], "the cut is taken");
+    let blocks = sim.room.census_blocks().expect("counted");
+    assert!(blocks > crate::doc::MAX_BLOCKS / 2, "{blocks} blocks: the repeat would pass");
+    let size = sim.room.stored_bytes();
+    assert!(size + 240_000 > config.max_doc_bytes, "{size} bytes: the repeat would pass");
+    sim.disconnect(0);
+    sim.edit(0, "!");
+    sim.connect(0);
+    assert_eq!(refusals(&sim), vec![], "the editor's sync is taken");
+    let text = sim.stored_text();
+    assert!(text.ends_with('!'), "the offline edit is stored");
+    assert_eq!(sim.editors[1].text(), text, "and shown");
+    // A deletion the document does not hold yet still counts: the second cut is refused.
+    sim.send(1, &wire::update(&every_other(chars as u64, chars as u64)));
+    assert_eq!(refusals(&sim), vec![DocError::TooLarge]);
 }
 
 #[test]

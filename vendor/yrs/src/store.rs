@@ -108,6 +108,12 @@ impl Store {
         self.parent.is_some()
     }
 
+    /// homeroom: the clock of one client. `ReadTxn::state_vector` builds a map of every client
+    /// the document has, where a room needs the few an update names, on every frame.
+    pub fn client_clock(&self, client: &ClientID) -> u32 {
+        self.blocks.get_clock(client)
+    }
+
     /// Get the latest clock sequence number observed and integrated into a current store client.
     /// This is exclusive value meaning it describes a clock value of the beginning of the next
     /// block that's about to be inserted. You cannot use that clock value to find any existing
