@@ -50,8 +50,12 @@ pub enum Effect {
     /// Append this update to the stored log.
     Store(Vec<u8>),
     /// Store that these Yjs clients write for `user` (no other user may write for them). Comes
-    /// before the `Store` of the update that brought their first blocks.
+    /// before the `Store` of the update that brought their first blocks, or as the user's
+    /// awareness first shows them.
     Bind { clients: Vec<u64>, user: String },
+    /// Forget these clients' bindings: clients a user showed in awareness and never wrote for,
+    /// making way for the user's newer ones (`writers::SHOWN_PER_USER`).
+    Unbind { clients: Vec<u64> },
     /// Replace the stored snapshot with this encoding of the whole document and empty the
     /// log (everything in the log is in it).
     Compact(Vec<u8>),
@@ -265,8 +269,13 @@ impl DocRoom {
 
     /// Loads which user each Yjs client writes for, as [`Effect::Bind`] stored it.
     pub fn restore_writers(&mut self, rows: impl IntoIterator<Item = (u64, String)>) {
+        let txn = self.doc.transact();
+        let store = txn.store();
         for (client, user) in rows {
             self.writers.bind(client, &user);
+            if clock_of(store, client) == 0 {
+                self.writers.restore_shown(client); // bound from its user's awareness
+            }
         }
     }
 
@@ -508,6 +517,10 @@ impl DocRoom {
                     may_claim: &may_claim,
                 };
                 let changed = self.awareness.apply(conn, who, entries, now, bounds)?;
+                if !member.anonymous && !member.read_only {
+                    let user = member.user.clone();
+                    self.bind_shown(&user, &changed);
+                }
                 if !changed.is_empty() {
                     // To the sender too, as y-websocket's own server does: a stock client
                     // alone in the room hears its own renewals, or it takes the silence for a
@@ -772,6 +785,31 @@ impl DocRoom {
             .collect();
         if !clients.is_empty() {
             self.out.push(Effect::Bind { clients, user: checked.writer.clone() });
+        }
+    }
+
+    /// Binds the clients `user`'s awareness shows (not those it removes) to them, and stores it
+    /// ([`Writers::bind_shown`]): a client is its editor's from its first cursor, not only from
+    /// its first edit, across reloads too.
+    fn bind_shown(&mut self, user: &str, shown: &[Entry]) {
+        let (mut bound, mut unbound) = (Vec::new(), Vec::new());
+        {
+            let txn = self.doc.transact();
+            let store = txn.store();
+            let written = |client: u64| clock_of(store, client) > 0;
+            for entry in shown.iter().filter(|e| !e.is_removal()) {
+                let (new, made_way) = self.writers.bind_shown(entry.client, user, written);
+                if new {
+                    bound.push(entry.client);
+                }
+                unbound.extend(made_way);
+            }
+        }
+        if !unbound.is_empty() {
+            self.out.push(Effect::Unbind { clients: unbound });
+        }
+        if !bound.is_empty() {
+            self.out.push(Effect::Bind { clients: bound, user: user.to_owned() });
         }
     }
 

@@ -7,12 +7,27 @@
 //! reach anyone, while its client is told they were saved (the two documents then differ for
 //! good: their state vectors are equal, so no sync repairs them). Bound, the second writer is
 //! refused `not_your_client`, as awareness already refused another user's live state.
+//!
+//! An editor shows its client in its awareness before its first edit; from then on the client is
+//! its user's too ([`Writers::bind_shown`]), stored like a writer's, so that a member who read the
+//! client id from a cursor cannot write for it once the cursor is gone (30 s after its socket,
+//! or at once after a reload) and take the editor's next edits from it. Each user keeps at most
+//! [`SHOWN_PER_USER`] such clients that have not written, the newest: a member who shows a new
+//! client in every frame only moves her own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// The writer the room's own edits and the operator's backend updates are bound to. No token's
 /// `sub` is empty, so no member is it.
 pub const ROOM_WRITER: &str = "";
+
+/// Clients a user has shown in awareness but not written for, kept bound to them: the newest
+/// this many (a user's tabs, each a client per load).
+pub const SHOWN_PER_USER: usize = 16;
+
+/// Clients shown and not written for, of all users: past it a shown client is not bound (its
+/// awareness state still holds it while it lives). As many as a document may hold clients.
+pub const MAX_SHOWN: usize = super::MAX_BLOCKS;
 
 /// Each Yjs client id that has written, and its user (interned: a document may hold up to
 /// [`super::MAX_BLOCKS`] clients, each of one of a few users).
@@ -21,6 +36,10 @@ pub struct Writers {
     users: Vec<String>,
     numbers: HashMap<String, u32>,
     clients: BTreeMap<u64, u32>,
+    /// Each user's clients bound from their awareness that had not written when bound, oldest
+    /// first (after a reload, in the order of their ids).
+    shown: HashMap<u32, VecDeque<u64>>,
+    shown_total: usize,
 }
 
 impl Writers {
@@ -46,6 +65,47 @@ impl Writers {
         self.clients.insert(client, number);
         true
     }
+
+    /// Binds `client`, which `user` shows in their awareness and which has not written, unless
+    /// it is bound already or [`MAX_SHOWN`] such clients are. Returns whether it was bound, and
+    /// the clients whose bindings made way: past [`SHOWN_PER_USER`], the user's oldest shown
+    /// client that has not written since (`written` says which have: theirs stay bound).
+    pub fn bind_shown(
+        &mut self,
+        client: u64,
+        user: &str,
+        written: impl Fn(u64) -> bool,
+    ) -> (bool, Vec<u64>) {
+        if self.clients.contains_key(&client) || self.shown_total >= MAX_SHOWN {
+            return (false, Vec::new());
+        }
+        self.bind(client, user);
+        let number = self.numbers[user];
+        let queue = self.shown.entry(number).or_default();
+        queue.push_back(client);
+        self.shown_total += 1;
+        let mut unbound = Vec::new();
+        while queue.len() > SHOWN_PER_USER {
+            let Some(old) = queue.pop_front() else { break };
+            self.shown_total -= 1;
+            if !written(old) {
+                self.clients.remove(&old);
+                unbound.push(old);
+            }
+        }
+        (true, unbound)
+    }
+
+    /// Notes, after a reload, that `client` (bound to a user) has not written: it was bound
+    /// from that user's awareness.
+    pub fn restore_shown(&mut self, client: u64) {
+        let Some(&number) = self.clients.get(&client) else { return };
+        if self.users[number as usize] == ROOM_WRITER {
+            return;
+        }
+        self.shown.entry(number).or_default().push_back(client);
+        self.shown_total += 1;
+    }
 }
 
 #[cfg(test)]
@@ -64,5 +124,23 @@ mod tests {
             (Some("ann"), Some("ann"), Some(""), None)
         );
         assert_eq!((w.clients.len(), w.users.len()), (3, 2), "each user kept once");
+    }
+
+    #[test]
+    fn a_user_keeps_the_newest_clients_shown_and_every_one_that_wrote() {
+        let mut w = Writers::default();
+        let wrote = |c: u64| c.is_multiple_of(2); // the even ones wrote after they were shown
+        for c in 1..=SHOWN_PER_USER as u64 {
+            assert_eq!(w.bind_shown(c, "ann", wrote), (true, vec![]));
+        }
+        assert_eq!(w.bind_shown(3, "mallory", wrote), (false, vec![]), "bound already");
+        // The next makes way for the oldest: 1, which has not written, is let go.
+        assert_eq!(w.bind_shown(100, "ann", wrote), (true, vec![1]));
+        // Then 2, which wrote: it stays bound, and nothing is let go.
+        assert_eq!(w.bind_shown(101, "ann", wrote), (true, vec![]));
+        assert_eq!((w.owner(1), w.owner(2), w.owner(101)), (None, Some("ann"), Some("ann")));
+        // Another user's clients do not make way for hers.
+        assert_eq!(w.bind_shown(200, "bob", wrote), (true, vec![]));
+        assert_eq!(w.owner(3), Some("ann"));
     }
 }

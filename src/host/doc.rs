@@ -464,6 +464,13 @@ impl Inner {
                     )?;
                 }
             }
+            Effect::Unbind { clients } => {
+                let ids = serde_json::to_string(&clients).unwrap_or_else(|_| "[]".into());
+                self.sql.exec(
+                    "DELETE FROM doc_writers WHERE client IN (SELECT value FROM json_each(?))",
+                    vec![V::String(ids)],
+                )?;
+            }
             Effect::Compact(snapshot) => self.compact(&snapshot)?,
             Effect::Send(conn, frame) => {
                 if let Some(ws) = live.sockets.get(&conn) {

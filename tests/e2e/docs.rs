@@ -469,6 +469,8 @@ async fn restart_loses_nothing_saved() -> R {
     args["text"] = json!(text);
     let wrote = editors("write", args).await.map_err(|e| format!("{e}\n{}", first.log.tail(40)))?;
     check!(wrote["text"] == json!(text), "the writer's text: {wrote}");
+    // Bob's tab shows a cursor and never writes, reloaded 17 times: each load a new Yjs client.
+    let shown = bob_shows_clients(first.port, &room, 17).await?;
     first.kill_hard().await;
     let second = Runtime::start_with("doc-2", dir.path(), &vars).await?;
     let read = editors("read", args_for(second.port, &room))
@@ -483,7 +485,49 @@ async fn restart_loses_nothing_saved() -> R {
     mallory_sends(&mut mallory, forged).await?;
     let after = read_all(&mut mallory, "mallory").await?;
     check!(after == text, "the text after Mallory wrote for the writer's client: {after:?}");
+    // Bob's newest shown client is still his after the restart, though no cursor shows it now
+    // (its binding is stored from his awareness); his oldest made way for his newer ones (its
+    // row deleted): anyone may write for it.
+    let newest = *shown.last().ok_or("no client shown")?;
+    mallory_sends(&mut mallory, typed_by(newest, "EVIL ")).await?;
+    mallory_sends(&mut mallory, typed_by(shown[0], "MINE ")).await?;
+    let after = read_all(&mut mallory, "mallory").await?;
+    check!(
+        after.contains("MINE ") && !after.contains("EVIL ") && after.contains(&text),
+        "the text after Mallory wrote for Bob's oldest and newest shown clients: {after:?}"
+    );
     Ok(())
+}
+
+/// Bob shows a cursor `loads` times, each time for a new Yjs client (the one before removed),
+/// as a tab reloaded that many times without writing; returns the clients, oldest first.
+async fn bob_shows_clients(port: u16, room: &str, loads: u64) -> R<Vec<u64>> {
+    use futures_util::SinkExt;
+    use homeroom::doc::wire::{self, Entry};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut bob = doc_socket(port, room, "bob").await?;
+    let clients: Vec<u64> = (0..loads).map(|i| 7_000 + i).collect();
+    for (i, &client) in clients.iter().enumerate() {
+        let mut entries = vec![Entry { client, clock: 1, json: r#"{"name":"bob"}"#.into() }];
+        if i > 0 {
+            entries.push(Entry { client: client - 1, clock: 2, json: "null".into() });
+        }
+        let frame = wire::awareness(entries.iter());
+        bob.send(Message::Binary(frame.into())).await.map_err(|e| format!("bob: {e}"))?;
+    }
+    // Answered after every frame before it was handled (and its bindings stored).
+    read_all(&mut bob, "bob").await?;
+    Ok(clients)
+}
+
+/// An update of Yjs client `client` typing `text` at the start of the document's text.
+fn typed_by(client: u64, text: &str) -> Vec<u8> {
+    use homeroom::doc::yrs::{Doc, Text, Transact};
+    let doc = Doc::with_client_id(client);
+    let root = doc.get_or_insert_text("text");
+    let mut txn = doc.transact_mut();
+    root.insert(&mut txn, 0, text);
+    txn.encode_update_v1()
 }
 
 /// Reads the whole document on `ws` and makes the update its only Yjs client would make next by

@@ -537,3 +537,64 @@ fn an_update_yrs_stops_in_binds_only_the_clients_it_took() {
     assert_eq!(refusals(&sim), vec![DocError::BadUpdate], "taken: {:?}", refusals(&sim));
     assert_eq!(sim.room.doc().transact().state_vector().get(&yrs::ClientID::new(5)), 1);
 }
+
+#[test]
+fn a_client_shown_before_its_first_edit_stays_its_editors_after_a_reload() {
+    // Bob's tab shows his cursor (Yjs client 101) and sleeps before his first edit. The room
+    // reloads (an eviction, a reset): his cursor is gone. Mallory, who read the id from it,
+    // writes for client 101 first; Bob's tab wakes and types: his edits were the client of
+    // another user, refused `not_your_client`, and what he typed never reached anyone.
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(0);
+    sim.connect(1); // Bob: Yjs client 101
+    sim.connect(2); // Mallory
+    sim.edit(0, "hello");
+    let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
+    sim.send(1, &wire::awareness(cursor.iter()));
+    sim.disconnect(1);
+    sim.reset();
+    sim.connect(0);
+    sim.connect(2);
+    sim.send(2, &wire::update(&forged(&sim.room, 101, "EVIL ")));
+    assert_eq!(refusals(&sim), vec![DocError::NotYourClient]);
+    sim.connect(1);
+    sim.edit(1, "!");
+    assert_eq!(sim.editors[0].text(), "hello!", "Bob's edit is his own");
+    assert_eq!(sim.stored_text(), "hello!");
+}
+
+#[test]
+fn a_member_who_shows_a_new_client_in_every_frame_keeps_only_her_newest_bound() {
+    // Each shown client is a stored row: Mallory shows 200 clients one after another. She keeps
+    // her newest 16 (those never written for); the rows of the rest go, Bob's stays.
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(1); // Bob: Yjs client 101
+    sim.connect(2); // Mallory
+    let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
+    sim.send(1, &wire::awareness(cursor.iter()));
+    for client in 5_000..5_200u64 {
+        let old = wire::Entry { client: client - 1, clock: 2, json: "null".into() };
+        let new = wire::Entry { client, clock: 1, json: r#"{"name":"m"}"#.into() };
+        sim.send(2, &wire::awareness([old, new].iter()));
+        sim.now += 1_000;
+    }
+    let of = |user: &str| sim.stored.writers.iter().filter(|(_, u)| u == user).count();
+    assert_eq!(of("user2"), crate::doc::writers::SHOWN_PER_USER, "{:?}", sim.stored.writers);
+    assert!(sim.stored.writers.contains(&(101, "user1".into())), "Bob's stays");
+    assert!(sim.stored.writers.contains(&(5_199, "user2".into())), "her newest stays");
+    assert_eq!(refusals(&sim), vec![]);
+    // After a reload, the rows she has are counted: 16 more make way for as many.
+    sim.reset();
+    sim.connect(2);
+    for client in 6_000..6_016u64 {
+        let old = wire::Entry { client: client - 1, clock: 2, json: "null".into() };
+        let new = wire::Entry { client, clock: 1, json: r#"{"name":"m"}"#.into() };
+        sim.send(2, &wire::awareness([old, new].iter()));
+        sim.now += 1_000;
+    }
+    let of = |user: &str| sim.stored.writers.iter().filter(|(_, u)| u == user).count();
+    assert_eq!(of("user2"), crate::doc::writers::SHOWN_PER_USER, "{:?}", sim.stored.writers);
+    assert!(sim.stored.writers.contains(&(6_015, "user2".into())), "her newest is bound");
+    assert_eq!(refusals(&sim), vec![]);
+    assert!(sim.stored.writers.contains(&(101, "user1".into())), "Bob's stays");
+}

@@ -191,6 +191,9 @@ impl Sim {
                     Effect::Bind { clients, user } => {
                         self.stored.writers.extend(clients.into_iter().map(|c| (c, user.clone())));
                     }
+                    Effect::Unbind { clients } => {
+                        self.stored.writers.retain(|(c, _)| !clients.contains(c));
+                    }
                     Effect::Compact(snapshot) => {
                         self.stored.snapshot = snapshot;
                         self.stored.log.clear();
