@@ -149,8 +149,8 @@ fn the_worst_documents_the_bounds_let_in_stay_within_memory() {
 
     // Blocks that merge once taken, in updates for a new client each: the document holds a
     // block a client, but `yrs` kept the room its lists grew to (for these, 38 MB for the GC
-    // blocks and 23 MB for the runs, before the room built the document again past a bound's
-    // worth of blocks taken).
+    // blocks and 23 MB for the runs, before the patched `yrs` gave back a list's room once
+    // merging left it mostly empty: vendor/README.md).
     // One-character items, each after the one before, 60,000 an update:
     let (taken, held) = fill((100..114).map(|client: u64| a_run(client, 60_000)));
     report("runs that merge", taken, held);

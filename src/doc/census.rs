@@ -61,9 +61,10 @@ pub fn new_blocks(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
     // stores which user writes for it (so the clients, and those rows, are as bounded).
     let clients =
         shape.blocks.iter().filter(|&&(client, _, end)| end > 0 && known(client) == 0).count();
-    // Its GC blocks, all of them (a client's GC blocks the document knows already are only in
-    // a sync step 2 that repeats them: a bound, not a count).
-    items + shape.gc + clients
+    // Its GC blocks past what the document holds (those it holds, `yrs` trims away: counted,
+    // a member could grow the count for free, and the next editor pay for the recount).
+    let gcs = shape.gcs.iter().filter(|&&(client, _, end)| u64::from(end) > known(client)).count();
+    items + gcs + clients
 }
 
 /// How many of the ranges an update of this shape deletes are not deleted already in a
@@ -142,5 +143,5 @@ impl Census {
 /// clients.
 fn held(shape: &Shape) -> usize {
     let items = shape.items.iter().map(|item| 1 + extra(item.content)).sum::<usize>();
-    items + shape.gc + shape.blocks.len()
+    items + shape.gcs.len() + shape.blocks.len()
 }

@@ -15,22 +15,24 @@ pub struct Clocks(Vec<(u64, u64)>);
 impl Clocks {
     /// The document's clocks for the clients `shape` names.
     pub fn of(doc: &Doc, shape: &Shape) -> Clocks {
+        let txn = doc.transact();
+        let store = txn.store();
+        Clocks::named_by(shape, |client| clock_of(store, client))
+    }
+
+    /// The clocks `sv` holds for the clients `shape` names.
+    pub fn in_sv(sv: &StateVector, shape: &Shape) -> Clocks {
+        Clocks::named_by(shape, |client| u64::from(sv.get(&ClientID::new(client))))
+    }
+
+    fn named_by(shape: &Shape, clock: impl Fn(u64) -> u64) -> Clocks {
         let mut clients: Vec<u64> = shape.blocks.iter().map(|b| b.0).collect();
         clients.extend(&shape.clients);
         clients.extend(shape.deletes.iter().map(|d| d.0));
+        clients.extend(shape.gcs.iter().map(|g| g.0));
         clients.sort_unstable();
         clients.dedup();
-        let txn = doc.transact();
-        let store = txn.store();
-        Clocks(clients.into_iter().map(|c| (c, clock_of(store, c))).collect())
-    }
-
-    /// The same clocks with `client`'s set to `clock`.
-    pub fn with(mut self, client: u64, clock: u64) -> Clocks {
-        if let Ok(i) = self.0.binary_search_by_key(&client, |&(c, _)| c) {
-            self.0[i].1 = clock;
-        }
-        self
+        Clocks(clients.into_iter().map(|c| (c, clock(c))).collect())
     }
 
     /// As a function from a client the update names to its clock.

@@ -7,7 +7,7 @@ use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 
 use yrs::updates::decoder::Decode;
-use yrs::{ClientID, Doc, ReadTxn, StateVector, Transact, TransactionMut, Update};
+use yrs::{ClientID, Doc, IdSet, ReadTxn, StateVector, Transact, TransactionMut, Update};
 
 use super::awareness::{Awareness, Bounds, Claimant};
 use super::census::{self, Census, MAX_BLOCKS};
@@ -169,11 +169,11 @@ pub struct DocRoom {
     /// How many blocks the document holds and how deeply its types nest; built from the
     /// document when first needed (a wake that only serves reads never builds it).
     census: Option<Census>,
-    /// Blocks (at most) the document took since it was built: `yrs` keeps each client's
-    /// blocks in a list whose room never shrinks when blocks merge (a run typed one character
-    /// at a time, GC blocks side by side), so merged blocks the census no longer counts still
-    /// hold memory. Past [`MAX_BLOCKS`] the document is built again ([`Self::rebuild`]).
-    integrated: usize,
+    /// The document's deleted ranges, once a check at a bound asked for them, until the
+    /// document changes ([`Self::fresh_deletes`]).
+    deleted: Option<IdSet>,
+    /// How many times it walked the document for them.
+    walks: usize,
     /// What the marks ask readers for is drawn from it ([`DocRoom::with_seed`]).
     rng: fastrand::Rng,
     out: Vec<Effect>,
@@ -193,6 +193,8 @@ struct Checked<'a> {
     /// How many of the ranges it deletes the document does not hold deleted yet, once asked
     /// ([`DocRoom::fresh_deletes`]: at a bound only).
     fresh: Cell<Option<usize>>,
+    /// Who pays for measuring the document at a bound, and when (see [`DocRoom::check`]).
+    measures: Option<(ConnId, u64)>,
 }
 
 impl DocRoom {
@@ -218,7 +220,8 @@ impl DocRoom {
             snapshot_bytes: 0,
             log_bytes: 0,
             census: None,
-            integrated: 0,
+            deleted: None,
+            walks: 0,
             rng: fastrand::Rng::with_seed(client ^ 0x9e37_79b9_7f4a_7c15),
             out: Vec::new(),
         }
@@ -256,14 +259,9 @@ impl DocRoom {
         for update in log {
             skipped += usize::from(apply(&mut self.doc.transact_mut(), update).is_err());
             self.log_bytes += update.len();
-            // What the log's updates brought may have merged since: see `integrated`.
-            let brought = check_update(update).map_or(0, |shape| census::added(&shape, |_| 0));
-            self.integrated = self.integrated.saturating_add(brought);
         }
         self.census = None;
-        if self.integrated > MAX_BLOCKS {
-            self.rebuild(None);
-        }
+        self.deleted = None;
         skipped
     }
 
@@ -571,7 +569,7 @@ impl DocRoom {
             }
             // Checked before `yrs` decodes it (its blocks cost memory) and before the rules
             // see it (their copy of the document must not take what the room refuses).
-            let checked = self.check(now, Some(conn), shape)?;
+            let checked = self.check(now, Some(conn), shape, counted)?;
             let update = Update::decode_v1(&bytes).map_err(|_| DocError::BadUpdate)?;
             self.ruled_update(now, conn, update, &bytes, checked)?;
         } else if !self.fits(shape) {
@@ -598,7 +596,7 @@ impl DocRoom {
     ) -> Result<(), DocError> {
         // Past the bound the update is refused before the rules try it: a refusal that is
         // nobody's doing must not cost the room its copy, nor its sender the copy's price.
-        self.fits_the_bound(&checked, bytes.len(), Some((conn, now)))?;
+        self.fits_the_bound(&checked, bytes.len())?;
         let trial = OnceCell::new();
         let kept = Cell::new(self.shadow.take());
         let member = &self.sockets[&conn].member;
@@ -647,7 +645,7 @@ impl DocRoom {
     /// shown to every socket like a member's.
     pub fn server_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
         let shape = check_update(bytes)?;
-        let checked = self.check(0, None, &shape)?; // no sender to charge: `now` goes unused
+        let checked = self.check(0, None, &shape, false)?; // no sender: `now` goes unused
         let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
         self.apply_and_store(update, bytes, None, checked)
     }
@@ -668,6 +666,7 @@ impl DocRoom {
         now: u64,
         payer: Option<ConnId>,
         shape: &'a Shape,
+        pays: bool,
     ) -> Result<Checked<'a>, DocError> {
         let before = Clocks::of(&self.doc, shape);
         let known = before.known();
@@ -675,6 +674,9 @@ impl DocRoom {
             return Err(DocError::MissingDependencies);
         }
         let (claims, writer) = self.claims(shape, &known, payer)?;
+        // Who pays for measuring the document at a bound: the sender, but not for its answer
+        // to a mark (the room asked for it; an editor's answer repeats its whole delete set).
+        let measures = payer.filter(|_| pays).map(|conn| (conn, now));
         let census = self.census();
         let placement = census.nesting.place(shape, &known)?;
         if placement.deepest > MAX_NESTING {
@@ -684,49 +686,45 @@ impl DocRoom {
         let fresh = Cell::new(None);
         if census.blocks.saturating_add(blocks) > MAX_BLOCKS {
             if census.grown {
-                self.fold_to_measure(payer.map(|conn| (conn, now)));
+                self.fold_to_measure(measures);
             }
             if self.census().blocks.saturating_add(blocks) > MAX_BLOCKS && !shape.over {
                 // Counted again with only the deletions that are new (see `fresh_deletes`).
-                blocks = census::new_blocks(shape, &known) + 2 * self.fresh_deletes(shape, &fresh);
+                let fresh_deletes = self.fresh_deletes(shape, &fresh, measures);
+                blocks = census::new_blocks(shape, &known) + 2 * fresh_deletes;
             }
             if self.census().blocks.saturating_add(blocks) > MAX_BLOCKS {
                 return Err(DocError::TooLarge);
             }
         }
-        if self.integrated.saturating_add(blocks) > MAX_BLOCKS {
-            self.rebuild(payer.map(|conn| (conn, now)));
-        }
         drop(known);
-        Ok(Checked { now, shape, placement, before, claims, writer, fresh })
+        Ok(Checked { now, shape, placement, before, claims, writer, fresh, measures })
     }
 
     /// How many of the ranges an update of `shape` deletes the document does not hold deleted
-    /// yet (kept in `fresh` once counted: the document's delete set is a walk over all of it).
-    fn fresh_deletes(&self, shape: &Shape, fresh: &Cell<Option<usize>>) -> usize {
+    /// yet (kept in `fresh` once counted). The document's deleted ranges are a walk over all of
+    /// it: kept until the document changes, and paid for by `payer` (the sender, at `now`) as
+    /// for a fold, so that updates repeating a deletion at a bound cannot make the room walk
+    /// the document for each.
+    fn fresh_deletes(
+        &mut self,
+        shape: &Shape,
+        fresh: &Cell<Option<usize>>,
+        payer: Option<(ConnId, u64)>,
+    ) -> usize {
         if let Some(n) = fresh.get() {
             return n;
         }
-        let deleted = self.doc.transact().snapshot().delete_set;
-        let n = census::fresh_deletes(shape, &deleted);
-        fresh.set(Some(n));
-        n
-    }
-
-    /// Builds the document again from its own encoding, which lets go of the room its lists
-    /// kept for blocks that merged since (see [`DocRoom::integrated`]), and the rules' copy
-    /// with it. Two million GC blocks side by side, taken in 150,000s for new clients, held
-    /// 63 MB natively once merged into 10; runs typed a character at a time 16 MB for 600,000.
-    /// The member whose update asked for it pays the document's size, as for a fold.
-    fn rebuild(&mut self, payer: Option<(ConnId, u64)>) {
-        self.doc = rules::copy_of(&self.doc);
-        self.shadow = None;
-        self.integrated = 0;
-        if let Some((conn, now)) = payer {
-            if self.sockets.contains_key(&conn) {
+        if self.deleted.is_none() {
+            self.deleted = Some(self.doc.transact().snapshot().delete_set);
+            self.walks += 1;
+            if let Some((conn, now)) = payer.filter(|(conn, _)| self.sockets.contains_key(conn)) {
                 self.copy_lost_by(conn, now);
             }
         }
+        let n = self.deleted.as_ref().map_or(0, |deleted| census::fresh_deletes(shape, deleted));
+        fresh.set(Some(n));
+        n
     }
 
     /// Who writes an update of `shape` (the member of socket `payer`, or the room itself), and
@@ -828,7 +826,6 @@ impl DocRoom {
         let after = Clocks::of(&self.doc, checked.shape);
         let before = checked.before.known();
         let added = census::new_blocks(checked.shape, &before) + 2 * deleted;
-        self.integrated = self.integrated.saturating_add(added);
         if let Some(census) = self.census.as_mut() {
             census.nesting.record(checked.shape, &checked.placement, &before, after.known());
             census.grow(added);
@@ -842,25 +839,24 @@ impl DocRoom {
         &mut self,
         edit: impl FnOnce(&mut TransactionMut<'_>) -> R,
     ) -> Result<R, DocError> {
-        let me = self.doc.client_id().get();
-        let mine_before = u64::from(self.doc.transact().store().get_local_state());
-        let (result, update) = {
+        let (result, update, shape, before) = {
             let mut txn = self.doc.transact_mut();
             let result = edit(&mut txn);
-            (result, txn.encode_update_v1())
+            let update = txn.encode_update_v1();
+            // The clocks before, of the clients it names (the encoding built the state vector
+            // before the transaction already: no walk more).
+            let shape = check_update(&update);
+            let before = shape.as_ref().map(|s| Clocks::in_sv(txn.before_state(), s)).ok();
+            (result, update, shape, before)
         };
         // The room's own edits are not refused for depth or blocks (the kind's code chose
-        // them), but what they add counts for the members' updates after them. They bring
-        // blocks of the room's own client only: no other clock moved.
-        if let (Some(census), Ok(shape)) = (self.census.as_mut(), check_update(&update)) {
+        // them), but what they add counts for the members' updates after them.
+        if let (Some(census), Ok(shape), Some(before)) = (self.census.as_mut(), shape, before) {
             let after = Clocks::of(&self.doc, &shape);
-            let before = after.clone().with(me, mine_before);
             match census.nesting.place(&shape, before.known()) {
                 Ok(placement) => {
                     census.nesting.record(&shape, &placement, before.known(), after.known());
-                    let added = census::added(&shape, before.known());
-                    census.grow(added);
-                    self.integrated = self.integrated.saturating_add(added);
+                    census.grow(census::added(&shape, before.known()));
                     census.tails.record(&shape, before.known(), after.known());
                 }
                 Err(_) => self.census = None,
@@ -888,7 +884,7 @@ impl DocRoom {
         if update.is_empty() {
             return Ok(()); // a sync step 2 of a client with nothing new
         }
-        self.fits_the_bound(&checked, bytes.len(), from.map(|conn| (conn, checked.now)))?;
+        self.fits_the_bound(&checked, bytes.len())?;
         let (applied, deleted) = {
             let mut txn = self.doc.transact_mut();
             let applied = txn.apply_update(update);
@@ -912,8 +908,10 @@ impl DocRoom {
                 let gained = self.doc.transact().encode_diff_v1(&sv);
                 if let Some(conn) = from {
                     // Its sender pays for what the room stores and sends (the diff carries the
-                    // document's whole delete set), from what they may send.
-                    let (limits, cost) = (self.config, gained.len() as u64);
+                    // document's whole delete set), from what they may send, and at least the
+                    // document's size (the diff is a walk over every client).
+                    let cost = gained.len().max(self.stored_bytes()) as u64;
+                    let limits = self.config;
                     let budget = self.budget_of(conn);
                     budget.bytes.charge(
                         limits.bytes_per_sec,
@@ -938,20 +936,18 @@ impl DocRoom {
     /// at the bound must not make the room re-encode the whole document for each). An update
     /// whose deletions the document holds already (a sync step 2 repeats its sender's whole
     /// delete set) adds only its blocks' bytes.
-    fn fits_the_bound(
-        &mut self,
-        checked: &Checked<'_>,
-        len: usize,
-        payer: Option<(ConnId, u64)>,
-    ) -> Result<(), DocError> {
+    fn fits_the_bound(&mut self, checked: &Checked<'_>, len: usize) -> Result<(), DocError> {
+        let payer = checked.measures;
         let max = self.config.max_doc_bytes;
         if self.stored_bytes() + len > max && self.log_bytes > 0 {
             self.fold_to_measure(payer);
         }
-        if self.stored_bytes() + len > max {
+        if self.stored_bytes() + len > max && !checked.shape.over {
+            // Its deletions' bytes count in proportion to the deletions that are new.
             let shape = checked.shape;
-            let repeats = !shape.over && self.fresh_deletes(shape, &checked.fresh) == 0;
-            let len = if repeats { len.saturating_sub(shape.delete_bytes) } else { len };
+            let fresh = self.fresh_deletes(shape, &checked.fresh, payer);
+            let ranges = shape.deletes.len().max(1);
+            let len = len - shape.delete_bytes + shape.delete_bytes * fresh.min(ranges) / ranges;
             if self.stored_bytes() + len > max {
                 return Err(DocError::TooLarge);
             }
@@ -974,6 +970,7 @@ impl DocRoom {
 
     /// Stores `update` (already applied), then shows it to every socket but its sender's.
     fn stored(&mut self, update: Vec<u8>, from: Option<ConnId>) {
+        self.deleted = None; // the document changed
         if self.shadow.as_ref().is_some_and(|copy| !rules::apply(copy, &update)) {
             self.shadow = None;
         }
@@ -1070,6 +1067,13 @@ impl DocRoom {
     #[cfg(test)]
     pub(crate) fn nesting_entries(&self) -> Option<usize> {
         self.census.as_ref().map(|c| c.nesting.entries())
+    }
+
+    /// Whether the room holds the document's deleted ranges from a walk, and how many walks it
+    /// made for them (see [`Self::fresh_deletes`]).
+    #[cfg(test)]
+    pub(crate) fn deleted_ranges(&self) -> (bool, usize) {
+        (self.deleted.is_some(), self.walks)
     }
 
     /// Blocks the census holds, if it is built.

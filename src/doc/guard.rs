@@ -42,9 +42,10 @@ pub struct Shape {
     /// Bytes of its delete set, at its end: a sync step 2 repeats its sender's whole delete
     /// set, which adds nothing to a document that holds it already.
     pub delete_bytes: usize,
-    /// Its GC blocks (a deleted range each, no item): `yrs` keeps each as a block of its own
-    /// (24 bytes natively), so they count toward the document's blocks like items.
-    pub gc: usize,
+    /// Its GC blocks `(client, start, end)` (a deleted range each, no item), up to
+    /// [`MAX_BLOCKS`]: `yrs` decodes each into a block of its own (24 bytes natively), so they
+    /// count toward the document's blocks like items.
+    pub gcs: Vec<(u64, u32, u32)>,
     /// It deletes more ranges, or brings more GC blocks, than a document may hold blocks:
     /// refused `document_too_large` (`census::added`), its ranges past that not kept. Kept,
     /// two million one-unit ranges of a 4 MiB update made a 48 MiB list before the room
@@ -195,6 +196,11 @@ pub fn check_state_vector(sv: &[u8]) -> Result<(), DocError> {
 fn check(update: &[u8]) -> Result<Shape, DocError> {
     let mut walk = Walk::new(update);
     walk.update().map_err(|()| DocError::Malformed)?;
+    if walk.left() > 0 {
+        // `yrs` reads no further, but the room would store and send them (4 MiB of padding
+        // after a delete set it takes as repeated, past the document's bound).
+        return Err(DocError::Malformed);
+    }
     Ok(walk.shape)
 }
 
@@ -317,11 +323,17 @@ impl Walk<'_> {
         if info == 0 || info == 10 {
             // GC and skip: a length (`yrs` matches the whole byte).
             self.shape.skips |= info == 10;
+            let len = self.clock()?;
             if info == 0 {
-                self.shape.gc += 1;
-                self.shape.over |= self.shape.gc > MAX_BLOCKS;
+                if self.shape.gcs.len() < MAX_BLOCKS {
+                    // Clocks past a u32 are refused by the caller (as `yrs` keeps them in one).
+                    let end = clock.saturating_add(len).min(u64::from(u32::MAX));
+                    self.shape.gcs.push((client, clock as u32, end as u32));
+                } else {
+                    self.shape.over = true;
+                }
             }
-            return Ok((self.clock()?, 0));
+            return Ok((len, 0));
         }
         let (origin, right) = (info & 0x80 != 0, info & 0x40 != 0);
         let left = if origin { Some(self.id()?) } else { None };
@@ -486,6 +498,23 @@ mod tests {
         }
         assert_eq!(u.len(), 7);
         assert_eq!(check_update(&u), Err(DocError::Malformed));
+    }
+
+    #[test]
+    fn bytes_after_the_delete_set_are_refused() {
+        // `yrs` reads no further, but the room would store and send them to everyone.
+        let doc = Doc::with_client_id(7);
+        let text = doc.get_or_insert_text("text");
+        let update = {
+            let mut txn = doc.transact_mut();
+            text.insert(&mut txn, 0, "x");
+            txn.encode_update_v1()
+        };
+        check_update(&update).unwrap();
+        let mut padded = update.clone();
+        padded.extend([0; 1000]);
+        assert!(Update::decode_v1(&padded).is_ok(), "yrs takes it");
+        assert_eq!(check_update(&padded), Err(DocError::Malformed));
     }
 
     #[test]

@@ -259,12 +259,16 @@ fn an_editor_back_online_is_not_counted_for_the_deletions_its_sync_repeats() {
     assert!(size + 240_000 > config.max_doc_bytes, "{size} bytes: the repeat would pass");
     sim.disconnect(0);
     sim.edit(0, "!");
+    let deleted = sim.editors[0].delete_front(1); // and one deletion of its own, also offline
+    assert!(!deleted.is_empty());
     sim.connect(0);
     assert_eq!(refusals(&sim), vec![], "the editor's sync is taken");
     let text = sim.stored_text();
     assert!(text.ends_with('!'), "the offline edit is stored");
+    assert_eq!(text.len(), chars / 2 + chars, "and its deletion: one 'b' for the '!'");
     assert_eq!(sim.editors[1].text(), text, "and shown");
     // A deletion the document does not hold yet still counts: the second cut is refused.
+    sim.now += 10_000; // (its sender paid for the measures at the bound in the first)
     sim.send(1, &wire::update(&every_other(chars as u64, chars as u64)));
     assert_eq!(refusals(&sim), vec![DocError::TooLarge]);
 }
@@ -597,4 +601,80 @@ fn a_member_who_shows_a_new_client_in_every_frame_keeps_only_her_newest_bound() 
     assert!(sim.stored.writers.contains(&(6_015, "user2".into())), "her newest is bound");
     assert_eq!(refusals(&sim), vec![]);
     assert!(sim.stored.writers.contains(&(101, "user1".into())), "Bob's stays");
+}
+
+#[test]
+fn repeating_a_deletion_at_the_bound_makes_the_room_walk_the_document_once() {
+    // At the block bound each update that deletes is counted again with only its new
+    // deletions, which takes the document's deleted ranges: a walk over all of it. Mallory sends
+    // one deletion the document holds already, frame after frame: the walk is kept until the
+    // document changes, and she pays for it once (as for a fold), not the room for each frame.
+    let config = DocConfig { frames_per_sec: 10_000, frame_burst: 10_000, ..DocConfig::default() };
+    let mut sim = Sim::new(config, 2);
+    sim.connect(0);
+    sim.connect(1);
+    long_insertions(&mut sim, 120_000);
+    sim.send(1, &wire::update(&every_other(0, 120_000)));
+    sim.room.compact();
+    sim.apply();
+    // Cut the second run up to the bound, exactly (each cut is two blocks more).
+    let left = crate::doc::MAX_BLOCKS - sim.room.census_blocks().expect("counted");
+    sim.send(1, &wire::update(&every_other(120_000, 2 * (left as u64 / 2))));
+    sim.room.compact();
+    sim.apply();
+    assert_eq!(refusals(&sim), vec![]);
+    assert!(sim.room.census_blocks().expect("counted") + 2 > crate::doc::MAX_BLOCKS);
+    let repeat = every_other(0, 2); // the first character, deleted already
+    let (_, walks) = sim.room.deleted_ranges();
+    for _ in 0..50 {
+        sim.send(1, &wire::update(&repeat));
+        sim.now += 10;
+    }
+    let (held, after) = sim.room.deleted_ranges();
+    assert!(held && after <= walks + 1, "{} walks for 50 repeats", after - walks);
+    assert_eq!(refusals(&sim), vec![], "each repeat is taken (it changes nothing)");
+    assert!(sim.editors.iter().all(|e| e.conn.is_some()), "nobody was closed");
+    // A change lets them go (here the room's own: at the bound no member's adds a block): the
+    // next count walks the document as it is then.
+    sim.room
+        .server_edit(|txn| {
+            use yrs::{Text, WriteTxn};
+            let text = txn.get_or_insert_text("text");
+            text.insert(txn, 0, "z");
+        })
+        .expect("the room's own edit");
+    sim.apply();
+    assert!(!sim.room.deleted_ranges().0, "let go at the change");
+    assert!(sim.editors[0].text().starts_with('z'));
+}
+
+#[test]
+fn gc_blocks_the_document_holds_already_add_nothing_to_its_count() {
+    // GC blocks of a client the document holds up to a clock are trimmed away by `yrs`:
+    // counted, a member could grow the count for free (400 KB of them to the bound), and the
+    // next editor's keystroke pay for the recount.
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    sim.connect(1);
+    sim.edit(0, &"a".repeat(1_000)); // client 100, clocks 0..1000
+    sim.edit(0, "b");
+    let counted = sim.room.census_blocks().expect("counted");
+    let repeat = {
+        use yrs::encoding::write::Write;
+        let mut u = Vec::new();
+        u.write_var(1u32);
+        u.write_var(1_000u32); // 1,000 GC blocks of one unit, clocks 0..1000
+        u.write_var(100u64);
+        u.write_var(0u32);
+        for _ in 0..1_000 {
+            u.write_u8(0);
+            u.write_var(1u32);
+        }
+        u.write_var(0u32);
+        u
+    };
+    sim.send(1, &wire::update(&repeat));
+    assert_eq!(refusals(&sim), vec![]);
+    assert_eq!(sim.room.census_blocks(), Some(counted), "nothing new, nothing counted");
+    assert_eq!(sim.stored_text(), format!("{}b", "a".repeat(1_000)));
 }
