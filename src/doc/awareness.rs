@@ -155,6 +155,12 @@ impl Awareness {
         self.states.get(&client).filter(|s| !s.anonymous).map(|s| s.user.as_str())
     }
 
+    /// Whether a state of `client` (live, or removed and not yet forgotten) was set by another
+    /// socket than `conn`.
+    pub fn set_by_another(&self, client: u64, conn: ConnId) -> bool {
+        self.states.get(&client).is_some_and(|s| s.owner != conn)
+    }
+
     /// The live states socket `conn` holds (what its attachment keeps across hibernation).
     pub fn of_socket(&self, conn: ConnId) -> Vec<Entry> {
         self.live().filter(|(_, s)| s.owner == conn).map(|(c, s)| entry(*c, s)).collect()

@@ -85,6 +85,10 @@ struct Socket {
     opened: bool,
     /// Closed for reading too slowly; the adapter has yet to say it is gone.
     closing: bool,
+    /// Its awareness bound a Yjs client to its user ([`DocRoom::bind_shown`]): one a socket,
+    /// as a tab is one Yjs client (a member showing a new client in every frame would make the
+    /// room write rows at her frame rate; a new socket is paced by her connects).
+    bound_one: bool,
 }
 
 /// A user's budgets, shared by their sockets, and kept after their last socket closes until
@@ -174,6 +178,12 @@ pub struct DocRoom {
     deleted: Option<IdSet>,
     /// How many times it walked the document for them.
     walks: usize,
+    /// What measuring the document at a bound (a fold, a walk for the deleted ranges) cost
+    /// while the member's update being handled was checked: the document's size for each. Its
+    /// sender pays it once the update is handled ([`Self::member_update`]).
+    owed: u64,
+    /// Changes stored since the room was made (an update that changed the document or not).
+    changes: u64,
     /// What the marks ask readers for is drawn from it ([`DocRoom::with_seed`]).
     rng: fastrand::Rng,
     out: Vec<Effect>,
@@ -193,8 +203,6 @@ struct Checked<'a> {
     /// How many of the ranges it deletes the document does not hold deleted yet, once asked
     /// ([`DocRoom::fresh_deletes`]: at a bound only).
     fresh: Cell<Option<usize>>,
-    /// Who pays for measuring the document at a bound, and when (see [`DocRoom::check`]).
-    measures: Option<(ConnId, u64)>,
 }
 
 impl DocRoom {
@@ -222,6 +230,8 @@ impl DocRoom {
             census: None,
             deleted: None,
             walks: 0,
+            owed: 0,
+            changes: 0,
             rng: fastrand::Rng::with_seed(client ^ 0x9e37_79b9_7f4a_7c15),
             out: Vec::new(),
         }
@@ -354,8 +364,14 @@ impl DocRoom {
         let budget =
             self.budgets.entry(member.user.clone()).or_insert_with(|| Budget::full(&limits, now));
         budget.sockets += 1;
-        let socket =
-            Socket { member, updates, flow: Flow::default(), opened: false, closing: false };
+        let socket = Socket {
+            member,
+            updates,
+            flow: Flow::default(),
+            opened: false,
+            closing: false,
+            bound_one: false,
+        };
         self.sockets.insert(conn, socket);
     }
 
@@ -514,10 +530,22 @@ impl DocRoom {
                     anonymous: member.anonymous,
                     may_claim: &may_claim,
                 };
+                // The first new client this socket shows, if no other socket set its state
+                // (an anonymous tab's removed state is anyone's, but not to bind).
+                let shown =
+                    (!member.anonymous && !member.read_only && !self.sockets[&conn].bound_one)
+                        .then(|| {
+                            entries.iter().find(|e| {
+                                !e.is_removal()
+                                    && self.writers.owner(e.client).is_none()
+                                    && !self.awareness.set_by_another(e.client, conn)
+                            })
+                        })
+                        .flatten()
+                        .map(|e| e.client);
                 let changed = self.awareness.apply(conn, who, entries, now, bounds)?;
-                if !member.anonymous && !member.read_only {
-                    let user = member.user.clone();
-                    self.bind_shown(&user, &changed);
+                if let Some(client) = shown.filter(|c| changed.iter().any(|e| e.client == *c)) {
+                    self.bind_shown(conn, client);
                 }
                 if !changed.is_empty() {
                     // To the sender too, as y-websocket's own server does: a stock client
@@ -553,6 +581,31 @@ impl DocRoom {
         shape: &Shape,
         counted: bool,
     ) -> Result<(), DocError> {
+        let changes = self.changes;
+        self.owed = 0;
+        let result = self.take_member_update(now, conn, bytes, shape, counted);
+        // Measuring the document at a bound is paid by the sender, its size for each fold or
+        // walk: an update taken and one past the bound by turns, or a deletion repeated at the
+        // bound, cannot make the room measure the whole document for each. An editor's answer
+        // to a mark (the room asked for it; it repeats the editor's whole delete set) pays only
+        // if it changed the document: each measure then follows a change someone paid for.
+        let owed = std::mem::take(&mut self.owed);
+        if owed > 0 && (counted || self.changes != changes) && self.sockets.contains_key(&conn) {
+            let limits = self.config;
+            let budget = self.budget_of(conn);
+            budget.bytes.charge(limits.bytes_per_sec, limits.byte_burst(), owed, now);
+        }
+        result
+    }
+
+    fn take_member_update(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        bytes: Vec<u8>,
+        shape: &Shape,
+        counted: bool,
+    ) -> Result<(), DocError> {
         let socket = self.sockets.get_mut(&conn).expect("checked by the caller");
         if !counted && socket.member.read_only {
             return Ok(()); // a reader's answer to a mark: nothing of theirs is taken anyway
@@ -569,7 +622,7 @@ impl DocRoom {
             }
             // Checked before `yrs` decodes it (its blocks cost memory) and before the rules
             // see it (their copy of the document must not take what the room refuses).
-            let checked = self.check(now, Some(conn), shape, counted)?;
+            let checked = self.check(now, Some(conn), shape)?;
             let update = Update::decode_v1(&bytes).map_err(|_| DocError::BadUpdate)?;
             self.ruled_update(now, conn, update, &bytes, checked)?;
         } else if !self.fits(shape) {
@@ -645,7 +698,7 @@ impl DocRoom {
     /// shown to every socket like a member's.
     pub fn server_update(&mut self, bytes: &[u8]) -> Result<(), DocError> {
         let shape = check_update(bytes)?;
-        let checked = self.check(0, None, &shape, false)?; // no sender: `now` goes unused
+        let checked = self.check(0, None, &shape)?; // no sender to charge: `now` goes unused
         let update = Update::decode_v1(bytes).map_err(|_| DocError::BadUpdate)?;
         self.apply_and_store(update, bytes, None, checked)
     }
@@ -666,7 +719,6 @@ impl DocRoom {
         now: u64,
         payer: Option<ConnId>,
         shape: &'a Shape,
-        pays: bool,
     ) -> Result<Checked<'a>, DocError> {
         let before = Clocks::of(&self.doc, shape);
         let known = before.known();
@@ -674,9 +726,6 @@ impl DocRoom {
             return Err(DocError::MissingDependencies);
         }
         let (claims, writer) = self.claims(shape, &known, payer)?;
-        // Who pays for measuring the document at a bound: the sender, but not for its answer
-        // to a mark (the room asked for it; an editor's answer repeats its whole delete set).
-        let measures = payer.filter(|_| pays).map(|conn| (conn, now));
         let census = self.census();
         let placement = census.nesting.place(shape, &known)?;
         if placement.deepest > MAX_NESTING {
@@ -686,11 +735,11 @@ impl DocRoom {
         let fresh = Cell::new(None);
         if census.blocks.saturating_add(blocks) > MAX_BLOCKS {
             if census.grown {
-                self.fold_to_measure(measures);
+                self.fold_to_measure();
             }
             if self.census().blocks.saturating_add(blocks) > MAX_BLOCKS && !shape.over {
                 // Counted again with only the deletions that are new (see `fresh_deletes`).
-                let fresh_deletes = self.fresh_deletes(shape, &fresh, measures);
+                let fresh_deletes = self.fresh_deletes(shape, &fresh);
                 blocks = census::new_blocks(shape, &known) + 2 * fresh_deletes;
             }
             if self.census().blocks.saturating_add(blocks) > MAX_BLOCKS {
@@ -698,29 +747,22 @@ impl DocRoom {
             }
         }
         drop(known);
-        Ok(Checked { now, shape, placement, before, claims, writer, fresh, measures })
+        Ok(Checked { now, shape, placement, before, claims, writer, fresh })
     }
 
     /// How many of the ranges an update of `shape` deletes the document does not hold deleted
     /// yet (kept in `fresh` once counted). The document's deleted ranges are a walk over all of
-    /// it: kept until the document changes, and paid for by `payer` (the sender, at `now`) as
-    /// for a fold, so that updates repeating a deletion at a bound cannot make the room walk
-    /// the document for each.
-    fn fresh_deletes(
-        &mut self,
-        shape: &Shape,
-        fresh: &Cell<Option<usize>>,
-        payer: Option<(ConnId, u64)>,
-    ) -> usize {
+    /// it: kept until the document changes, and owed by the sender as for a fold (see
+    /// [`Self::member_update`]), so that updates repeating a deletion at a bound cannot make the
+    /// room walk the document for each.
+    fn fresh_deletes(&mut self, shape: &Shape, fresh: &Cell<Option<usize>>) -> usize {
         if let Some(n) = fresh.get() {
             return n;
         }
         if self.deleted.is_none() {
             self.deleted = Some(self.doc.transact().snapshot().delete_set);
             self.walks += 1;
-            if let Some((conn, now)) = payer.filter(|(conn, _)| self.sockets.contains_key(conn)) {
-                self.copy_lost_by(conn, now);
-            }
+            self.owed = self.owed.saturating_add(self.stored_bytes() as u64);
         }
         let n = self.deleted.as_ref().map_or(0, |deleted| census::fresh_deletes(shape, deleted));
         fresh.set(Some(n));
@@ -786,28 +828,27 @@ impl DocRoom {
         }
     }
 
-    /// Binds the clients `user`'s awareness shows (not those it removes) to them, and stores it
+    /// Binds `client`, which socket `conn`'s awareness shows first, to its user, and stores it
     /// ([`Writers::bind_shown`]): a client is its editor's from its first cursor, not only from
-    /// its first edit, across reloads too.
-    fn bind_shown(&mut self, user: &str, shown: &[Entry]) {
-        let (mut bound, mut unbound) = (Vec::new(), Vec::new());
-        {
-            let txn = self.doc.transact();
-            let store = txn.store();
-            let written = |client: u64| clock_of(store, client) > 0;
-            for entry in shown.iter().filter(|e| !e.is_removal()) {
-                let (new, made_way) = self.writers.bind_shown(entry.client, user, written);
-                if new {
-                    bound.push(entry.client);
-                }
-                unbound.extend(made_way);
-            }
+    /// its first edit, across reloads too. Not a client that has written (unbound, it wrote
+    /// without a token or before bindings were stored: its first writer since binds it).
+    fn bind_shown(&mut self, conn: ConnId, client: u64) {
+        let Some(socket) = self.sockets.get_mut(&conn) else { return };
+        let user = socket.member.user.clone();
+        let txn = self.doc.transact();
+        let store = txn.store();
+        if clock_of(store, client) > 0 {
+            return;
         }
+        let written = |client: u64| clock_of(store, client) > 0;
+        let (new, unbound) = self.writers.bind_shown(client, &user, written);
+        drop(txn);
+        socket.bound_one |= new;
         if !unbound.is_empty() {
             self.out.push(Effect::Unbind { clients: unbound });
         }
-        if !bound.is_empty() {
-            self.out.push(Effect::Bind { clients: bound, user: user.to_owned() });
+        if new {
+            self.out.push(Effect::Bind { clients: vec![client], user });
         }
     }
 
@@ -937,17 +978,18 @@ impl DocRoom {
     /// whose deletions the document holds already (a sync step 2 repeats its sender's whole
     /// delete set) adds only its blocks' bytes.
     fn fits_the_bound(&mut self, checked: &Checked<'_>, len: usize) -> Result<(), DocError> {
-        let payer = checked.measures;
         let max = self.config.max_doc_bytes;
         if self.stored_bytes() + len > max && self.log_bytes > 0 {
-            self.fold_to_measure(payer);
+            self.fold_to_measure();
         }
         if self.stored_bytes() + len > max && !checked.shape.over {
             // Its deletions' bytes count in proportion to the deletions that are new.
             let shape = checked.shape;
-            let fresh = self.fresh_deletes(shape, &checked.fresh, payer);
-            let ranges = shape.deletes.len().max(1);
-            let len = len - shape.delete_bytes + shape.delete_bytes * fresh.min(ranges) / ranges;
+            let fresh = self.fresh_deletes(shape, &checked.fresh);
+            let ranges = shape.deletes.len().max(1) as u64;
+            // In u64: a delete set of 500 KB times 50,000 new ranges passes a u32 (Wasm's usize).
+            let counted = shape.delete_bytes as u64 * (fresh as u64).min(ranges) / ranges;
+            let len = len - shape.delete_bytes + counted as usize;
             if self.stored_bytes() + len > max {
                 return Err(DocError::TooLarge);
             }
@@ -956,21 +998,17 @@ impl DocRoom {
     }
 
     /// Folds the log to measure the document at a bound, which recounts its blocks too. The
-    /// member whose update asked for it (`payer`, at `now`) pays the document's size from
-    /// what they may send: an accepted update and one past the bound by turns must not make
-    /// the room encode and store the whole document for each pair.
-    fn fold_to_measure(&mut self, payer: Option<(ConnId, u64)>) {
+    /// member whose update asked for it owes the document's size (see
+    /// [`Self::member_update`]).
+    fn fold_to_measure(&mut self) {
         self.compact();
-        if let Some((conn, now)) = payer {
-            if self.sockets.contains_key(&conn) {
-                self.copy_lost_by(conn, now);
-            }
-        }
+        self.owed = self.owed.saturating_add(self.stored_bytes() as u64);
     }
 
     /// Stores `update` (already applied), then shows it to every socket but its sender's.
     fn stored(&mut self, update: Vec<u8>, from: Option<ConnId>) {
         self.deleted = None; // the document changed
+        self.changes += 1;
         if self.shadow.as_ref().is_some_and(|copy| !rules::apply(copy, &update)) {
             self.shadow = None;
         }

@@ -499,24 +499,22 @@ async fn restart_loses_nothing_saved() -> R {
     Ok(())
 }
 
-/// Bob shows a cursor `loads` times, each time for a new Yjs client (the one before removed),
-/// as a tab reloaded that many times without writing; returns the clients, oldest first.
+/// Bob shows a cursor `loads` times, each on a new socket for a new Yjs client, as a tab
+/// reloaded that many times without writing (a socket binds one); returns the clients, oldest
+/// first.
 async fn bob_shows_clients(port: u16, room: &str, loads: u64) -> R<Vec<u64>> {
     use futures_util::SinkExt;
     use homeroom::doc::wire::{self, Entry};
     use tokio_tungstenite::tungstenite::Message;
-    let mut bob = doc_socket(port, room, "bob").await?;
     let clients: Vec<u64> = (0..loads).map(|i| 7_000 + i).collect();
-    for (i, &client) in clients.iter().enumerate() {
-        let mut entries = vec![Entry { client, clock: 1, json: r#"{"name":"bob"}"#.into() }];
-        if i > 0 {
-            entries.push(Entry { client: client - 1, clock: 2, json: "null".into() });
-        }
+    for &client in &clients {
+        let mut bob = doc_socket(port, room, "bob").await?;
+        let entries = [Entry { client, clock: 1, json: r#"{"name":"bob"}"#.into() }];
         let frame = wire::awareness(entries.iter());
         bob.send(Message::Binary(frame.into())).await.map_err(|e| format!("bob: {e}"))?;
+        // Answered after the frame before it was handled (and its binding stored).
+        read_all(&mut bob, "bob").await?;
     }
-    // Answered after every frame before it was handled (and its bindings stored).
-    read_all(&mut bob, "bob").await?;
     Ok(clients)
 }
 

@@ -568,39 +568,70 @@ fn a_client_shown_before_its_first_edit_stays_its_editors_after_a_reload() {
 }
 
 #[test]
-fn a_member_who_shows_a_new_client_in_every_frame_keeps_only_her_newest_bound() {
-    // Each shown client is a stored row: Mallory shows 200 clients one after another. She keeps
-    // her newest 16 (those never written for); the rows of the rest go, Bob's stays.
+fn a_member_who_shows_new_clients_keeps_one_a_socket_and_only_her_newest_bound() {
+    // Each shown client is a stored row. Mallory shows 200 clients one after another on one
+    // socket: only the first is bound (a tab is one client), no row a frame. Then she
+    // reconnects 40 times, a new client each: she keeps her newest 16 (those never written
+    // for), the rows of the rest go; Bob's stays.
     let mut sim = Sim::new(DocConfig::default(), 3);
     sim.connect(1); // Bob: Yjs client 101
     sim.connect(2); // Mallory
     let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
     sim.send(1, &wire::awareness(cursor.iter()));
-    for client in 5_000..5_200u64 {
+    let show = |sim: &mut Sim, client: u64| {
         let old = wire::Entry { client: client - 1, clock: 2, json: "null".into() };
         let new = wire::Entry { client, clock: 1, json: r#"{"name":"m"}"#.into() };
         sim.send(2, &wire::awareness([old, new].iter()));
-        sim.now += 1_000;
+    };
+    let rows = |sim: &Sim| sim.stored.writers.iter().filter(|(_, u)| u == "user2").count();
+    for client in 5_000..5_200u64 {
+        show(&mut sim, client);
     }
-    let of = |user: &str| sim.stored.writers.iter().filter(|(_, u)| u == user).count();
-    assert_eq!(of("user2"), crate::doc::writers::SHOWN_PER_USER, "{:?}", sim.stored.writers);
+    assert_eq!(rows(&sim), 1, "{:?}", sim.stored.writers);
+    for client in 6_000..6_040u64 {
+        sim.disconnect(2);
+        sim.now += 1_000; // her connects are paced
+        sim.connect(2);
+        show(&mut sim, client);
+    }
+    assert_eq!(rows(&sim), crate::doc::writers::SHOWN_PER_USER, "{:?}", sim.stored.writers);
     assert!(sim.stored.writers.contains(&(101, "user1".into())), "Bob's stays");
-    assert!(sim.stored.writers.contains(&(5_199, "user2".into())), "her newest stays");
+    assert!(sim.stored.writers.contains(&(6_039, "user2".into())), "her newest stays");
     assert_eq!(refusals(&sim), vec![]);
     // After a reload, the rows she has are counted: 16 more make way for as many.
     sim.reset();
-    sim.connect(2);
-    for client in 6_000..6_016u64 {
-        let old = wire::Entry { client: client - 1, clock: 2, json: "null".into() };
-        let new = wire::Entry { client, clock: 1, json: r#"{"name":"m"}"#.into() };
-        sim.send(2, &wire::awareness([old, new].iter()));
+    for client in 7_000..7_016u64 {
+        sim.disconnect(2);
         sim.now += 1_000;
+        sim.connect(2);
+        show(&mut sim, client);
     }
-    let of = |user: &str| sim.stored.writers.iter().filter(|(_, u)| u == user).count();
-    assert_eq!(of("user2"), crate::doc::writers::SHOWN_PER_USER, "{:?}", sim.stored.writers);
-    assert!(sim.stored.writers.contains(&(6_015, "user2".into())), "her newest is bound");
-    assert_eq!(refusals(&sim), vec![]);
+    assert_eq!(rows(&sim), crate::doc::writers::SHOWN_PER_USER, "{:?}", sim.stored.writers);
+    assert!(sim.stored.writers.contains(&(7_015, "user2".into())), "her newest is bound");
     assert!(sim.stored.writers.contains(&(101, "user1".into())), "Bob's stays");
+    assert_eq!(refusals(&sim), vec![]);
+}
+
+#[test]
+fn a_client_that_wrote_without_a_token_is_not_bound_by_a_cursor() {
+    // Carol (no token: anonymous dev mode) wrote as client 102 and left; her removed state is
+    // anyone's to set. Mallory shows client 102 in her awareness: it is not bound to her (her
+    // cursor holds it while it lives, as before), so after a reload Carol's tab, back as
+    // another socket, still writes for it.
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(0);
+    let carol = Member { anonymous: true, ..member("carol-socket-1") };
+    sim.connect_as(2, carol);
+    sim.edit(2, "hi");
+    sim.disconnect(2);
+    sim.connect(1); // Mallory
+    let cursor = [wire::Entry { client: 102, clock: 5, json: r#"{"name":"m"}"#.into() }];
+    sim.send(1, &wire::awareness(cursor.iter()));
+    assert!(sim.stored.writers.iter().all(|(c, _)| *c != 102), "{:?}", sim.stored.writers);
+    sim.reset();
+    sim.connect_as(2, Member { anonymous: true, ..member("carol-socket-2") });
+    sim.edit(2, "!");
+    assert_eq!(sim.stored_text(), "hi!");
 }
 
 #[test]

@@ -272,9 +272,12 @@ impl ClientBlockList {
     /// shrank: an update of 150,000 GC blocks side by side (or a run of one-character items)
     /// for a new client grew its list to 150,000 blocks, merged into one, and the room stayed
     /// (24 bytes a block natively), for every such client, as long as the document lived.
+    /// Past four times its length, down to one and a half: a list a few merges shrink and the
+    /// next push grows is not copied whole each time.
     fn shrink_if_sparse(&mut self) {
-        if self.inner.capacity() > 2 * self.inner.len() + 16 {
-            self.inner.shrink_to_fit();
+        let len = self.inner.len();
+        if self.inner.capacity() > 4 * len + 16 {
+            self.inner.shrink_to(len + len / 2 + 16);
         }
     }
 
