@@ -519,42 +519,7 @@ impl DocRoom {
                 let counted = !(step2 && self.answers_a_later_mark(conn, &shape)?);
                 self.member_update(now, conn, bytes, &shape, counted)?;
             }
-            Message::Awareness(entries) => {
-                let bounds = self.bounds();
-                let member = &self.sockets[&conn].member;
-                let writers = &self.writers;
-                let may_claim =
-                    |client: u64| writers.owner(client).is_none_or(|o| o == member.user);
-                let who = Claimant {
-                    user: &member.user,
-                    anonymous: member.anonymous,
-                    may_claim: &may_claim,
-                };
-                // The first new client this socket shows, if no other socket set its state
-                // (an anonymous tab's removed state is anyone's, but not to bind).
-                let shown =
-                    (!member.anonymous && !member.read_only && !self.sockets[&conn].bound_one)
-                        .then(|| {
-                            entries.iter().find(|e| {
-                                !e.is_removal()
-                                    && self.writers.owner(e.client).is_none()
-                                    && !self.awareness.set_by_another(e.client, conn)
-                            })
-                        })
-                        .flatten()
-                        .map(|e| e.client);
-                let changed = self.awareness.apply(conn, who, entries, now, bounds)?;
-                if let Some(client) = shown.filter(|c| changed.iter().any(|e| e.client == *c)) {
-                    self.bind_shown(conn, client);
-                }
-                if !changed.is_empty() {
-                    // To the sender too, as y-websocket's own server does: a stock client
-                    // alone in the room hears its own renewals, or it takes the silence for a
-                    // dead socket after 30 s and reconnects.
-                    self.broadcast(None, wire::awareness(changed.iter()));
-                    self.out.push(Effect::Remember(conn));
-                }
-            }
+            Message::Awareness(entries) => self.awareness_frame(now, conn, entries)?,
             Message::QueryAwareness => {
                 // Paid for like a sync step 1's answer: a one-byte ask answered with every
                 // cursor (up to 32 KiB a socket's worth) was 32 MB a second for 100 asks.
@@ -568,6 +533,46 @@ impl DocRoom {
                 self.send(conn, answer);
             }
             Message::Ignored(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Awareness states from socket `conn`: applied, bound if it is the first new client the
+    /// socket shows ([`Self::bind_shown`]), and shown to every socket.
+    fn awareness_frame(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        entries: Vec<Entry>,
+    ) -> Result<(), DocError> {
+        let bounds = self.bounds();
+        let member = &self.sockets[&conn].member;
+        let writers = &self.writers;
+        let may_claim = |client: u64| writers.owner(client).is_none_or(|o| o == member.user);
+        let who =
+            Claimant { user: &member.user, anonymous: member.anonymous, may_claim: &may_claim };
+        // The first new client this socket shows, if no other socket set its state
+        // (an anonymous tab's removed state is anyone's, but not to bind).
+        let shown = (!member.anonymous && !member.read_only && !self.sockets[&conn].bound_one)
+            .then(|| {
+                entries.iter().find(|e| {
+                    !e.is_removal()
+                        && self.writers.owner(e.client).is_none()
+                        && !self.awareness.set_by_another(e.client, conn)
+                })
+            })
+            .flatten()
+            .map(|e| e.client);
+        let changed = self.awareness.apply(conn, who, entries, now, bounds)?;
+        if let Some(client) = shown.filter(|c| changed.iter().any(|e| e.client == *c)) {
+            self.bind_shown(conn, client);
+        }
+        if !changed.is_empty() {
+            // To the sender too, as y-websocket's own server does: a stock client
+            // alone in the room hears its own renewals, or it takes the silence for a
+            // dead socket after 30 s and reconnects.
+            self.broadcast(None, wire::awareness(changed.iter()));
+            self.out.push(Effect::Remember(conn));
         }
         Ok(())
     }
