@@ -17,8 +17,6 @@
 //! it may add at most ([`added`]). An update that would pass the bound is refused
 //! `document_too_large`, after one recount if the document changed since the last.
 
-use yrs::{ClientID, IdSet};
-
 use super::guard::{check_update, Shape};
 use super::nesting::Nesting;
 use super::tails::Tails;
@@ -68,27 +66,21 @@ pub fn new_blocks(shape: &Shape, known: impl Fn(u64) -> u64) -> usize {
 }
 
 /// How many of the ranges an update of this shape deletes are not deleted already in a
-/// document whose deleted ranges are `deleted`: what its deletions may cut. A sync step 2
-/// repeats its sender's whole delete set, so an editor who typed one character offline in a
-/// document cut into 60,000 pieces was counted 120,000 blocks, and refused at each reconnect.
-/// A walk over both, each sorted: linear in their lengths.
-pub fn fresh_deletes(shape: &Shape, deleted: &IdSet) -> usize {
+/// document whose deleted ranges are `deleted` (sorted by client and start, disjoint: as the
+/// document's encoding lists them): what its deletions may cut. A sync step 2 repeats its
+/// sender's whole delete set, so an editor who typed one character offline in a document cut
+/// into 60,000 pieces was counted 120,000 blocks, and refused at each reconnect. A walk over
+/// both, each sorted: linear in their lengths.
+pub fn fresh_deletes(shape: &Shape, deleted: &[(u64, u64, u64)]) -> usize {
     let mut asked = shape.deletes.clone();
-    asked.sort_unstable();
+    super::guard::sort_ranges(&mut asked);
+    let mut held = deleted.iter().peekable();
     let mut fresh = 0;
-    for run in asked.chunk_by(|a, b| a.0 == b.0) {
-        let Some(held) = deleted.get(&ClientID::new(run[0].0)) else {
-            fresh += run.len();
-            continue;
-        };
-        let mut held = held.ranges().peekable();
-        for &(_, start, end) in run {
-            // The held ranges are disjoint and sorted: skip those that end before this one.
-            while held.next_if(|r| u64::from(r.end) <= start).is_some() {}
-            let covered =
-                held.peek().is_some_and(|r| u64::from(r.start) <= start && end <= u64::from(r.end));
-            fresh += usize::from(!covered);
-        }
+    for &(client, start, end) in &asked {
+        // Skip the held ranges before this one: of a lower client, or ending before it starts.
+        while held.next_if(|&&(c, _, e)| c < client || (c == client && e <= start)).is_some() {}
+        let covered = held.peek().is_some_and(|&&(c, s, e)| c == client && s <= start && end <= e);
+        fresh += usize::from(!covered);
     }
     fresh
 }
@@ -122,13 +114,11 @@ impl Census {
         }
     }
 
-    /// Counts the blocks again, from the document's encoding (its nesting index keeps to its
-    /// own rebuilds: [`Nesting::stale`]).
-    pub fn recount(&mut self, encoded: &[u8]) {
-        if let Ok(shape) = check_update(encoded) {
-            self.blocks = held(&shape);
-            self.grown = false;
-        }
+    /// Counts the blocks again, from the shape of the document's encoding (its nesting index
+    /// keeps to its own rebuilds: [`Nesting::stale`]).
+    pub fn recount(&mut self, encoded: &Shape) {
+        self.blocks = held(encoded);
+        self.grown = false;
     }
 
     /// Notes an update of `added` blocks at most.

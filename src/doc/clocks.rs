@@ -30,7 +30,7 @@ impl Clocks {
         clients.extend(&shape.clients);
         clients.extend(shape.deletes.iter().map(|d| d.0));
         clients.extend(shape.gcs.iter().map(|g| g.0));
-        clients.sort_unstable();
+        clients.sort(); // the rooms' sort of ids: no other kind of sort in the Wasm
         clients.dedup();
         Clocks(clients.into_iter().map(|c| (c, clock(c))).collect())
     }

@@ -7,7 +7,7 @@ use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 
 use yrs::updates::decoder::Decode;
-use yrs::{ClientID, Doc, IdSet, ReadTxn, StateVector, Transact, TransactionMut, Update};
+use yrs::{ClientID, Doc, ReadTxn, StateVector, Transact, TransactionMut, Update};
 
 use super::awareness::{Awareness, Bounds, Claimant};
 use super::census::{self, Census, MAX_BLOCKS};
@@ -15,7 +15,7 @@ use super::clocks::{clock_of, Clocks};
 use super::config::DocConfig;
 use super::error::{Consequence, DocError};
 use super::flow::{Answer, Flow, Verdict as FlowVerdict};
-use super::guard::{check_update, Shape};
+use super::guard::{check_update, sort_ranges, Shape};
 use super::nesting::{Placement, MAX_NESTING};
 use super::rules::{self, Access, Change, DocCtx, DocRules, Edit, Editor, Verdict};
 use super::tails::Ask;
@@ -173,9 +173,9 @@ pub struct DocRoom {
     /// How many blocks the document holds and how deeply its types nest; built from the
     /// document when first needed (a wake that only serves reads never builds it).
     census: Option<Census>,
-    /// The document's deleted ranges, once a check at a bound asked for them, until the
-    /// document changes ([`Self::fresh_deletes`]).
-    deleted: Option<IdSet>,
+    /// The document's deleted ranges `(client, start, end)`, sorted, once a check at a bound
+    /// asked for them, until the document changes ([`Self::fresh_deletes`]).
+    deleted: Option<Vec<(u64, u64, u64)>>,
     /// How many times it walked the document for them.
     walks: usize,
     /// What measuring the document at a bound (a fold, a walk for the deleted ranges) cost
@@ -765,11 +765,16 @@ impl DocRoom {
             return n;
         }
         if self.deleted.is_none() {
-            self.deleted = Some(self.doc.transact().snapshot().delete_set);
+            // A fold lists them (the encoding's delete set), and measures the document too.
+            self.fold(true);
             self.walks += 1;
             self.owed = self.owed.saturating_add(self.stored_bytes() as u64);
         }
-        let n = self.deleted.as_ref().map_or(0, |deleted| census::fresh_deletes(shape, deleted));
+        // Unlisted (more ranges than a document may hold blocks): all of them count.
+        let n = self
+            .deleted
+            .as_ref()
+            .map_or(shape.deletes.len(), |deleted| census::fresh_deletes(shape, deleted));
         fresh.set(Some(n));
         n
     }
@@ -1006,7 +1011,7 @@ impl DocRoom {
     /// member whose update asked for it owes the document's size (see
     /// [`Self::member_update`]).
     fn fold_to_measure(&mut self) {
-        self.compact();
+        self.fold(true); // and lists the deleted ranges, which a check at the bound may ask for
         self.owed = self.owed.saturating_add(self.stored_bytes() as u64);
     }
 
@@ -1028,9 +1033,28 @@ impl DocRoom {
 
     /// Folds the log into a snapshot of the whole document.
     pub fn compact(&mut self) {
+        self.fold(false);
+    }
+
+    /// Folds the log into a snapshot, recounting the census from it, and keeping the
+    /// document's deleted ranges it lists if `list_deleted`.
+    fn fold(&mut self, list_deleted: bool) {
         let snapshot = self.doc.transact().encode_state_as_update_v1(&StateVector::default());
-        if let Some(census) = self.census.as_mut() {
-            census.recount(&snapshot);
+        if self.census.is_some() || list_deleted {
+            let shape = check_update(&snapshot).ok();
+            if let (Some(census), Some(shape)) = (self.census.as_mut(), shape.as_ref()) {
+                census.recount(shape);
+            }
+            if list_deleted {
+                self.deleted = shape.filter(|s| !s.over).map(|s| {
+                    let mut deleted = s.deletes;
+                    sort_ranges(&mut deleted);
+                    deleted
+                });
+            }
+        }
+        if list_deleted && self.log_bytes == 0 {
+            return; // the stored snapshot is this already: nothing to store
         }
         self.snapshot_bytes = snapshot.len();
         self.log_bytes = 0;

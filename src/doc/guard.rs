@@ -139,7 +139,7 @@ impl Shape {
             return false;
         }
         let mut ranges = self.blocks.clone();
-        ranges.sort_unstable_by_key(|&(c, start, _)| (c, start));
+        sort_ranges(&mut ranges);
         let mut reach: Vec<(u64, u64)> = Vec::new(); // (client, clock known after the update)
         for (c, start, end) in ranges {
             let at = match reach.last_mut() {
@@ -163,6 +163,12 @@ impl Shape {
             .all(|id| u64::from(id.clock) < known_after(self.clients[id.client as usize]))
             && self.deletes.iter().all(|&(c, _, end)| end <= known_after(c))
     }
+}
+
+/// Sorts ranges `(client, start, end)` by client, then start (one sort for every list of
+/// ranges: each kind of sort is code in the Wasm).
+pub fn sort_ranges(ranges: &mut [(u64, u64, u64)]) {
+    ranges.sort_unstable_by_key(|&(c, start, _)| (c, start));
 }
 
 /// Whether `yrs` may decode `update` without reserving more than its bytes justify, and what

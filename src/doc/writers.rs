@@ -15,7 +15,7 @@
 //! [`SHOWN_PER_USER`] such clients that have not written, the newest: a member who shows a new
 //! client in every frame only moves her own.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 /// The writer the room's own edits and the operator's backend updates are bound to. No token's
 /// `sub` is empty, so no member is it.
@@ -36,10 +36,10 @@ pub struct Writers {
     users: Vec<String>,
     numbers: HashMap<String, u32>,
     clients: BTreeMap<u64, u32>,
-    /// Each user's clients bound from their awareness that had not written when bound, oldest
-    /// first (after a reload, in the order of their ids).
-    shown: HashMap<u32, VecDeque<u64>>,
-    shown_total: usize,
+    /// Clients bound from their user's awareness that had not written when bound, with their
+    /// user's number, oldest first (after a reload, in the order of their ids). A plain list:
+    /// a socket binds at most one, so it changes at the pace of connects.
+    shown: Vec<(u32, u64)>,
 }
 
 impl Writers {
@@ -76,21 +76,20 @@ impl Writers {
         user: &str,
         written: impl Fn(u64) -> bool,
     ) -> (bool, Vec<u64>) {
-        if self.clients.contains_key(&client) || self.shown_total >= MAX_SHOWN {
+        if self.clients.contains_key(&client) || self.shown.len() >= MAX_SHOWN {
             return (false, Vec::new());
         }
         self.bind(client, user);
         let number = self.numbers[user];
-        let queue = self.shown.entry(number).or_default();
-        queue.push_back(client);
-        self.shown_total += 1;
+        self.shown.push((number, client));
         let mut unbound = Vec::new();
-        while queue.len() > SHOWN_PER_USER {
-            let Some(old) = queue.pop_front() else { break };
-            self.shown_total -= 1;
-            if !written(old) {
-                self.clients.remove(&old);
-                unbound.push(old);
+        if self.shown.iter().filter(|&&(n, _)| n == number).count() > SHOWN_PER_USER {
+            let oldest = self.shown.iter().position(|&(n, _)| n == number);
+            if let Some((_, old)) = oldest.map(|i| self.shown.remove(i)) {
+                if !written(old) {
+                    self.clients.remove(&old);
+                    unbound.push(old);
+                }
             }
         }
         (true, unbound)
@@ -103,8 +102,7 @@ impl Writers {
         if self.users[number as usize] == ROOM_WRITER {
             return;
         }
-        self.shown.entry(number).or_default().push_back(client);
-        self.shown_total += 1;
+        self.shown.push((number, client));
     }
 }
 
