@@ -161,6 +161,7 @@ fn the_worst_documents_the_bounds_let_in_stay_within_memory() {
     assert!(held < 16 << 20, "GC blocks: {held} bytes held for a block a client");
 
     a_frame_of_gc_blocks_is_refused_before_yrs_decodes_it();
+    deletions_of_nothing_leave_nothing_behind();
     one_frame_reserves_no_more_than_its_bytes_justify();
     one_update_of_a_million_deletions_is_refused_without_listing_them();
 }
@@ -182,6 +183,40 @@ fn a_frame_of_gc_blocks_is_refused_before_yrs_decodes_it() {
     let refused = effects.iter().any(|e| matches!(e, Effect::Refused(_, DocError::TooLarge)));
     assert!(refused, "refused: {effects:?}");
     assert!(peak < 16 << 20, "the room's memory peaked {peak} bytes over where it was");
+}
+
+/// Updates whose delete sets name 60,000 clients the document does not know, each with one
+/// range of length 0: they delete nothing and add no block, so every bound passed them, but
+/// `yrs` made an empty list of blocks for each client, kept for good (found by the document
+/// fuzzer, seed 4, as a delete set that differed from storage's by an empty entry). Refused
+/// `malformed` (no encoder writes an empty range), they leave nothing.
+fn deletions_of_nothing_leave_nothing_behind() {
+    let base = LIVE.load(Ordering::Relaxed);
+    let mut room = DocRoom::new(config(), 1);
+    let mut conn = 1;
+    room.open(0, conn, mallory(false));
+    room.take_effects();
+    for round in 0..20u64 {
+        let mut u = Vec::new();
+        u.write_var(0u32); // no blocks
+        u.write_var(60_000u32);
+        for c in 0..60_000u64 {
+            u.write_var(1_000_000 + round * 60_000 + c);
+            u.write_var(1u32); // one range
+            u.write_var(0u32);
+            u.write_var(0u32); // of length 0
+        }
+        room.message(round * 1000, conn, &wire::update(&u));
+        if room.take_effects().iter().any(|e| matches!(e, Effect::Close(..))) {
+            room.close(round * 1000, conn);
+            conn += 1;
+            room.open(round * 1000, conn, mallory(false));
+            room.take_effects();
+        }
+    }
+    let held = LIVE.load(Ordering::Relaxed).saturating_sub(base);
+    println!("20 updates of 60,000 empty deletions: the room holds {:.1} MB", held as f64 / 1e6);
+    assert!(held < 1 << 20, "{held} bytes held for deletions of nothing (3.8 MB before)");
 }
 
 /// One update of `n` one-character items from `client` at the end of the text "t", each
