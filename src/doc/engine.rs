@@ -603,6 +603,7 @@ impl DocRoom {
         result
     }
 
+    /// [`Self::member_update`] without the settling of what measuring cost.
     fn take_member_update(
         &mut self,
         now: u64,

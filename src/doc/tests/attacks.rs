@@ -502,17 +502,24 @@ fn a_member_cannot_write_for_another_editors_yjs_client_even_after_a_reload() {
     sim.assert_stored_before_seen();
 }
 
+/// Three editors; the first typed "hello"; Bob (the second, Yjs client 101) shows his cursor
+/// and has not written; Mallory is the third.
+fn bob_shows_his_cursor() -> Sim {
+    let mut sim = Sim::new(DocConfig::default(), 3);
+    sim.connect(0);
+    sim.connect(1);
+    sim.connect(2);
+    sim.edit(0, "hello");
+    let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
+    sim.send(1, &wire::awareness(cursor.iter()));
+    sim
+}
+
 #[test]
 fn an_editor_that_has_not_written_yet_keeps_its_client_from_the_moment_its_cursor_shows() {
     // Bob's awareness names his Yjs client before his first edit; Mallory, reading it, wrote one
     // block for it first, and every edit of Bob's was then another user's client's.
-    let mut sim = Sim::new(DocConfig::default(), 3);
-    sim.connect(0);
-    sim.connect(1); // Bob: Yjs client 101
-    sim.connect(2); // Mallory
-    sim.edit(0, "hello");
-    let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
-    sim.send(1, &wire::awareness(cursor.iter()));
+    let mut sim = bob_shows_his_cursor();
     sim.send(2, &wire::update(&forged(&sim.room, 101, "EVIL ")));
     assert_eq!(refusals(&sim), vec![DocError::NotYourClient]);
     sim.edit(1, "!");
@@ -548,13 +555,7 @@ fn a_client_shown_before_its_first_edit_stays_its_editors_after_a_reload() {
     // reloads (an eviction, a reset): his cursor is gone. Mallory, who read the id from it,
     // writes for client 101 first; Bob's tab wakes and types: his edits were the client of
     // another user, refused `not_your_client`, and what he typed never reached anyone.
-    let mut sim = Sim::new(DocConfig::default(), 3);
-    sim.connect(0);
-    sim.connect(1); // Bob: Yjs client 101
-    sim.connect(2); // Mallory
-    sim.edit(0, "hello");
-    let cursor = [wire::Entry { client: 101, clock: 1, json: r#"{"name":"bob"}"#.into() }];
-    sim.send(1, &wire::awareness(cursor.iter()));
+    let mut sim = bob_shows_his_cursor();
     sim.disconnect(1);
     sim.reset();
     sim.connect(0);
