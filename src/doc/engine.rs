@@ -993,9 +993,12 @@ impl DocRoom {
         if self.stored_bytes() + len > max && self.log_bytes > 0 {
             self.fold_to_measure();
         }
-        if self.stored_bytes() + len > max && !checked.shape.over {
-            // Its deletions' bytes count in proportion to the deletions that are new.
+        if self.stored_bytes() + len > max {
             let shape = checked.shape;
+            if shape.over {
+                return Err(DocError::TooLarge); // (`check` refused it already)
+            }
+            // Its deletions' bytes count in proportion to the deletions that are new.
             let fresh = self.fresh_deletes(shape, &checked.fresh);
             let ranges = shape.deletes.len().max(1) as u64;
             // In u64: a delete set of 500 KB times 50,000 new ranges passes a u32 (Wasm's usize).
