@@ -12,8 +12,8 @@
 //! its user's too ([`Writers::bind_shown`]), stored like a writer's, so that a member who read the
 //! client id from a cursor cannot write for it once the cursor is gone (30 s after its socket,
 //! or at once after a reload) and take the editor's next edits from it. Each user keeps at most
-//! [`SHOWN_PER_USER`] such clients that have not written, the newest: a member who shows a new
-//! client in every frame only moves her own.
+//! [`SHOWN_PER_USER`] such clients that have not written, the newest, and a socket binds one:
+//! a member who shows a new client on every connect only moves her own rows, at that pace.
 
 use std::collections::{BTreeMap, HashMap};
 
