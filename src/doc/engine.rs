@@ -596,9 +596,7 @@ impl DocRoom {
         // if it changed the document: each measure then follows a change someone paid for.
         let owed = std::mem::take(&mut self.owed);
         if owed > 0 && (counted || self.changes != changes) && self.sockets.contains_key(&conn) {
-            let limits = self.config;
-            let budget = self.budget_of(conn);
-            budget.bytes.charge(limits.bytes_per_sec, limits.byte_burst(), owed, now);
+            self.charge(conn, owed, now);
         }
         result
     }
@@ -695,7 +693,13 @@ impl DocRoom {
     /// (as if they had sent the document). So updates the rules refuse cannot make the room
     /// copy without end (past the budget, 4029), nor make another editor pay for the copy.
     fn copy_lost_by(&mut self, conn: ConnId, now: u64) {
-        let (cost, limits) = (self.stored_bytes() as u64, self.config);
+        self.charge(conn, self.stored_bytes() as u64, now);
+    }
+
+    /// Takes `cost` bytes from what socket `conn`'s user may send (into debt: their next
+    /// frames wait for it).
+    fn charge(&mut self, conn: ConnId, cost: u64, now: u64) {
+        let limits = self.config;
         let budget = self.budget_of(conn);
         budget.bytes.charge(limits.bytes_per_sec, limits.byte_burst(), cost, now);
     }
@@ -818,14 +822,13 @@ impl DocRoom {
         Ok((claims, writer.to_owned()))
     }
 
-    /// Binds the clients `checked` brings the first blocks of to its writer: in memory, and in
-    /// storage before the update that brings them.
-    fn bind_claims(&mut self, checked: &Checked<'_>) {
+    /// Binds the clients `checked` brings the first blocks of to its writer (the document's
+    /// clocks are `after` now): in memory, and in storage before the update that brings them.
+    fn bind_claims(&mut self, checked: &Checked<'_>, after: &Clocks) {
         if checked.claims.is_empty() {
             return; // the common update: its client is bound already
         }
         // Only the clients the document took blocks of: `yrs` may stop partway through.
-        let after = Clocks::of(&self.doc, checked.shape);
         let (now, before) = (after.known(), checked.before.known());
         let writers = &mut self.writers;
         let clients: Vec<u64> = checked
@@ -873,9 +876,9 @@ impl DocRoom {
     }
 
     /// Notes in the census what an update integrated (all of it, or what came before `yrs`
-    /// stopped), and the `deleted` ranges it really deleted.
-    fn placed(&mut self, checked: &Checked<'_>, deleted: usize) {
-        let after = Clocks::of(&self.doc, checked.shape);
+    /// stopped: the document's clocks are `after` now), and the `deleted` ranges it really
+    /// deleted.
+    fn placed(&mut self, checked: &Checked<'_>, after: &Clocks, deleted: usize) {
         let before = checked.before.known();
         let added = census::new_blocks(checked.shape, &before) + 2 * deleted;
         if let Some(census) = self.census.as_mut() {
@@ -942,9 +945,11 @@ impl DocRoom {
             let applied = txn.apply_update(update);
             (applied, txn.delete_set().iter().map(|(_, ranges)| ranges.len()).sum::<usize>())
         };
-        self.placed(&checked, deleted);
-        let moved = || Clocks::of(&self.doc, checked.shape) != checked.before;
-        if applied.is_ok() && deleted == 0 && !moved() {
+        // The clocks after, once: for the census, the claims and whether anything moved.
+        let after = Clocks::of(&self.doc, checked.shape);
+        self.placed(&checked, &after, deleted);
+        let moved = after != checked.before;
+        if applied.is_ok() && deleted == 0 && !moved {
             // Nothing new (a sync step 2 that repeats what the room holds, its delete set
             // included): nothing to store or show.
             return Ok(());
@@ -955,7 +960,7 @@ impl DocRoom {
             // to the others, so storage and every editor hold what the room holds; the sender,
             // who has it all, is told the update was refused.
             self.shadow = None; // it may not hold the same part
-            if moved() {
+            if moved {
                 let sv = checked.before.in_place_of(self.doc.transact().state_vector());
                 let gained = self.doc.transact().encode_diff_v1(&sv);
                 if let Some(conn) = from {
@@ -963,21 +968,14 @@ impl DocRoom {
                     // document's whole delete set), from what they may send, and at least the
                     // document's size (the diff is a walk over every client).
                     let cost = gained.len().max(self.stored_bytes()) as u64;
-                    let limits = self.config;
-                    let budget = self.budget_of(conn);
-                    budget.bytes.charge(
-                        limits.bytes_per_sec,
-                        limits.byte_burst(),
-                        cost,
-                        checked.now,
-                    );
+                    self.charge(conn, cost, checked.now);
                 }
-                self.bind_claims(&checked);
+                self.bind_claims(&checked, &after);
                 self.stored(gained, from);
             }
             return Err(DocError::BadUpdate);
         }
-        self.bind_claims(&checked);
+        self.bind_claims(&checked, &after);
         self.stored(bytes.to_vec(), from);
         Ok(())
     }

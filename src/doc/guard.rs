@@ -167,7 +167,7 @@ impl Shape {
 
 /// Sorts ranges `(client, start, end)` by client, then start (one sort for every list of
 /// ranges: each kind of sort is code in the Wasm).
-pub fn sort_ranges(ranges: &mut [(u64, u64, u64)]) {
+pub(crate) fn sort_ranges(ranges: &mut [(u64, u64, u64)]) {
     ranges.sort_unstable_by_key(|&(c, start, _)| (c, start));
 }
 
