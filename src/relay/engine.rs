@@ -14,8 +14,9 @@ use crate::protocol::{parse, ClientFrame};
 use crate::room::flow::{Echo, Flow};
 use crate::room::outbox::{pack, Outbox};
 use crate::room::rate::{Bucket, Meter};
+
 use crate::room::state::RoomState;
-use crate::room::{Hello, RoomConfig, Time};
+use crate::room::{Error, Hello, RoomConfig, Time};
 
 mod delivery;
 
@@ -53,8 +54,12 @@ pub struct RelayStats {
     pub local_signals_refused: u64,
     /// Clients closed because they went silent past the presence TTL.
     pub timed_out: u64,
-    /// Binary frames refused past the sender's rate (no answer sent).
+    /// Binary frames, and texts with a control character, refused past the sender's rate (no
+    /// answer sent).
     pub binary_dropped: u64,
+    /// Frames refused here for their user's byte budget (not sent up: the home would refuse
+    /// them too).
+    pub bytes_refused: u64,
     /// Local signals replaced inside the coalescing window by a newer one of the same sender
     /// and topic (a stale cursor is worth nothing).
     pub signals_coalesced: u64,
@@ -382,6 +387,13 @@ impl Relay {
             let frame: Rc<str> = ServerFrame::Pong.to_text().into();
             return self.emit(vec![conn.to_owned()], frame);
         }
+        // A control character is never in a JSON frame (in a string it must be escaped): the
+        // home would answer `bad_frame`, so it is answered here. Sent up, each would be six
+        // bytes of the link's JSON (`\u0001`), and the home would unescape six times what the
+        // member sent before refusing it.
+        if text.bytes().any(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) {
+            return self.bad_text(conn);
+        }
         // An echo of one of the relay's marks is the relay's: its window is the relay's.
         if text.len() <= 256 && text.contains("\"mark\"") {
             if let Ok(ClientFrame::Mark { mark }) = parse(text) {
@@ -396,29 +408,61 @@ impl Relay {
         // an escape may spell `signal` another way (`"\u0073ignal"`): the home
         // would take it for one the relay had delivered, and send it to
         // everyone but the relay's members.
-        let mut signal = false;
+        // Every frame spends its bytes of the user's budget here first, as at the home: a frame
+        // past it goes no further, answered as the home answers it (no id: the frame is not
+        // read). Forwarded regardless, a flood of 64 KiB frames, refused at the home for bytes
+        // (which does not close the socket), cost the home's thread a parse each for free; and
+        // a client the home had not yet admitted (its relay dialing, or its open refused) sent
+        // all it could up the link. One budget for publishes and signals, or a user's publishes
+        // (the home's budget) and then signals would reach the relay's members at twice it.
+        let Some(c) = self.clients.get(conn) else {
+            return;
+        };
+        let (admitted, user) = (c.admitted, c.user.clone());
+        let (rate, burst) = (self.config.user_bytes_per_sec, self.config.user_bytes_burst);
+        if !self.user_bytes(&user).take(rate, burst, text.len() as u64, now) {
+            self.stats.bytes_refused += 1;
+            if admitted {
+                let refusal = Error::BytesLimited { per_sec: rate };
+                let message = refusal.message();
+                let frame = ServerFrame::Error {
+                    code: refusal.code(),
+                    id: None,
+                    message: &message,
+                    version: None,
+                };
+                self.emit(vec![conn.to_owned()], frame.to_text().into());
+            }
+            return;
+        }
         if text.contains("\"signal\"") || text.contains('\\') {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
-                signal = true;
-                self.signal_from(conn, &topic, &data, text.len() as u64);
+                self.signal_from(conn, &topic, &data);
             }
         }
-        if !signal {
-            // Every other frame spends the same bytes of the user's budget at the home: charged
-            // here too, or a user's publishes (the home's budget) and then signals (this one)
-            // would reach the relay's members at twice the budget.
-            let user = self.clients.get(conn).map(|c| c.user.clone()).unwrap_or_default();
-            let (now, rate, burst) =
-                (self.now, self.config.user_bytes_per_sec, self.config.user_bytes_burst);
-            self.user_bytes(&user).charge(rate, burst, text.len() as u64, now);
-        }
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
+    }
+
+    /// What the home answers a frame that is not JSON (`bad_frame`), answered here at the
+    /// room's per-connection rate (as [`Relay::binary`] answers a binary frame).
+    fn bad_text(&mut self, conn: &str) {
+        let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
+        let Some(c) = self.clients.get_mut(conn) else {
+            return;
+        };
+        if c.signals.take(rate, burst, 1, now) {
+            let message = "not a JSON object: a control character outside an escape";
+            let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
+            self.emit(vec![conn.to_owned()], frame.to_text().into());
+        } else {
+            self.stats.binary_dropped += 1;
+        }
     }
 
     /// A signal from `conn`, for the relay's other members at the room's per-connection rate
     /// and its user's byte budget (a user's 64 KiB signals, each on a topic of its own, would
     /// otherwise reach every member here faster than any may read).
-    fn signal_from(&mut self, conn: &str, topic: &str, data: &RawValue, bytes: u64) {
+    fn signal_from(&mut self, conn: &str, topic: &str, data: &RawValue) {
         let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
         let Some(c) = self.clients.get_mut(conn) else {
             return;
@@ -427,11 +471,7 @@ impl Relay {
             self.stats.local_signals_refused += 1;
             return;
         }
-        let (session, user) = (c.session.clone(), c.user.clone());
-        if !self.take_signal_bytes(&user, bytes) {
-            self.stats.local_signals_refused += 1;
-            return;
-        }
+        let session = c.session.clone();
         let frame: Rc<str> =
             ServerFrame::Signal { session: &session, topic, data }.to_text().into();
         self.stats.local_signals += 1;
@@ -440,13 +480,6 @@ impl Relay {
 
     /// Entries of [`Relay::bytes_by_user`] past which a pass keeps only users with a client here.
     const BUDGETS_ABOVE: usize = 256;
-
-    /// Takes `bytes` from `user`'s budget here for a signal it delivers itself.
-    fn take_signal_bytes(&mut self, user: &str, bytes: u64) -> bool {
-        let (now, c) = (self.now, &self.config);
-        let (rate, burst) = (c.user_bytes_per_sec, c.user_bytes_burst);
-        self.user_bytes(user).take(rate, burst, bytes, now)
-    }
 
     /// `user`'s byte budget here (a full one for a user it has none of).
     fn user_bytes(&mut self, user: &str) -> &mut Bucket {

@@ -104,6 +104,8 @@ pub struct Topo {
     /// takes its clients' echoes itself: none should cross).
     pub up_messages: u64,
     pub up_echoes: u64,
+    /// Bytes of the messages the relays sent the home.
+    pub up_bytes: u64,
     /// Messages the home refused from a stale relay instance.
     pub stale_refused: u64,
     /// Answers the home had from relays it asked for their sessions (after an eviction).
@@ -148,6 +150,7 @@ impl Topo {
             home_link_welcomes: 0,
             home_link_states: 0,
             up_messages: 0,
+            up_bytes: 0,
             up_echoes: 0,
             stale_refused: 0,
             recalled: 0,
@@ -484,6 +487,7 @@ impl Topo {
                 Output::Up(_) if self.hung.contains_key(instance) => self.hung_dropped += 1,
                 Output::Up(text) => {
                     self.up_messages += 1;
+                    self.up_bytes += text.len() as u64;
                     self.up_echoes += text.matches(r#"\"type\":\"mark\""#).count() as u64;
                     self.put(To::Home { from: instance.to_owned() }, text);
                 }

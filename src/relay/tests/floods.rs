@@ -1,0 +1,75 @@
+//! A member's flood at her relay: what crosses the link to the home, and who else pays.
+
+use super::{ann_bob_and_cat, of_type};
+
+/// A publish of about `bytes` bytes.
+fn big_publish(id: &str, bytes: usize) -> String {
+    format!(
+        r#"{{"type":"publish","id":"{id}","topic":"chat","data":{{"pad":"{}"}}}}"#,
+        "x".repeat(bytes)
+    )
+}
+
+#[test]
+fn a_flood_past_her_byte_budget_stops_at_her_relay() {
+    // Mallory sends 64 publishes of 60 KB at once (3.8 MB), well inside her frame budget's
+    // count but four times her byte budget's burst. The home refused most of them for bytes,
+    // but only after each had crossed the link and been parsed, and a byte refusal does not
+    // close the socket: the home's thread read everything she could upload, for free.
+    let (mut t, mallory, bob, _cat) = ann_bob_and_cat(25);
+    let before = t.up_bytes;
+    for i in 0..64 {
+        t.send(&mallory, &big_publish(&format!("m{i}"), 60_000));
+    }
+    t.settle();
+    let crossed = t.up_bytes - before;
+    assert!(crossed < 1_200_000, "{crossed} bytes crossed the link for her 3.8 MB");
+    assert!(t.relay("oc-0").stats().bytes_refused >= 40);
+    let refusals = t.take(&mallory);
+    let refused =
+        of_type(&refusals, "error").iter().filter(|e| e["code"] == "rate_limited").count();
+    assert!(refused >= 40, "she hears why: {refused} refusals");
+    // What her budget allowed reached Bob, in order, once.
+    let got = of_type(&t.take(&bob), "message");
+    assert!((10..=18).contains(&got.len()), "{} of her messages reached Bob", got.len());
+    assert_eq!(t.clients[&bob].closed, None);
+}
+
+#[test]
+fn a_client_not_yet_admitted_sends_up_no_more_than_her_budget() {
+    // Mallory's socket is open at her relay, its open on its way to the home (a relay that
+    // dials its home holds everything meanwhile): she sends as fast as she can. Everything
+    // went up (or was held for the link), and a dial that took long made the relay stop and
+    // close every client of the instance.
+    let (mut t, _ann, bob, _cat) = ann_bob_and_cat(200);
+    let before = t.up_bytes;
+    let mallory = t.connect("oc-0", "sess-mal1", "mallory", "OC", None);
+    for i in 0..64 {
+        t.send(&mallory, &big_publish(&format!("m{i}"), 60_000));
+    }
+    assert!(t.relay("oc-0").stats().bytes_refused >= 40);
+    t.settle();
+    let crossed = t.up_bytes - before;
+    assert!(crossed < 1_200_000, "{crossed} bytes crossed the link before her welcome");
+    assert_eq!(t.clients[&bob].closed, None);
+}
+
+#[test]
+fn a_frame_with_a_control_character_is_answered_at_the_relay_and_never_crosses_the_link() {
+    // 64 KiB of U+0001 is valid UTF-8 and no JSON at all; escaped in the link's JSON each byte
+    // became six (`\u0001`), which the home unescaped before it refused the frame.
+    let (mut t, mallory, _bob, _cat) = ann_bob_and_cat(25);
+    let before = (t.up_bytes, t.up_messages);
+    t.send(&mallory, &"\u{1}".repeat(60_000));
+    t.send(&mallory, "{\"type\":\"signal\",\"topic\":\"t\",\"data\":\"a\u{1}b\"}");
+    t.settle();
+    assert_eq!((t.up_bytes, t.up_messages), before, "nothing crossed");
+    let got = t.take(&mallory);
+    let bad = of_type(&got, "error").iter().filter(|e| e["code"] == "bad_frame").count();
+    assert_eq!(bad, 2, "{got:?}");
+    // Whitespace between a frame's tokens is JSON: it still crosses, and is taken.
+    t.send(&mallory, "{\t\"type\":\n\"publish\",\r\"id\":\"ok\",\"topic\":\"chat\",\"data\":1}");
+    t.settle();
+    let acks = of_type(&t.take(&mallory), "ack");
+    assert_eq!(acks.len(), 1, "the frame with whitespace is taken");
+}
