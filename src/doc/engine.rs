@@ -483,6 +483,13 @@ impl DocRoom {
 
     fn handle(&mut self, now: u64, conn: ConnId, frame: &[u8]) -> Result<(), DocError> {
         let Some(socket) = self.sockets.get(&conn) else { return Ok(()) };
+        // A socket whose token expired is closed at its next frame, whether or not the alarm
+        // (`tick`) has run yet: until then an editor past `exp` still changed the document.
+        if socket.member.expires.is_some_and(|at| at <= now) {
+            self.out.push(Effect::Close(conn, 4401, "token_expired".into()));
+            self.close(now, conn);
+            return Ok(());
+        }
         if frame.len() > self.config.max_frame() {
             return Err(DocError::FrameTooLarge);
         }

@@ -126,6 +126,23 @@ fn a_socket_is_closed_when_its_token_expires_and_its_awareness_goes() {
 }
 
 #[test]
+fn an_editor_past_her_tokens_expiry_changes_nothing_before_the_alarm_runs() {
+    // The room closed expired sockets only when its alarm ran (`tick`): every frame before it
+    // was applied, stored and sent on. The rooms' engine closes at the frame (`admit`).
+    let mut sim = Sim::new(DocConfig::default(), 2);
+    sim.connect(0);
+    let at = sim.now + 60_000;
+    sim.connect_as(1, Member { expires: Some(at), ..member("leaver") });
+    sim.edit(1, "before ");
+    sim.now = at; // no tick: the alarm has not run
+    sim.edit(1, "after");
+    sim.apply();
+    assert_eq!(sim.editors[1].closed, Some((4401, "token_expired".into())));
+    assert_eq!(sim.stored_text(), "before ");
+    assert_eq!(sim.editors[0].text(), "before ", "the others never see it");
+}
+
+#[test]
 fn a_member_closed_4029_who_reconnects_at_once_finds_the_budget_they_left() {
     let mut sim = Sim::new(DocConfig::default(), 2);
     sim.connect(0);
