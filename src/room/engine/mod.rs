@@ -442,7 +442,7 @@ impl Room {
         let expires = expires.map(Time::ms);
         // What the far end of a link says it can replay itself (a relay's tail), from `since`.
         let tail = since.zip(tail.filter(|_| link.is_some()));
-        if let Some(code) = self.refuse_open(now, &session, &user, expires) {
+        if let Some(code) = self.refuse_open(now, &session, &user, expires, canary) {
             self.stats.refused_opens += 1;
             self.push(Output::Close { conn, code });
             return;

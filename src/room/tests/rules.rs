@@ -455,3 +455,18 @@ fn the_health_canary_passes_a_join_that_refuses_strangers() {
     s.drop_conn(&canary);
     assert_eq!(leaves.get(), 0, "the rules heard nothing of the canary");
 }
+
+#[test]
+fn canaries_from_many_isolates_at_once_are_each_welcomed() {
+    // Each isolate runs its own canary (one at a time each), all as the user `canary`: anyone
+    // calling `/health` from enough places made more canaries than one user's connect burst
+    // (and connections), and the room closed the rest 4429 before their welcome.
+    let mut s = Sim::new(RoomConfig::default());
+    let burst = RoomConfig::default().user_connect_burst as usize;
+    let canaries: Vec<String> =
+        (0..burst * 3).map(|i| s.connect_canary(&format!("canary-{i}-abcdef"))).collect();
+    for c in &canaries {
+        assert_eq!(s.sockets[c].closed, None, "{c}");
+        assert_eq!(s.take(c)[0]["type"], "welcome", "{c}");
+    }
+}
