@@ -102,7 +102,10 @@ export class PresenceStore implements Presence {
     else if (f.large) this.large = true;
     const left: string[] = [];
     if (f.reset) {
-      for (const s of this.members.keys()) if (!(s in (f.joins ?? {}))) left.push(s);
+      // Own keys only: a session may be named `constructor` or `toString`, which `in` finds on
+      // every object's prototype (such a member never left on a reset).
+      const joined = f.joins ?? {};
+      for (const s of this.members.keys()) if (!Object.hasOwn(joined, s)) left.push(s);
       this.members = new Map();
     }
     for (const s of f.leaves ?? []) {

@@ -173,6 +173,7 @@ export class Room {
   private retryImposed = false;
   private connectTimer: TimerHandle | null = null;
   private rewriteTimer: TimerHandle | null = null;
+  private stateTimer: TimerHandle | null = null;
   private stopWake: (() => void) | null = null;
   private attempt = 0;
   private welcomedAt: number | null = null;
@@ -516,12 +517,31 @@ export class Room {
         failed(error);
         return;
       }
-      void Promise.resolve(token).then((t) => {
-        if (stale()) return;
-        this.token = t;
-        this.needToken = false;
-        this.dial(gen, endpoint);
-      }, failed);
+      // Bounded like the connect itself: a token fetch that never settles (a request lost in a
+      // network change) left the room connecting for good, with nothing to retry it.
+      let settled = false;
+      const timer = this.env.setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        failed(new HomeroomError("timeout", `getToken did not settle in ${this.connectTimeoutMs} ms`));
+      }, this.connectTimeoutMs);
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        this.env.clearTimeout(timer);
+        return true;
+      };
+      void Promise.resolve(token).then(
+        (t) => {
+          if (!settle() || stale()) return;
+          this.token = t;
+          this.needToken = false;
+          this.dial(gen, endpoint);
+        },
+        (error: unknown) => {
+          if (settle()) failed(error);
+        },
+      );
     };
     let endpoint: string | Promise<string>;
     try {
@@ -595,8 +615,10 @@ export class Room {
     this.welcomed = false;
     this.heartbeat.stop();
     this.sender.pause();
-    for (const t of [this.connectTimer, this.rewriteTimer, this.retryTimer]) if (t !== null) this.env.clearTimeout(t);
-    this.connectTimer = this.rewriteTimer = this.retryTimer = null;
+    for (const t of [this.connectTimer, this.rewriteTimer, this.retryTimer, this.stateTimer]) {
+      if (t !== null) this.env.clearTimeout(t);
+    }
+    this.connectTimer = this.rewriteTimer = this.retryTimer = this.stateTimer = null;
   }
 
   /**
@@ -690,6 +712,7 @@ export class Room {
         this.replaceState(f.state);
         this.seqApplied = Math.max(this.seqApplied, f.seq);
         this.baseline = true;
+        this.sender.stateAsked = false;
         this.events.emit("resync", { reason: "initial", seq: f.seq });
         this.emitStatus();
         return;
@@ -802,6 +825,20 @@ export class Room {
     if (f.id !== undefined && this.sender.outbox.fail(f.id, err)) {
       this.emitStatus();
       return; // the send's promise carries it
+    }
+    if (f.code === "rate_limited" && this.sender.stateAsked && !this.baseline && this.stateTimer === null) {
+      // The room answers a get_state in order, before any frame sent after it: a refusal while
+      // its answer is awaited is the get_state's (its reply budget was spent, by other tabs of
+      // the user, say). Unasked again, this connection never had a baseline, and the next
+      // reconnect could not resume: it started afresh, past the messages missed meanwhile.
+      this.sender.stateAsked = false;
+      this.stateTimer = this.env.setTimeout(
+        () => {
+          this.stateTimer = null;
+          if (!this.baseline) this.sender.askState();
+        },
+        1000 + this.env.random() * 1000,
+      );
     }
     if (f.code === "rate_limited" && this.rewriteTimer === null && this.sender.outbox.size > 0) {
       // The refused frame is not named: write the unacked sends again soon

@@ -32,6 +32,8 @@ export class Sender {
   private readonly latest: Latest;
   private online = false;
   private wantState = false;
+  /** A `get_state` went on this connection and its `state` has not come yet. */
+  stateAsked = false;
   /** Which kind went last when both waited: they alternate. */
   private lastWasDurable = false;
   private timer: TimerHandle | null = null;
@@ -71,7 +73,15 @@ export class Sender {
   resume(askState = false): void {
     this.online = true;
     this.wantState = askState;
+    this.stateAsked = false;
     this.outbox.resume();
+    this.pump();
+  }
+
+  /** Asks for the state again (the room refused the last ask for its reply budget). */
+  askState(): void {
+    if (!this.online) return;
+    this.wantState = true;
     this.pump();
   }
 
@@ -79,6 +89,7 @@ export class Sender {
   pause(): void {
     this.online = false;
     this.wantState = false;
+    this.stateAsked = false;
     this.outbox.pause();
     this.latest.clear();
     this.cancelTimer();
@@ -176,6 +187,7 @@ export class Sender {
     this.bytes.take(size);
     if (kind === "state") {
       this.wantState = false;
+      this.stateAsked = true;
       this.write(GET_STATE);
     } else if (kind === "durable") {
       this.lastWasDurable = true;

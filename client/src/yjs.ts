@@ -36,6 +36,26 @@ import { DEFAULT_REGIONS, EndpointChooser, wsBase, type RegionOptions } from "./
 
 /** The extension messages' tags (PROTOCOL-DOCUMENTS.md). */
 const SAVED = 100;
+/** How long a token function may take before the connect is retried (as a room's connect). */
+const TOKEN_TIMEOUT_MS = 10_000;
+
+/** `value`, or a rejection if it has not settled in `ms`: a token fetch that never settles (a
+ *  request lost in a network change) must not leave the provider connecting for good. */
+function within<T>(value: T | Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the token did not come in ${ms} ms`)), ms);
+    Promise.resolve(value).then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
+  });
+}
 const REFUSED = 101;
 
 export interface DocProviderOptions {
@@ -111,6 +131,8 @@ export class DocProvider extends WebsocketProvider {
   /** Update messages sent on the current socket, and how many of them the room answered. */
   private sentOnSocket = 0;
   private answered = 0;
+  /** An update message of the current socket was refused: its change is kept here only. */
+  private refusedOnSocket = false;
   /** Local edits made while no socket was open (the next sync carries them). */
   private offlineEdits = false;
   private wanted: boolean;
@@ -154,6 +176,12 @@ export class DocProvider extends WebsocketProvider {
     this.messageHandlers[REFUSED] = (_e, d) => {
       const dec = d as unknown as Decoder;
       const index = readVarUint(dec);
+      // A later `saved n` counts the refused message as answered: without this, an edit the
+      // room took after it made `saved` true while the refused change was stored nowhere.
+      if (index > 0) {
+        this.refusedOnSocket = true;
+        this.recount();
+      }
       (this as unknown as { emit(n: string, a: unknown[]): void }).emit("refused", [{ index, code: readVarString(dec) }]);
     };
     doc.on("update", (_u: Uint8Array, origin: unknown) => {
@@ -168,6 +196,7 @@ export class DocProvider extends WebsocketProvider {
         // The sync step 2 that answers the room's step 1 is the socket's first update message.
         this.sentOnSocket = 1;
         this.answered = 0;
+        this.refusedOnSocket = false;
       }
     });
     this.on("sync", (synced: boolean) => {
@@ -178,7 +207,8 @@ export class DocProvider extends WebsocketProvider {
   }
 
   private recount(): void {
-    const saved = this.wsconnected && this.answered >= this.sentOnSocket && !this.offlineEdits;
+    const saved =
+      this.wsconnected && this.answered >= this.sentOnSocket && !this.offlineEdits && !this.refusedOnSocket;
     if (this.wsconnected && this.answered >= 1) this.offlineEdits = false;
     if (saved !== this.saved) {
       this.saved = saved;
@@ -189,7 +219,7 @@ export class DocProvider extends WebsocketProvider {
   private async open(): Promise<void> {
     if (!this.wanted) return;
     try {
-      if (typeof this.token === "function") this.params.token = await this.token();
+      if (typeof this.token === "function") this.params.token = await within(this.token(), TOKEN_TIMEOUT_MS);
       else if (this.token !== undefined) this.params.token = this.token;
       // The nearest endpoint (a probe at the first connect, after a long outage, or a day on).
       if (this.chooser) this.serverUrl = wsBase(await this.chooser.choose()) + this.kindPath;

@@ -85,6 +85,30 @@ describe("close codes", () => {
     assert.ok(calls[1]! <= w.last().createdAt);
   });
 
+  it("a getToken that never settles is given up after the connect timeout, and asked again", async () => {
+    // A token fetch lost in a network change: the room waited on it for good (no socket, so
+    // no connect timer; nothing to retry), connecting until the app called reconnect().
+    const w = world();
+    let calls = 0;
+    const r = room(w, {
+      connectTimeoutMs: 5_000,
+      getToken: () => {
+        calls++;
+        return calls === 1 ? new Promise<string>(() => {}) : Promise.resolve("t-two");
+      },
+    });
+    await w.clock.advance(0);
+    assert.equal(calls, 1);
+    assert.equal(w.sockets.length, 0, "no socket while the token is awaited");
+    await w.clock.advance(5_000);
+    assert.notEqual(r.status.retryAt, null, "given up, a retry set");
+    await w.clock.advance(r.status.retryAt! - w.clock.t);
+    assert.equal(calls, 2, "asked again after a backoff");
+    assert.equal(w.last().params.get("token"), "t-two");
+    welcome(w.last());
+    assert.equal(r.status.state, "open");
+  });
+
   it("refreshes a token whose exp has passed before connecting", async () => {
     const w = world();
     const payload = (exp: number) => Buffer.from(JSON.stringify({ room: "r1", sub: "u", exp })).toString("base64url") + ".sig";

@@ -37,6 +37,20 @@ describe("presence", () => {
     assert.deepEqual(leaves, [["s-x-0000001"]]);
   });
 
+  it("a member whose session is a name every object has still leaves on a reset", async () => {
+    // `constructor` and `toString` are valid session names; `in` found them on the joins'
+    // prototype, so such a member was never reported gone.
+    const { w, r } = await connected({
+      connect: { session: "s-me-000001" },
+      welcome: { members: { "s-me-000001": m("me", "OC"), constructor: m("x", "OC"), toString: m("y", "OC") } },
+    });
+    const leaves: string[][] = [];
+    r.on("presence", (e) => leaves.push(e.leaves));
+    w.last().receive({ type: "presence", joins: { "s-me-000001": m("me", "OC") }, leaves: [], reset: true });
+    assert.deepEqual([...r.presence.members.keys()], ["s-me-000001"]);
+    assert.deepEqual(leaves.map((l) => [...l].sort()), [["constructor", "toString"]]);
+  });
+
   it("large rooms keep no member list and count from the summary", async () => {
     const { w, r } = await connected({ welcome: { members: {}, large: true } });
     assert.equal(r.presence.large, true);

@@ -28,6 +28,39 @@ describe("first connect", () => {
     assert.equal(r.seq, 42);
   });
 
+  it("asks for the state again when the room refused the ask for its reply budget, and resumes after", async () => {
+    // Other tabs of the user had spent its reply budget: the room refused this get_state
+    // (`rate_limited`, no id). Never asked again, the connection had no baseline for good,
+    // and its next reconnect started afresh, past every message missed meanwhile.
+    const w = world();
+    const r = room(w);
+    await w.clock.advance(0);
+    const s = w.last();
+    welcome(s, { seq: 41, epoch: "e-a" });
+    assert.equal(s.ofType("get_state").length, 1);
+    s.receive({ type: "error", code: "rate_limited", message: "the state would cost 1048576 bytes" });
+    s.receive(message(42));
+    await w.clock.advance(999);
+    assert.equal(s.ofType("get_state").length, 1, "not at once");
+    await w.clock.advance(1_001);
+    assert.equal(s.ofType("get_state").length, 2, "asked again 1-2 s later");
+    s.receive({ type: "state", seq: 42, state: { bid: { value: 5, version: 40 } } });
+    assert.deepEqual(r.state.get("bid"), { value: 5, version: 40 });
+    s.receive(message(43));
+    s.serverClose(1006);
+    await w.clock.advance(r.status.retryAt! - w.clock.t);
+    assert.equal(w.last().params.get("since"), "43", "a resume, not a fresh start");
+    assert.equal(w.last().params.get("epoch"), "e-a");
+  });
+
+  it("a refusal of another frame after the state came asks nothing again", async () => {
+    const { w } = await connected();
+    const s = w.last();
+    s.receive({ type: "error", code: "rate_limited", message: "slow down" });
+    await w.clock.advance(3_000);
+    assert.equal(s.ofType("get_state").length, 1);
+  });
+
   it("a drop before the state arrived reconnects fresh, not with a resume", async () => {
     const w = world();
     const r = room(w);
