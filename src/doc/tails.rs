@@ -102,7 +102,7 @@ impl Tails {
         // keeps, as above; the list's own tails are of other clients.
         fresh.reverse();
         self.0.append(&mut fresh);
-        self.0.sort_by_key(client_of);
+        super::guard::sort_by_u64(&mut self.0, client_of);
         self.0.dedup_by_key(|t| t.client);
     }
 

@@ -179,7 +179,8 @@ impl Store {
         }
         // Write items with higher client ids first
         // This heavily improves the conflict algorithm.
-        diff.sort_by(|a, b| b.0.cmp(&a.0));
+        // homeroom: one sort shared by yrs's sorts by client (utils::sort_by_u64).
+        crate::utils::sort_by_u64(&mut diff, |d| u64::MAX - d.0.get());
 
         encoder.write_var(diff.len());
         for (client, clock) in diff {
@@ -226,7 +227,8 @@ impl Store {
 
         // Write items with higher client ids first
         // This heavily improves the conflict algorithm.
-        diff.sort_by(|a, b| b.0.cmp(&a.0));
+        // homeroom: one sort shared by yrs's sorts by client (utils::sort_by_u64).
+        crate::utils::sort_by_u64(&mut diff, |d| u64::MAX - d.0.get());
 
         encoder.write_var(diff.len());
         for (client, clock) in diff {

@@ -637,7 +637,8 @@ impl Update {
         // Write higher clients first ⇒ sort by clientID & clock and remove decoders without content
         let mut sorted_clients: Vec<_> =
             clients.iter().filter(|(_, (_, q))| !q.is_empty()).collect();
-        sorted_clients.sort_by(|&(x_id, _), &(y_id, _)| y_id.cmp(x_id));
+        // homeroom: one sort shared by yrs's sorts by client (utils::sort_by_u64).
+        crate::utils::sort_by_u64(&mut sorted_clients, |(c, _)| u64::MAX - c.get());
 
         // finish lazy struct writing
         encoder.write_var(sorted_clients.len());
@@ -887,8 +888,10 @@ struct BlockPicker<'a> {
 
 impl<'a> BlockPicker<'a> {
     fn new(store: &'a mut BlockSet) -> Self {
-        let mut clients: SmallVec<[ClientID; 2]> = store.clients.keys().copied().collect();
-        clients.sort();
+        // homeroom: one sort shared by yrs's sorts by client (utils::sort_by_u64).
+        let mut clients: Vec<ClientID> = store.clients.keys().copied().collect();
+        crate::utils::sort_by_u64(&mut clients, |c| c.get());
+        let clients = SmallVec::from_vec(clients);
         BlockPicker {
             store,
             clients,
@@ -1058,7 +1061,8 @@ impl IntoBlocks {
         let mut client_blocks: Vec<(ClientID, VecDeque<Block>)> =
             update.clients.into_iter().collect();
         // sorting to return higher client ids first
-        client_blocks.sort_by(|a, b| b.0.cmp(&a.0));
+        // homeroom: one sort shared by yrs's sorts by client (utils::sort_by_u64).
+        crate::utils::sort_by_u64(&mut client_blocks, |(c, _)| u64::MAX - c.get());
         let mut current_client = client_blocks.into_iter();
 
         let current_block = current_client.next().map(|(_, v)| v.into_iter());

@@ -900,11 +900,8 @@ pub struct Events<'a>(Vec<&'a Event>);
 impl<'a> Events<'a> {
     pub(crate) fn new(events: &Vec<&'a Event>) -> Self {
         let mut events = events.clone();
-        events.sort_by(|&a, &b| {
-            let path1 = a.path();
-            let path2 = b.path();
-            path1.len().cmp(&path2.len())
-        });
+        // homeroom: one sort shared by yrs's sorts by client (utils::sort_by_u64).
+        crate::utils::sort_by_u64(&mut events, |e| e.path().len() as u64);
         Events(events)
     }
 
