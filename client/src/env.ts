@@ -66,6 +66,17 @@ export interface Env {
   localStorage: StorageLike | null;
   /** The page's wake-ups; `null` off a page (server, worker, Node). */
   onWake: WakeSource | null;
+  /**
+   * The origin's Web Locks (`navigator.locks`): a tab claims its session with one, so that a
+   * duplicated tab (which copies sessionStorage) takes a session of its own. Absent or `null`:
+   * no claim (off a page, or a browser without them).
+   */
+  locks?: LocksLike | null;
+}
+
+/** The subset of the Web Locks API the client uses. */
+export interface LocksLike {
+  request(name: string, options: { ifAvailable: boolean }, callback: (lock: unknown) => unknown): Promise<unknown>;
 }
 
 export const OPEN = 1;
@@ -152,6 +163,7 @@ export function resolveEnv(overrides: Partial<Env> = {}): Env {
   lazy(env, "sessionStorage", () => storage("sessionStorage"));
   lazy(env, "localStorage", () => storage("localStorage"));
   lazy(env, "onWake", pageWake);
+  lazy(env, "locks", () => (globalThis as { navigator?: { locks?: LocksLike } }).navigator?.locks ?? null);
   for (const [key, value] of Object.entries(overrides)) {
     Object.defineProperty(env, key, { value, writable: true, enumerable: true, configurable: true });
   }

@@ -31,7 +31,7 @@ import {
 } from "./protocol.js";
 import { DEFAULT_REGIONS, EndpointChooser, wsBase, type RegionOptions } from "./regions.js";
 import { Sender } from "./sender.js";
-import { freshSession, IdMaker, tabSession, validSession } from "./session.js";
+import { claimSession, freshSession, IdMaker, releaseSession, replacedSession, tabSession, validSession } from "./session.js";
 import { frozenStatus, IDLE_STATUS, sameStatus, type Status } from "./status.js";
 
 export type { ConnectionState, Status } from "./status.js";
@@ -184,7 +184,11 @@ export class Room {
   /** Resolved at start (sessionStorage), unless given. */
   private sessionId: string | null;
   /** The session came from sessionStorage (a fresh one replaces it there). */
-  private readonly sessionStored: boolean;
+  private sessionStored: boolean;
+  /** The claim of the tab's session, until it settles (`claim`). */
+  private claiming: Promise<void> | null = null;
+  /** The session this Room claimed for its room in this page, to release at close. */
+  private claimed: string | null = null;
 
   private token: string | undefined;
   private readonly getToken: (() => string | Promise<string>) | undefined;
@@ -419,6 +423,10 @@ export class Room {
    */
   close(): void {
     if (this.closedForGood) return;
+    if (this.claimed !== null && this.env.locks) {
+      releaseSession(this.env.locks, this.claimed, `${this.kind}/${this.room}`);
+      this.claimed = null;
+    }
     const s = this.socket;
     this.detach();
     if (s) safeClose(s, 1000, "client closed");
@@ -438,6 +446,7 @@ export class Room {
     if (this.started && !this.closedForGood) return;
     void this.env.WebSocket; // no WebSocket here: throw now, not in a retry loop
     this.session; // looked up now (sessionStorage), then fixed
+    this.claiming ??= this.claim();
     this.ids.prime();
     this.started = true;
     if (this.closedForGood) {
@@ -500,6 +509,13 @@ export class Room {
     this.info.retryAt = null;
     const gen = ++this.generation;
     const stale = (): boolean => gen !== this.generation || this.closedForGood;
+    if (this.claiming) {
+      // The first connect waits for the session's claim (a lock: a moment).
+      void this.claiming.then(() => {
+        if (!stale()) this.open();
+      });
+      return;
+    }
     const failed = (error: unknown): void => {
       if (!stale()) this.fail({ kind: "error", error });
     };
@@ -662,6 +678,39 @@ export class Room {
    */
   private renewSession(): void {
     this.sessionId = freshSession(this.env, this.sessionStored, this.session);
+  }
+
+  /**
+   * Claims the tab's session for this room before the first connect (only a session read from
+   * sessionStorage, and only where the page has Web Locks). Held by another tab (a duplicated
+   * tab copies sessionStorage): this tab takes a fresh one, stored for its reloads. Used for the
+   * same room by another Room of this page: this Room takes a fresh one of its own, not stored.
+   * Without it the room closed the older of two holders 4001 (superseded), which stops for good.
+   */
+  private claim(): Promise<void> | null {
+    const locks = this.env.locks;
+    if (!locks || !this.sessionStored || this.claimed !== null) return null;
+    const room = `${this.kind}/${this.room}`;
+    const settle = async (): Promise<void> => {
+      const first = await claimSession(locks, this.session, room);
+      if (first === "mine") {
+        this.claimed = this.session;
+        return;
+      }
+      const old = this.session;
+      if (first === "other-tab") {
+        this.sessionId = replacedSession(locks, old, () => freshSession(this.env, true, old));
+      } else {
+        this.sessionId = freshSession(this.env, false, old);
+        this.sessionStored = false;
+      }
+      if ((await claimSession(locks, this.session, room)) === "mine") this.claimed = this.session;
+    };
+    return settle()
+      .catch(() => {})
+      .finally(() => {
+        this.claiming = null;
+      });
   }
 
   private finish(why: string, err: HomeroomError): void {

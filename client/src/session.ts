@@ -1,7 +1,7 @@
 //! Identities the client makes up: the tab's session (kept in
 //! sessionStorage so a reload resumes) and the client ids of durable sends.
 
-import type { Env } from "./env.js";
+import type { Env, LocksLike } from "./env.js";
 
 export const SESSION_KEY = "homeroom.session";
 const SESSION_RE = /^[A-Za-z0-9_-]{8,64}$/;
@@ -83,4 +83,68 @@ export class IdMaker {
     this.prime();
     return `${this.prefix}-${this.counter.toString(36)}`;
   }
+}
+
+/** What a claim of a session found: this page has it for the room now; another tab holds it; or
+ *  another Room of this page has the same room under it. */
+export type Claim = "mine" | "other-tab" | "this-page";
+
+/** One page's claims (per lock manager: a page has one). */
+interface PageClaims {
+  /** Whether the page got each session's lock (held until the page goes). */
+  locked: Map<string, Promise<boolean>>;
+  /** The rooms (`kind/room`) each session the page holds is used for by a Room now. */
+  rooms: Map<string, Set<string>>;
+  /** A session another tab held, and the fresh one this page took instead (shared by its Rooms). */
+  replaced: Map<string, string>;
+}
+
+const pages = new WeakMap<LocksLike, PageClaims>();
+
+function pageOf(locks: LocksLike): PageClaims {
+  let page = pages.get(locks);
+  if (!page) pages.set(locks, (page = { locked: new Map(), rooms: new Map(), replaced: new Map() }));
+  return page;
+}
+
+/**
+ * Claims `session` for `room` (`kind/room`) in this page: its lock, named after it, held until
+ * the page goes. A duplicated tab copies sessionStorage, so without this two tabs connected
+ * with one session, and the room closed the older 4001 (superseded), for good. Never throws: a
+ * lock manager that fails counts as a claim granted (as without one).
+ */
+export async function claimSession(locks: LocksLike, session: string, room: string): Promise<Claim> {
+  const page = pageOf(locks);
+  let locked = page.locked.get(session);
+  if (!locked) {
+    locked = new Promise<boolean>((resolve) => {
+      locks
+        .request(`homeroom.session.${session}`, { ifAvailable: true }, (lock) => {
+          resolve(lock !== null);
+          // Held for the page's life: the tab keeps its session.
+          return lock === null ? undefined : new Promise(() => {});
+        })
+        .catch(() => resolve(true));
+    });
+    page.locked.set(session, locked);
+  }
+  if (!(await locked)) return "other-tab";
+  const rooms = page.rooms.get(session) ?? new Set<string>();
+  page.rooms.set(session, rooms);
+  if (rooms.has(room)) return "this-page";
+  rooms.add(room);
+  return "mine";
+}
+
+/** The fresh session this page took for `session` another tab holds (one for all its Rooms). */
+export function replacedSession(locks: LocksLike, session: string, make: () => string): string {
+  const page = pageOf(locks);
+  let fresh = page.replaced.get(session);
+  if (fresh === undefined) page.replaced.set(session, (fresh = make()));
+  return fresh;
+}
+
+/** A Room of this page no longer uses `session` for `room` (closed). */
+export function releaseSession(locks: LocksLike, session: string, room: string): void {
+  pages.get(locks)?.rooms.get(session)?.delete(room);
 }

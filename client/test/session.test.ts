@@ -3,10 +3,23 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import type { LocksLike } from "../src/env.js";
 import { tokenExpired } from "../src/room.js";
 import { SESSION_KEY } from "../src/session.js";
 import { world } from "./fakes.js";
 import { room } from "./helpers.js";
+
+/** An origin's Web Locks (`held`), seen from one tab (each tab its own object, as each page has
+ *  its own `navigator.locks`). */
+function tabLocks(held: Set<string>): LocksLike {
+  return {
+    request(name, _options, callback) {
+      if (held.has(name)) return Promise.resolve(callback(null));
+      held.add(name);
+      return Promise.resolve(callback({ name }));
+    },
+  };
+}
 
 describe("session", () => {
   it("makes a session once per tab and reuses it on reload", async () => {
@@ -54,5 +67,49 @@ describe("token expiry", () => {
     assert.equal(tokenExpired(tok({ room: "r", sub: "u", exp: now / 1000 - 1 }), now), true);
     assert.equal(tokenExpired("not-a-token", now), false);
     assert.equal(tokenExpired(undefined, now), false);
+  });
+
+  it("a duplicated tab (sessionStorage copied) takes a session of its own, and the first keeps its socket", async () => {
+    // Without a claim both tabs connected as one session and the room closed the first 4001
+    // (superseded): it stopped for good.
+    const held = new Set<string>();
+    const first = world({ seed: 1 });
+    const a = room(first, { env: { ...first.env, locks: tabLocks(held) } });
+    await first.clock.advance(0);
+    const dup = world({ seed: 2 });
+    dup.session.setItem(SESSION_KEY, first.session.getItem(SESSION_KEY)!);
+    const b = room(dup, { env: { ...dup.env, locks: tabLocks(held) } });
+    await dup.clock.advance(0);
+    assert.equal(first.last().params.get("session"), a.session);
+    assert.notEqual(b.session, a.session, "the duplicate's own session");
+    assert.equal(dup.last().params.get("session"), b.session);
+    assert.equal(dup.session.getItem(SESSION_KEY), b.session, "kept for the duplicate's reloads");
+    assert.equal(first.session.getItem(SESSION_KEY), a.session);
+    // A reload: the duplicate's page (and its lock) gone, the first tab's lock still held.
+    const reloaded = new Set(held);
+    reloaded.delete(`homeroom.session.${b.session}`);
+    const c = room(dup, { room: "r2", env: { ...dup.env, locks: tabLocks(reloaded) } });
+    await dup.clock.advance(0);
+    assert.equal(c.session, b.session, "a reload of the duplicate finds its own session");
+  });
+
+  it("two Rooms of one page for the same room get two sessions; for two rooms, the tab's one", async () => {
+    const w = world();
+    const env = { ...w.env, locks: tabLocks(new Set()) };
+    const a = room(w, { env });
+    const other = room(w, { room: "r2", env });
+    const again = room(w, { env });
+    await w.clock.advance(0);
+    assert.equal(other.session, a.session, "another room: the tab's session");
+    assert.notEqual(again.session, a.session, "the same room again: a session of its own");
+    assert.equal(w.session.getItem(SESSION_KEY), a.session, "the tab's session stays stored");
+    again.close();
+    const later = room(w, { env });
+    await w.clock.advance(0);
+    assert.notEqual(later.session, a.session, "while the first still has the room");
+    a.close();
+    const last = room(w, { env });
+    await w.clock.advance(0);
+    assert.equal(last.session, a.session, "once it closed, the tab's session again");
   });
 });
