@@ -49,7 +49,8 @@ pub struct Claimant<'a> {
 /// Every awareness state of the room.
 #[derive(Debug, Default)]
 pub struct Awareness {
-    states: BTreeMap<u64, State>,
+    /// Boxed: see `DocRoom::sockets`.
+    states: BTreeMap<u64, Box<State>>,
 }
 
 impl Awareness {
@@ -106,7 +107,7 @@ impl Awareness {
             let json = (!e.is_removal()).then(|| e.json.clone());
             let (user, anonymous) = (user.to_owned(), who.anonymous);
             let state = State { clock: e.clock, json, owner: conn, user, anonymous, expires };
-            self.states.insert(e.client, state);
+            self.states.insert(e.client, Box::new(state));
         }
         Ok(fresh)
     }
@@ -181,7 +182,7 @@ impl Awareness {
     }
 
     fn live(&self) -> impl Iterator<Item = (&u64, &State)> {
-        self.states.iter().filter(|(_, s)| s.json.is_some())
+        self.states.iter().map(|(c, s)| (c, &**s)).filter(|(_, s)| s.json.is_some())
     }
 }
 

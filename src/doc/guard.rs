@@ -165,10 +165,12 @@ impl Shape {
     }
 }
 
-/// Sorts ranges `(client, start, end)` by client, then start (one sort for every list of
-/// ranges: each kind of sort is code in the Wasm).
-pub(crate) fn sort_ranges(ranges: &mut [(u64, u64, u64)]) {
-    ranges.sort_unstable_by_key(|&(c, start, _)| (c, start));
+/// Sorts ranges `(client, start, end)` by client, then start: by start, then stably by client,
+/// each through [`sort_by_u64`] (one sort for every list the document kind orders: each kind of
+/// sort is code in the Wasm, 1.2 KB gzip for this one's own).
+pub(crate) fn sort_ranges(ranges: &mut Vec<(u64, u64, u64)>) {
+    sort_by_u64(ranges, |r| r.1);
+    sort_by_u64(ranges, |r| r.0);
 }
 
 /// Sorts `items` by `key`, stably, through a sort of `(key, index)` pairs: the same sort the

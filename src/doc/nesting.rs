@@ -73,10 +73,7 @@ impl Nesting {
         // The update's items by client and clock, to find the one holding an id it names
         // (clients by their place in `shape.clients`: the order only has to be one).
         let mut order: Vec<u32> = (0..items.len() as u32).collect();
-        super::guard::sort_by_u64(&mut order, |&i| {
-            let item = &items[i as usize];
-            u64::from(item.client) << 32 | u64::from(item.start)
-        });
+        order.sort_unstable_by_key(|&i| (items[i as usize].client, items[i as usize].start));
         let mut placer = Placer {
             nesting: self,
             shape,

@@ -690,9 +690,10 @@ impl Update {
                 lazy_struct_decoders
                     .retain(|lazy_struct_decoder| lazy_struct_decoder.current().is_some());
                 // sort
-                lazy_struct_decoders
-                    .make_contiguous()
-                    .sort_by(|dec1, dec2| {
+                // homeroom: a stable insertion sort, not `sort_by` (a copy of the standard
+                // library's sort of its own in the Wasm, vendor/README.md): the decoders are
+                // the updates merged, two where yrs merges (a transaction's pending update).
+                insertion_sort_by(lazy_struct_decoders.make_contiguous(), |dec1, dec2| {
                         // Write higher clients first ⇒ sort by clientID & clock and remove decoders without content
                         let left = dec1.current().unwrap();
                         let right = dec2.current().unwrap();
@@ -1092,6 +1093,19 @@ impl Iterator for IntoBlocks {
             self.next()
         } else {
             None
+        }
+    }
+}
+
+
+/// homeroom: sorts `v` by `cmp`, stably, by insertion: for the few elements `merge_updates`
+/// sorts, the least code.
+fn insertion_sort_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && cmp(&v[j - 1], &v[j]) == Ordering::Greater {
+            v.swap(j - 1, j);
+            j -= 1;
         }
     }
 }

@@ -539,10 +539,16 @@ impl XmlTextRef {
         for d in diff_between(head, start, end, YChange::identity) {
             let mut attrs = Vec::new();
             if let Some(attributes) = d.attributes.as_ref() {
-                for (key, value) in attributes.iter() {
-                    attrs.push((key, value));
+                // homeroom: the names sorted as plain `&str`s (a sort the Worker has already),
+                // then their values looked up: `sort_by` on the pairs was a copy of the
+                // standard library's sort of its own in the Wasm (vendor/README.md).
+                let mut names: Vec<&str> = attributes.keys().map(|k| k.as_ref()).collect();
+                names.sort();
+                for name in names {
+                    if let Some(value) = attributes.get(name) {
+                        attrs.push((name, value));
+                    }
                 }
-                attrs.sort_by(|x, y| x.0.cmp(y.0))
             }
 
             // write attributes as xml opening tags
