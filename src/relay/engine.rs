@@ -392,7 +392,8 @@ impl Relay {
         // bytes of the link's JSON (`\u0001`), and the home would unescape six times what the
         // member sent before refusing it.
         if text.bytes().any(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) {
-            return self.bad_text(conn);
+            return self
+                .bad_frame(conn, "not a JSON object: a control character outside an escape");
         }
         // An echo of one of the relay's marks is the relay's: its window is the relay's.
         if text.len() <= 256 && text.contains("\"mark\"") {
@@ -443,15 +444,16 @@ impl Relay {
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
     }
 
-    /// What the home answers a frame that is not JSON (`bad_frame`), answered here at the
-    /// room's per-connection rate (as [`Relay::binary`] answers a binary frame).
-    fn bad_text(&mut self, conn: &str) {
+    /// What the home answers a frame it cannot read (`bad_frame`, with `message`), answered
+    /// here at the room's per-connection rate (the bucket its local signals use); past it the
+    /// frame gets no answer, so a flood of them costs the relay one check each and the home
+    /// nothing.
+    fn bad_frame(&mut self, conn: &str, message: &str) {
         let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
         let Some(c) = self.clients.get_mut(conn) else {
             return;
         };
         if c.signals.take(rate, burst, 1, now) {
-            let message = "not a JSON object: a control character outside an escape";
             let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
             self.emit(vec![conn.to_owned()], frame.to_text().into());
         } else {
@@ -492,12 +494,9 @@ impl Relay {
         self.bytes_by_user.entry(user.to_owned()).or_insert_with(|| Bucket::full(burst, now))
     }
 
-    /// What the home answers a binary frame (`bad_frame`), answered here at the room's
-    /// per-connection rate (the bucket its local signals use); past it the frame gets no
-    /// answer, so a flood of them costs the relay one check each and the home nothing.
+    /// What the home answers a binary frame (`bad_frame`), answered here ([`Relay::bad_frame`]).
     fn binary(&mut self, conn: &str, len: usize) {
         let now = self.now;
-        let (rate, burst) = (self.config.rate_per_sec, self.config.burst);
         let Some(c) = self.clients.get_mut(conn) else {
             return;
         };
@@ -505,13 +504,7 @@ impl Relay {
         if len > self.config.max_frame.min(FRAME_MAX) {
             return self.close_client(conn, 1009, "frame too large");
         }
-        if c.signals.take(rate, burst, 1, now) {
-            let message = "binary frames are not accepted";
-            let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
-            self.emit(vec![conn.to_owned()], frame.to_text().into());
-        } else {
-            self.stats.binary_dropped += 1;
-        }
+        self.bad_frame(conn, "binary frames are not accepted");
     }
 
     fn down(&mut self, text: &str) {
