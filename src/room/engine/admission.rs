@@ -124,7 +124,11 @@ impl Room {
         }
         let mut verdict = c.limiter.check(&self.config, now);
         let mut why = Error::RateLimited;
-        if verdict == Verdict::Allow && !self.users.frame(&self.config, &c.user, now) {
+        // The canary's user (every isolate's) is spared the user's budgets, as its connects are
+        // (`refuse_open`): asked only when a budget says no, so other frames pay no lookup.
+        let presence = &self.presence;
+        let spared = || presence.get(&c.session).is_some_and(|m| m.canary);
+        if verdict == Verdict::Allow && !self.users.frame(&self.config, &c.user, now) && !spared() {
             verdict = c.limiter.refused(&self.config, now);
         }
         // Bytes too: at 40 frames a second of 64 KiB, one member made every reader take 2.6
@@ -132,7 +136,10 @@ impl Room {
         // waiting (its window and `max_backlog`): every reader of the room closed 4013.
         // Not counted toward 4029: the budget is the user's, and another tab's traffic (or an
         // older client that paces frames only) spends it; refusing costs no fan-out.
-        if verdict == Verdict::Allow && !self.users.bytes(&self.config, &c.user, bytes, now) {
+        if verdict == Verdict::Allow
+            && !self.users.bytes(&self.config, &c.user, bytes, now)
+            && !spared()
+        {
             verdict = Verdict::Refuse;
             why = Error::BytesLimited { per_sec: self.config.user_bytes_per_sec };
         }

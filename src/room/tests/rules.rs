@@ -469,4 +469,13 @@ fn canaries_from_many_isolates_at_once_are_each_welcomed() {
         assert_eq!(s.sockets[c].closed, None, "{c}");
         assert_eq!(s.take(c)[0]["type"], "welcome", "{c}");
     }
+    // And each is answered: the canary's ping (not the exact ping text the runtime answers)
+    // spent the one user's frame budget, and past 100 of them `/health` failed at `pong`.
+    for round in 0..3 {
+        for c in &canaries {
+            s.send(c, r#"{"type":"ping","canary":true}"#);
+            let got = s.take(c);
+            assert!(got.iter().any(|f| f["type"] == "pong"), "{c}, round {round}: {got:?}");
+        }
+    }
 }
