@@ -395,13 +395,21 @@ impl Relay {
             return self
                 .bad_frame(conn, "not a JSON object: a control character outside an escape");
         }
-        // An echo of one of the relay's marks is the relay's: its window is the relay's.
+        // An echo of one of the relay's marks is the relay's: its window is the relay's. An
+        // echo of a home's mark (a home of link version 1 marks its relayed sessions itself)
+        // goes up unpaid, as the home takes it: refused here for bytes, the home's window for
+        // the session never opened again and it closed the client 4013.
+        let mut echo = false;
         if text.len() <= 256 && text.contains("\"mark\"") {
             if let Ok(ClientFrame::Mark { mark }) = parse(text) {
                 if self.echo(conn, &mark) {
                     return;
                 }
+                echo = true;
             }
+        }
+        if !echo && !self.take_bytes(conn, text.len()) {
+            return;
         }
         // A signal between two of the relay's members goes at once. Only a
         // frame that may be one is parsed here; the home parses every frame
@@ -409,39 +417,51 @@ impl Relay {
         // an escape may spell `signal` another way (`"\u0073ignal"`): the home
         // would take it for one the relay had delivered, and send it to
         // everyone but the relay's members.
-        // Every frame spends its bytes of the user's budget here first, as at the home: a frame
-        // past it goes no further, answered as the home answers it (no id: the frame is not
-        // read). Forwarded regardless, a flood of 64 KiB frames, refused at the home for bytes
-        // (which does not close the socket), cost the home's thread a parse each for free; and
-        // a client the home had not yet admitted (its relay dialing, or its open refused) sent
-        // all it could up the link. One budget for publishes and signals, or a user's publishes
-        // (the home's budget) and then signals would reach the relay's members at twice it.
-        let Some(c) = self.clients.get(conn) else {
-            return;
-        };
-        let (admitted, user) = (c.admitted, c.user.clone());
-        let (rate, burst) = (self.config.user_bytes_per_sec, self.config.user_bytes_burst);
-        if !self.user_bytes(&user).take(rate, burst, text.len() as u64, now) {
-            self.stats.bytes_refused += 1;
-            if admitted {
-                let refusal = Error::BytesLimited { per_sec: rate };
-                let message = refusal.message();
-                let frame = ServerFrame::Error {
-                    code: refusal.code(),
-                    id: None,
-                    message: &message,
-                    version: None,
-                };
-                self.emit(vec![conn.to_owned()], frame.to_text().into());
-            }
-            return;
-        }
         if text.contains("\"signal\"") || text.contains('\\') {
             if let Ok(ClientFrame::Signal { topic, data }) = parse(text) {
                 self.signal_from(conn, &topic, &data);
             }
         }
         self.send_up(UpOp::Text { conn: conn.to_owned(), text: text.to_owned() });
+    }
+
+    /// Takes a frame's `len` bytes from its user's budget here, as the home does, before it
+    /// goes up: false when the budget says no (the frame goes no further, answered as the home
+    /// answers it, with no id, at the per-connection rate; nothing to a client not yet
+    /// admitted). Forwarded regardless, a flood of 64 KiB frames, refused at the home for
+    /// bytes (which does not close a socket), cost the home's thread a parse each for free,
+    /// and a client the home had not yet admitted (its relay dialing, or its open refused) sent
+    /// all it could up the link. One budget for publishes and signals, or a user's publishes
+    /// (the home's budget) and then signals would reach the relay's members at twice it.
+    fn take_bytes(&mut self, conn: &str, len: usize) -> bool {
+        let now = self.now;
+        let Some(c) = self.clients.get(conn) else {
+            return false;
+        };
+        let (admitted, user) = (c.admitted, c.user.clone());
+        let (rate, burst) = (self.config.user_bytes_per_sec, self.config.user_bytes_burst);
+        if self.user_bytes(&user).take(rate, burst, len as u64, now) {
+            return true;
+        }
+        self.stats.bytes_refused += 1;
+        let (per_conn, conn_burst) = (self.config.rate_per_sec, self.config.burst);
+        let answered = admitted
+            && self
+                .clients
+                .get_mut(conn)
+                .is_some_and(|c| c.signals.take(per_conn, conn_burst, 1, now));
+        if answered {
+            let refusal = Error::BytesLimited { per_sec: rate };
+            let message = refusal.message();
+            let frame = ServerFrame::Error {
+                code: refusal.code(),
+                id: None,
+                message: &message,
+                version: None,
+            };
+            self.emit(vec![conn.to_owned()], frame.to_text().into());
+        }
+        false
     }
 
     /// What the home answers a frame it cannot read (`bad_frame`, with `message`), answered

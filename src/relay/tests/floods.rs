@@ -32,6 +32,9 @@ fn a_flood_past_her_byte_budget_stops_at_her_relay() {
     // What her budget allowed reached Bob, in order, once.
     let got = of_type(&t.take(&bob), "message");
     assert!((10..=18).contains(&got.len()), "{} of her messages reached Bob", got.len());
+    let ids: Vec<&str> = got.iter().filter_map(|m| m["id"].as_str()).collect();
+    let want: Vec<String> = (0..ids.len()).map(|i| format!("m{i}")).collect();
+    assert_eq!(ids, want, "her first messages, in order, each once");
     assert_eq!(t.clients[&bob].closed, None);
 }
 

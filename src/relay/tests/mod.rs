@@ -1462,6 +1462,14 @@ fn a_version_1_homes_mark_is_not_taken_for_the_relays_own() {
     assert!(relays_mark, "the relay marked her stream");
     let homes = Flow::new(secret).sent(frame.len() as u64, every).expect("the home's first mark");
     let echo = format!(r#"{{"type":"mark","mark":"{homes}"}}"#);
+    // Her byte budget here spent by her own big writes: the echo still goes up, as the home
+    // takes it, free (refused here, the home's window never opened again: 4013).
+    for size in [60_000, 1_000, 100, 20] {
+        for _ in 0..100 {
+            relay.handle(now, Input::Text { conn: "oc-0.c1", text: &"x".repeat(size) });
+        }
+    }
+    assert!(relay.stats().bytes_refused > 0, "her budget is spent");
     relay.handle(now, Input::Text { conn: "oc-0.c1", text: &echo });
     relay.handle(now, Input::Wake);
     let up: Vec<String> = std::iter::from_fn(|| relay.poll_output())
