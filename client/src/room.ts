@@ -549,7 +549,14 @@ export class Room {
       };
       void Promise.resolve(token).then(
         (t) => {
-          if (!settle() || stale()) return;
+          const late = !settle();
+          if (late && !this.closedForGood && typeof t === "string") {
+            // Kept for the next attempt: a token fetch slower than the connect timeout
+            // still connects, one attempt later.
+            this.token = t;
+            this.needToken = false;
+          }
+          if (late || stale()) return;
           this.token = t;
           this.needToken = false;
           this.dial(gen, endpoint);
@@ -692,19 +699,29 @@ export class Room {
     if (!locks || !this.sessionStored || this.claimed !== null) return null;
     const room = `${this.kind}/${this.room}`;
     const settle = async (): Promise<void> => {
-      const first = await claimSession(locks, this.session, room);
-      if (first === "mine") {
-        this.claimed = this.session;
-        return;
+      // At most three tries: the tab's session, the page's replacement for it (another tab
+      // held it), a fresh one of this Room's own (this page has the room under either).
+      for (let tries = 0; tries < 3; tries++) {
+        const got = await claimSession(locks, this.session, room, this.env, () => !this.closedForGood);
+        if (got === "gone") break;
+        if (got === "mine") {
+          this.claimed = this.session;
+          break;
+        }
+        const old = this.session;
+        if (got === "other-tab" && this.sessionStored) {
+          this.sessionId = replacedSession(locks, old, () => freshSession(this.env, true, old));
+        } else {
+          this.sessionId = freshSession(this.env, false, old);
+          this.sessionStored = false;
+        }
       }
-      const old = this.session;
-      if (first === "other-tab") {
-        this.sessionId = replacedSession(locks, old, () => freshSession(this.env, true, old));
-      } else {
-        this.sessionId = freshSession(this.env, false, old);
-        this.sessionStored = false;
+      // Closed while the claim was pending (React's StrictMode closes a Room at once): the
+      // room is not this Room's to hold, or a later Room for it would take a session of its own.
+      if (this.closedForGood && this.claimed !== null) {
+        releaseSession(locks, this.claimed, room);
+        this.claimed = null;
       }
-      if ((await claimSession(locks, this.session, room)) === "mine") this.claimed = this.session;
     };
     return settle()
       .catch(() => {})

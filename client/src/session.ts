@@ -87,7 +87,7 @@ export class IdMaker {
 
 /** What a claim of a session found: this page has it for the room now; another tab holds it; or
  *  another Room of this page has the same room under it. */
-export type Claim = "mine" | "other-tab" | "this-page";
+export type Claim = "mine" | "other-tab" | "this-page" | "gone";
 
 /** One page's claims (per lock manager: a page has one). */
 interface PageClaims {
@@ -101,6 +101,9 @@ interface PageClaims {
 
 const pages = new WeakMap<LocksLike, PageClaims>();
 
+/** How long a held session's lock is waited for once before this tab takes another (ms). */
+const RETRY_MS = 150;
+
 function pageOf(locks: LocksLike): PageClaims {
   let page = pages.get(locks);
   if (!page) pages.set(locks, (page = { locked: new Map(), rooms: new Map(), replaced: new Map() }));
@@ -110,25 +113,39 @@ function pageOf(locks: LocksLike): PageClaims {
 /**
  * Claims `session` for `room` (`kind/room`) in this page: its lock, named after it, held until
  * the page goes. A duplicated tab copies sessionStorage, so without this two tabs connected
- * with one session, and the room closed the older 4001 (superseded), for good. Never throws: a
+ * with one session, and the room closed the older 4001 (superseded), for good. `"gone"`: the
+ * claimer was no longer `wanted` once the lock was settled, and holds nothing. Never throws: a
  * lock manager that fails counts as a claim granted (as without one).
  */
-export async function claimSession(locks: LocksLike, session: string, room: string): Promise<Claim> {
+export async function claimSession(
+  locks: LocksLike,
+  session: string,
+  room: string,
+  env: Env,
+  wanted: () => boolean = () => true,
+): Promise<Claim> {
   const page = pageOf(locks);
   let locked = page.locked.get(session);
   if (!locked) {
-    locked = new Promise<boolean>((resolve) => {
-      locks
-        .request(`homeroom.session.${session}`, { ifAvailable: true }, (lock) => {
-          resolve(lock !== null);
-          // Held for the page's life: the tab keeps its session.
-          return lock === null ? undefined : new Promise(() => {});
-        })
-        .catch(() => resolve(true));
-    });
+    const ask = (): Promise<boolean> =>
+      new Promise<boolean>((resolve) => {
+        locks
+          .request(`homeroom.session.${session}`, { ifAvailable: true }, (lock) => {
+            resolve(lock !== null);
+            // Held for the page's life: the tab keeps its session.
+            return lock === null ? undefined : new Promise(() => {});
+          })
+          .catch(() => resolve(true));
+      });
+    // Held: asked once more a moment later, for a reload whose old page has not let its
+    // locks go yet (a reload keeps its session; only another tab's is another's).
+    const later = (): Promise<boolean> => new Promise((resolve) => env.setTimeout(() => resolve(ask()), RETRY_MS));
+    locked = ask().then((got) => got || later());
     page.locked.set(session, locked);
   }
   if (!(await locked)) return "other-tab";
+  // A Room closed while it waited takes nothing (React's StrictMode closes one at once).
+  if (!wanted()) return "gone";
   const rooms = page.rooms.get(session) ?? new Set<string>();
   page.rooms.set(session, rooms);
   if (rooms.has(room)) return "this-page";

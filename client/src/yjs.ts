@@ -200,7 +200,9 @@ export class DocProvider extends WebsocketProvider {
       }
     });
     this.on("sync", (synced: boolean) => {
-      if (synced) this.attempt = 0;
+      // A socket that synced ends a streak of token refusals: each expiry of an hourly token
+      // is a 4401, and counted for good the provider stopped at the fourth.
+      if (synced) this.attempt = this.tokenRefusals = 0;
     });
     this.on("connection-close", (event: CloseEvent | null) => this.closed(event));
     if (this.wanted) void this.open();

@@ -109,6 +109,27 @@ describe("close codes", () => {
     assert.equal(r.status.state, "open");
   });
 
+  it("a token that comes after the connect timeout is kept for the next attempt", async () => {
+    // The first fetch answers at 6 s (after the 5 s timeout), every later one never: only the
+    // late token, kept, can connect.
+    const w = world();
+    let calls = 0;
+    room(w, {
+      connectTimeoutMs: 5_000,
+      getToken: () => {
+        calls++;
+        if (calls > 1) return new Promise<string>(() => {});
+        return new Promise<string>((resolve) => w.env.setTimeout(() => resolve("t-late"), 6_000));
+      },
+    });
+    await w.clock.advance(0);
+    await w.clock.advance(5_500);
+    assert.equal(w.sockets.length, 0, "given up at 5 s");
+    await w.clock.advance(60_000);
+    assert.ok(w.sockets.length > 0, "connected with the late token");
+    assert.equal(w.last().params.get("token"), "t-late");
+  });
+
   it("refreshes a token whose exp has passed before connecting", async () => {
     const w = world();
     const payload = (exp: number) => Buffer.from(JSON.stringify({ room: "r1", sub: "u", exp })).toString("base64url") + ".sig";

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import * as encoding from "lib0/encoding";
+import * as sync from "y-protocols/sync";
 import * as Y from "yjs";
 
 import { DocProvider } from "../src/yjs.js";
@@ -28,6 +29,14 @@ class FakeSocket {
   open(): void {
     this.readyState = 1;
     this.onopen?.();
+  }
+  /** The room's sync step 2 (its whole document, here an empty one): the provider is synced. */
+  syncStep2(): void {
+    const enc = encoding.createEncoder();
+    encoding.writeVarUint(enc, 0);
+    sync.writeSyncStep2(enc, new Y.Doc());
+    const bytes = encoding.toUint8Array(enc);
+    this.onmessage?.({ data: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) });
   }
   /** The room's extension message `kind` (100 saved, 101 refused) with `n` and `code`. */
   say(kind: number, n: number, code?: string): void {
@@ -69,5 +78,31 @@ describe("DocProvider saved", () => {
     assert.equal(p.saved, true);
     p.destroy();
     doc.destroy(); // and the awareness its provider made (a timer of its own)
+  });
+
+  it("keeps connecting across token expiries, each after a socket that synced", async () => {
+    // Each expiry of a token closes 4401; counted for good (never reset by a sync), the
+    // provider stopped for good at the fourth: an editor with hourly tokens, after four hours.
+    const doc = new Y.Doc();
+    let tokens = 0;
+    const p = new DocProvider("ws://rooms.example/docs", "d2", doc, {
+      WebSocketPolyfill: FakeSocket as unknown as typeof WebSocket,
+      token: () => `t${++tokens}`,
+      baseMs: 1,
+      capMs: 1,
+    });
+    const tick = () => new Promise((resolve) => setTimeout(resolve, 30));
+    for (let hour = 0; hour < 6; hour++) {
+      await tick();
+      const ws = FakeSocket.last!;
+      ws.open();
+      ws.syncStep2();
+      assert.equal(p.synced, true, `hour ${hour}`);
+      ws.onclose?.({ code: 4401, reason: "token_expired" });
+    }
+    await tick();
+    assert.equal(tokens, 7, "a token for every hour, and the next");
+    p.destroy();
+    doc.destroy();
   });
 });
