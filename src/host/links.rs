@@ -250,6 +250,9 @@ impl Links {
         if !self.recalls.park(link, conn, text, now) {
             self.unknown(link, conn);
         }
+        for (link, conn) in self.recalls.evicted() {
+            self.unknown(&link, &conn);
+        }
     }
 
     /// Closes (1012, to resume) the connections whose frames waited for their relay's answer

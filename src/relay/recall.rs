@@ -56,6 +56,9 @@ pub struct Recalls {
     /// The connections whose opens are held.
     held_conns: HashSet<String>,
     held_bytes: usize,
+    /// Connections whose kept frames made way for another's ([`Recalls::park`]), each with its
+    /// link: the caller closes them to resume ([`Recalls::evicted`]).
+    evicted: Vec<(String, String)>,
 }
 
 /// An open, or a frame of a connection whose open waits, held until every link has answered
@@ -113,13 +116,34 @@ impl Recalls {
     /// `conn`, which the room does not know, sent `text` over `link` at `now` (ms) while
     /// `link` owes its answer: kept for the answer (true), unless `conn` was closed already or
     /// the link's frames kept would pass [`PARKED_BYTES`] (false: close it with
-    /// [`Recalls::unknown`]).
+    /// [`Recalls::unknown`]). Past the bound, the connection that holds the most of it makes
+    /// way if that is another one (its frames dropped, its id in [`Recalls::evicted`], to be
+    /// closed the same way): one member's frames fill the link's allowance no longer at the
+    /// cost of a neighbour's.
     pub fn park(&mut self, link: &str, conn: &str, text: String, now: u64) -> bool {
-        let Some(p) = self.pending.get_mut(link) else {
+        let Recalls { pending, evicted, .. } = self;
+        let Some(p) = pending.get_mut(link) else {
             return false;
         };
-        if p.refused.contains(conn) || p.parked_bytes + text.len() > PARKED_BYTES {
+        if p.refused.contains(conn) {
             return false;
+        }
+        while p.parked_bytes + text.len() > PARKED_BYTES {
+            let mut by: HashMap<&str, usize> = HashMap::new();
+            for (c, t) in &p.parked {
+                *by.entry(c.as_str()).or_default() += t.len();
+            }
+            let mine = text.len() + by.get(conn).copied().unwrap_or(0);
+            let Some((top, most)) = by.into_iter().max_by_key(|&(_, n)| n) else {
+                return false; // nothing kept, and still too big
+            };
+            if top == conn || most <= mine {
+                return false;
+            }
+            let top = top.to_owned();
+            p.parked.retain(|(c, _)| *c != top);
+            p.parked_bytes -= most;
+            evicted.push((link.to_owned(), top));
         }
         if p.parked.is_empty() {
             p.parked_at = now;
@@ -127,6 +151,12 @@ impl Recalls {
         p.parked_bytes += text.len();
         p.parked.push((conn.to_owned(), text));
         true
+    }
+
+    /// The connections whose kept frames made way for another's since the last call, each with
+    /// its link ([`Recalls::park`]): close each with [`Recalls::unknown`].
+    pub fn evicted(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.evicted)
     }
 
     /// When the earliest frame still kept for an answer was kept (ms), if any: the home keeps

@@ -576,6 +576,26 @@ impl Topo {
     }
 
     /// The home takes a relay's message.
+    /// A frame of a session its relay has not given back yet: it waits for the answer, or, past
+    /// the bound, it (or the connection holding the most of the allowance) resumes instead.
+    fn park(&mut self, link: &str, conn: &str, text: String) {
+        let mut refused = Vec::new();
+        if self.home.recalls.park(link, conn, text, self.now.ms()) {
+            self.parked += 1;
+        } else {
+            refused.push((link.to_owned(), conn.to_owned()));
+        }
+        refused.extend(self.home.recalls.evicted());
+        for (link, conn) in refused {
+            if self.home.recalls.unknown(&link, &conn) == Some(true) {
+                self.home.downlinks.restart(&link, &conn, "relay_session_unknown");
+                if let Some(s) = self.home.sockets.get_mut(&conn) {
+                    s.open = false;
+                }
+            }
+        }
+    }
+
     fn home_up(&mut self, from: &str, text: &str) {
         self.home.now = self.now;
         let up = Up::parse(text).expect("relays send what the link defines");
@@ -623,18 +643,7 @@ impl Topo {
                         .room
                         .handle(self.now, crate::room::Input::Text { conn: &conn, text: &text });
                 }
-                UpOp::Text { conn, text } => {
-                    // Its relay has not given it back yet: it waits for the answer, or, past
-                    // the bound, it resumes instead.
-                    if self.home.recalls.park(&link, &conn, text, self.now.ms()) {
-                        self.parked += 1;
-                    } else if self.home.recalls.unknown(&link, &conn) == Some(true) {
-                        self.home.downlinks.restart(&link, &conn, "relay_session_unknown");
-                        if let Some(s) = self.home.sockets.get_mut(&conn) {
-                            s.open = false;
-                        }
-                    }
-                }
+                UpOp::Text { conn, text } => self.park(&link, &conn, text),
                 UpOp::Closed { conn } => {
                     self.home.recalls.drop_held(&conn);
                     self.home.runtime_close(&conn);

@@ -128,34 +128,38 @@ fn a_home_holding_a_frame_for_its_relays_answer_is_not_evicted_before_it() {
     assert!(t.evict_home(), "nothing held once the answer came");
 }
 
-/// The attacker's sequence: right after the home wakes, a member fills her relay's link's
-/// allowance for frames waiting on the recall (`PARKED_BYTES`). A victim at the same relay who
-/// writes in that window is closed to resume (what every writer in it got before frames could
-/// wait), and loses nothing; a member at another relay is not touched.
+/// Right after the home is evicted and rebuilt, before her relay has answered its recall,
+/// Mallory fills her link's allowance for frames waiting on the recall (`PARKED_BYTES`); a victim
+/// at the same relay then writes. The connection holding the most of the allowance makes way:
+/// Mallory's frames are dropped and she is closed 1012 (she resumes and writes again), the
+/// victim's write waits and is stored. Before (found by session 35's review), the victim was
+/// the one closed: one member's frames cost her neighbours a resume, for free.
 #[test]
-fn a_member_who_fills_her_links_allowance_costs_a_neighbour_a_resume_and_nothing_else() {
+fn a_member_who_fills_her_links_allowance_makes_way_for_a_neighbour() {
     let (mut t, all) = room(10, 2);
     let (attacker, victim, elsewhere) = (all[1][0].clone(), all[1][1].clone(), all[0][0].clone());
     assert!(t.evict_home());
     let big = |n: usize| format!(r#"{{"text":"{}"}}"#, "x".repeat(n));
-    for i in 0..crate::relay::PARKED_BYTES / 41_000 {
+    let n = crate::relay::PARKED_BYTES / 41_000;
+    for i in 0..n {
         t.publish(&attacker, &format!("a-{i}"), &big(40_000));
     }
     t.publish(&victim, "v-1", &big(30_000));
     t.publish(&elsewhere, "e-1", r#"{"text":"hi"}"#);
     t.settle();
-    assert!(t.clients[&attacker].open, "her own frames fit");
-    assert_eq!(t.clients[&victim].closed, Some(1012), "the victim's did not");
+    assert_eq!(t.clients[&attacker].closed, Some(1012), "the biggest holder made way");
+    assert!(t.clients[&victim].open, "the victim's write waited");
+    assert_eq!(seqs(&t.take(&victim), "ack").len(), 1, "and was stored");
     assert!(t.clients[&elsewhere].open, "another relay's link has its own allowance");
     assert_eq!(seqs(&t.take(&elsewhere), "ack").len(), 1);
-    let again = t.resume(&victim, "eu-0");
+    let again = t.resume(&attacker, "eu-0");
     t.settle();
-    t.publish(&again, "v-1", &big(30_000));
+    for i in 0..n {
+        t.publish(&again, &format!("a-{i}"), &big(40_000));
+    }
     t.settle();
-    let acked = seqs(&t.take(&again), "ack");
-    assert_eq!(acked.len(), 1, "stored once after her resume");
-    let stored = t.home.disk.seq;
-    assert_eq!(stored, crate::relay::PARKED_BYTES as u64 / 41_000 + 2, "every write once");
+    assert_eq!(seqs(&t.take(&again), "ack").len(), n, "hers stored after her resume");
+    assert_eq!(t.home.disk.seq, n as u64 + 2, "every write once");
 }
 
 #[test]
