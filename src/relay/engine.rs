@@ -398,14 +398,16 @@ impl Relay {
         // An echo of one of the relay's marks is the relay's: its window is the relay's. An
         // echo of a home's mark (a home of link version 1 marks its relayed sessions itself)
         // goes up unpaid, as the home takes it: refused here for bytes, the home's window for
-        // the session never opened again and it closed the client 4013.
+        // the session never opened again and it closed the client 4013. Only an admitted
+        // client's: the home marks nothing before its welcome, and a client not yet admitted
+        // (its relay dialing) would otherwise fill the relay's hold with mark-shaped frames.
         let mut echo = false;
         if text.len() <= 256 && text.contains("\"mark\"") {
             if let Ok(ClientFrame::Mark { mark }) = parse(text) {
                 if self.echo(conn, &mark) {
                     return;
                 }
-                echo = true;
+                echo = self.clients.get(conn).is_some_and(|c| c.admitted);
             }
         }
         if !echo && !self.take_bytes(conn, text.len()) {

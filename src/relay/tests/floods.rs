@@ -76,3 +76,22 @@ fn a_frame_with_a_control_character_is_answered_at_the_relay_and_never_crosses_t
     let acks = of_type(&t.take(&mallory), "ack");
     assert_eq!(acks.len(), 1, "the frame with whitespace is taken");
 }
+
+#[test]
+fn mark_shaped_frames_before_her_welcome_are_paid_like_any_other() {
+    // An echo of a home's mark goes up unpaid (the home takes it free); before her welcome a
+    // client has been marked by nobody, and 40,000 frames of the shape (3.6 MB) filled the dialing
+    // relay's hold for free.
+    let (mut t, _ann, bob, _cat) = ann_bob_and_cat(200);
+    let before = t.up_bytes;
+    let mallory = t.connect("oc-0", "sess-mal1", "mallory", "OC", None);
+    let forged = format!(r#"{{"type":"mark","mark":"{}"}}"#, "m".repeat(64));
+    for _ in 0..40_000 {
+        t.send(&mallory, &forged);
+    }
+    t.settle();
+    let crossed = t.up_bytes - before;
+    // Her burst (1 MiB) of them, escaped in the link's JSON; 5.5 MB when they went up unpaid.
+    assert!(crossed < 2_500_000, "{crossed} bytes of forged echoes crossed the link");
+    assert_eq!(t.clients[&bob].closed, None);
+}
