@@ -489,8 +489,7 @@ impl DocRoom {
         // A socket whose token expired is closed at its next frame, whether or not the alarm
         // (`tick`) has run yet: until then an editor past `exp` still changed the document.
         if socket.member.expires.is_some_and(|at| at <= now) {
-            self.out.push(Effect::Close(conn, 4401, "token_expired".into()));
-            self.close(now, conn);
+            self.expire(now, conn);
             return Ok(());
         }
         if frame.len() > self.config.max_frame() {
@@ -1090,6 +1089,12 @@ impl DocRoom {
         }
     }
 
+    /// Closes socket `conn`, whose token expired (4401 `token_expired`).
+    fn expire(&mut self, now: u64, conn: ConnId) {
+        self.out.push(Effect::Close(conn, 4401, "token_expired".into()));
+        self.close(now, conn);
+    }
+
     /// Time passed: sockets whose token expired are closed, awareness states not renewed in
     /// time go. Returns when to call again.
     pub fn tick(&mut self, now: u64) -> Option<u64> {
@@ -1100,8 +1105,7 @@ impl DocRoom {
             .map(|(c, _)| *c)
             .collect();
         for conn in expired {
-            self.out.push(Effect::Close(conn, 4401, "token_expired".into()));
-            self.close(now, conn);
+            self.expire(now, conn);
         }
         let removed = self.awareness.expire(now, self.config.awareness_timeout_ms);
         if !removed.is_empty() {

@@ -45,6 +45,12 @@ use crate::room::Peer;
 /// let answer = recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).unwrap();
 /// assert_eq!(answer.parked, vec![("oc-0.c2".to_owned(), "{\"type\":\"publish\"}".to_owned())]);
 /// assert!(recalls.answer("oc-0#3", 41, "oc-0.", vec![], vec![]).is_none());
+/// // Past a link's allowance the connection holding the most of it makes way for a newcomer.
+/// recalls.start("oc-0#4", 42);
+/// let big = "x".repeat(homeroom::relay::PARKED_BYTES - 10);
+/// assert!(recalls.park("oc-0#4", "oc-0.c5", big, 2_000));
+/// assert!(recalls.park("oc-0#4", "oc-0.c6", "{\"type\":\"publish\"}".into(), 2_000));
+/// assert_eq!(recalls.evicted(), vec![("oc-0#4".to_owned(), "oc-0.c5".to_owned())]);
 /// ```
 #[derive(Debug, Default)]
 pub struct Recalls {
