@@ -37,4 +37,4 @@ export type { BackoffOptions } from "./backoff.js";
 export type { HeartbeatOptions } from "./heartbeat.js";
 export type { ChoiceWhy, RegionOptions } from "./regions.js";
 export type { RateOptions } from "./bucket.js";
-export type { Env, SocketFactory, SocketLike, StorageLike, TimerHandle, WakeSource, WakeWhy } from "./env.js";
+export type { Env, LocksLike, SocketFactory, SocketLike, StorageLike, TimerHandle, WakeSource, WakeWhy } from "./env.js";
