@@ -55,6 +55,7 @@ impl Forwarded {
             tail: None,
             relay_flow: false,
             relay_mirror: false,
+            relay_signals: false,
         }
     }
 }

@@ -226,6 +226,7 @@ pub fn attachment() -> Attachment {
         link: None,
         relay_flow: false,
         relay_mirror: false,
+        relay_signals: false,
     };
     let session = "s-Xq3v9TzK0bLm2Wc8RyJd";
     let size = |p: &Peer| serde_json::to_string(p).expect("serializes").len();

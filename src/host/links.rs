@@ -349,8 +349,27 @@ impl Links {
     /// sessions the room knows only, one by one (the others catch up when they come back), and
     /// not for a session whose welcome has not gone yet (the broadcast came before it joined).
     /// Elsewhere the relay gives an `all` only to clients it has welcomed.
-    pub fn broadcast(&mut self, skip: &HashSet<&str>, frame: &str) {
+    ///
+    /// A signal (`signal`: its key and the links the engine listed,
+    /// [`crate::room::Output::Signal`]) goes to a link whose relay coalesces signals (version 4
+    /// on) once, keyed, if listed, and to such a link not listed (the sender's) not at all:
+    /// nothing per session of it.
+    pub fn broadcast(
+        &mut self,
+        skip: &HashSet<&str>,
+        frame: &str,
+        signal: Option<(&str, &[String])>,
+    ) {
         for (link, members) in &self.members {
+            let version = self.sockets.get(link).map_or(1, |(tag, _)| tag.version);
+            let keyed = signal.filter(|_| version >= 4);
+            if keyed.is_some_and(|(_, listed)| !listed.contains(link)) {
+                continue; // the sender's own relay delivered it
+            }
+            if let (Some((key, _)), false) = (keyed, self.recalls.owes(link)) {
+                self.down.signal(link, key, frame);
+                continue;
+            }
             if self.recalls.owes(link) {
                 let fresh = &self.fresh;
                 let to = members

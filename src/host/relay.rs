@@ -588,7 +588,7 @@ impl RelayInner {
             "up": s.up, "down": s.down, "bad_down": s.bad_down,
             "local_signals": s.local_signals, "local_signals_refused": s.local_signals_refused,
             "timed_out": s.timed_out, "binary_dropped": s.binary_dropped, "bytes_refused": s.bytes_refused,
-            "signals_coalesced": s.signals_coalesced, "signals_shed": s.signals_shed,
+            "home_signals": s.home_signals, "signals_coalesced": s.signals_coalesced, "signals_shed": s.signals_shed,
             "recalls": s.recalls, "tail": live.engine.tail_len(),
             "tail_replays": s.tail_replays, "tail_frames": s.tail_frames, "tail_lost": s.tail_lost,
             "echoes": s.echoes, "backlog_closes": s.backlog_closes, "welcomes": s.welcomes,

@@ -157,11 +157,19 @@ impl Sockets {
         Ok(effects)
     }
 
-    /// A frame for every socket and every link's session but those in `skip`.
-    fn broadcast(&mut self, links: &mut Links, frame: &str, skip: &[String]) {
+    /// A frame for every socket and every link's session but those in `skip`; a signal
+    /// (`signal`: its key and the links that take it once, [`Output::Signal`]) once to each of
+    /// those links instead of their sessions.
+    fn broadcast(
+        &mut self,
+        links: &mut Links,
+        frame: &str,
+        skip: &[String],
+        signal: Option<(&str, &[String])>,
+    ) {
         self.sends += u64::from(self.send_all_but(frame, skip));
         let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
-        links.broadcast(&skip, frame);
+        links.broadcast(&skip, frame, signal);
     }
 
     /// Sends `frame` to every socket but those of the connections in `skip`; returns how many
@@ -241,7 +249,10 @@ impl Sockets {
                         links.down.send(to, &frame);
                     }
                 }
-                Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip),
+                Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip, None),
+                Output::Signal { frame, key, skip, links: to } => {
+                    self.broadcast(links, &frame, &skip, Some((&key, &to)))
+                }
                 out @ (Output::Replay { .. }
                 | Output::CatchUp { .. }
                 | Output::Entries { .. }

@@ -40,10 +40,15 @@ use serde::{Deserialize, Serialize};
 ///   write after ([`DownOp::Set`]), and sends each session's part of a welcome
 ///   ([`DownOp::Welcome`]) and the word for a `state` or `resync` frame ([`DownOp::State`]),
 ///   not the frames.
+/// - 4: the relay takes a signal for its clients from another relay or the home's own sockets
+///   once ([`DownOp::Signal`], with its sender's session and topic) and coalesces and sheds it
+///   as it does its own members' signals: the home keeps no coalescing window, queue or skip
+///   list per session of such a link, and counts the signal once per link against its
+///   outbound budget.
 ///
 /// An operation either end does not know is skipped (`Unknown`), not a reason to drop the
 /// message it came in.
-pub const LINK_VERSION: u32 = 3;
+pub const LINK_VERSION: u32 = 4;
 
 /// The most a link message is made to hold, in bytes: a turn's operations are split over as
 /// many messages as it takes, in order. The runtime closes a WebSocket whose peer sends a
@@ -239,6 +244,11 @@ pub enum DownOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A signal for every client of the relay the home has addressed, sent by a session of
+    /// another relay or of the home's own sockets; `key` is its sender's session and topic,
+    /// by which the relay coalesces it with that sender's earlier ones in a window (as its own
+    /// members' signals), and sheds it past its outbound budget. Link version 4 on.
+    Signal { key: String, frame: String },
     /// An operation of a later version of the link: skipped.
     #[serde(other)]
     Unknown,

@@ -99,6 +99,12 @@ impl Downlinks {
         self.push(link, DownOp::All { skip, frame: frame.to_owned() });
     }
 
+    /// A signal for every session of `link`, which its relay coalesces by `key` (its sender's
+    /// session and topic) and sheds itself (link version 4 on).
+    pub fn signal(&mut self, link: &str, key: &str, frame: &str) {
+        self.push(link, DownOp::Signal { key: key.to_owned(), frame: frame.to_owned() });
+    }
+
     /// The room closed `conn`, a session of `link`.
     pub fn close(&mut self, link: &str, conn: &str, code: &CloseCode) {
         let (code, reason) = (code.code(), code.reason().to_owned());

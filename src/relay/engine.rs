@@ -60,11 +60,15 @@ pub struct RelayStats {
     /// Frames refused here for their user's byte budget (not sent up: the home would refuse
     /// them too).
     pub bytes_refused: u64,
-    /// Local signals replaced inside the coalescing window by a newer one of the same sender
-    /// and topic (a stale cursor is worth nothing).
+    /// Signals of members elsewhere the home sent this relay once for all its clients (link
+    /// version 4 on), to coalesce and shed as its own members'.
+    pub home_signals: u64,
+    /// Signals (its members', and the home's once for all) replaced inside the coalescing
+    /// window by a newer one of the same sender and topic (a stale cursor is worth nothing).
     pub signals_coalesced: u64,
-    /// Local signals not delivered to the relay's members because the relay was over its
-    /// outbound budget (`OUTBOUND_BUDGET` frames per second, as the home's).
+    /// Signals (its members', and the home's once for all) not delivered to the relay's
+    /// members because the relay was over its outbound budget (`OUTBOUND_BUDGET` frames per
+    /// second, as the home's).
     pub signals_shed: u64,
     /// Times the home asked for the relay's sessions back (it had lost its memory).
     pub recalls: u64,
@@ -499,7 +503,7 @@ impl Relay {
         let frame: Rc<str> =
             ServerFrame::Signal { session: &session, topic, data }.to_text().into();
         self.stats.local_signals += 1;
-        self.local_signal(conn, format!("{session}\u{0}{topic}"), frame);
+        self.signal(conn, format!("{session}\u{0}{topic}"), frame);
     }
 
     /// Entries of [`Relay::bytes_by_user`] past which a pass keeps only users with a client here.
@@ -567,6 +571,7 @@ impl Relay {
                     let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
                     self.emit_all(&skip, frame.into(), None);
                 }
+                DownOp::Signal { key, frame } => self.home_signal(key, frame.into()),
                 DownOp::Close { conn, code, reason } => {
                     if self.clients.remove(&conn).is_some() {
                         self.outputs.push_back(Output::Close { conn, code, reason });

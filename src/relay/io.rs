@@ -103,6 +103,7 @@ impl Open {
             tail: self.tail,
             relay_flow: version >= 2,
             relay_mirror: version >= 3,
+            relay_signals: version >= 4,
         })
     }
 }

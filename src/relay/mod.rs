@@ -29,6 +29,7 @@
 //!     region: "OC".into(), since: None, epoch: None, rand: 7, secret: 9,
 //!     expires: None, info: None, canary: false, link: None, tail: None, relay_flow: false,
 //!     relay_mirror: false,
+//!     relay_signals: false,
 //! }));
 //! relay.handle(now, Input::Wake); // the end of the turn: one message up
 //! let up: Vec<String> = std::iter::from_fn(|| relay.poll_output())

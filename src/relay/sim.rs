@@ -218,6 +218,7 @@ impl Topo {
             tail: None,
             relay_flow: false,
             relay_mirror: false,
+            relay_signals: false,
         };
         self.relay_input(&instance, Input::Open(hello));
         conn
@@ -669,8 +670,8 @@ impl Topo {
     /// The home accepts a new link, as the adapter does: held to the window (its relay speaks
     /// version 2 on), the log's name first, then the room's parts of a welcome (version 3 on).
     fn home_accepts(&mut self, link: &str) {
-        let mirror = self.link_version >= 3;
-        let open = Link { open: true, relayed: true, mirror, ..Default::default() };
+        let (mirror, signals) = (self.link_version >= 3, self.link_version >= 4);
+        let open = Link { open: true, relayed: true, mirror, signals, ..Default::default() };
         self.home.links.insert(link.to_owned(), open);
         self.home.downlinks.accepted(link, self.link_version, &mut self.home.room);
     }

@@ -54,6 +54,10 @@ pub struct Hello {
     /// session's part of its welcome ([`Output::Welcome`]) and the word for a state reply
     /// ([`Output::State`]), not the frames. False: the room sends the frames.
     pub relay_mirror: bool,
+    /// Over a link: its far end (a relay of link version 4 on) coalesces and sheds the signals
+    /// it is sent for its clients itself: the room sends a signal once per such link
+    /// ([`Output::Signal`]) and keeps no window or queue of signals for the connection.
+    pub relay_signals: bool,
 }
 
 /// One event for the engine. Time comes with it, in [`Room::handle`](super::Room::handle).
@@ -109,6 +113,12 @@ pub enum Output {
     Multicast { conns: Vec<String>, frame: Rc<str> },
     /// Send one frame to every open connection but those in `skip`.
     Broadcast { frame: Rc<str>, skip: Vec<String> },
+    /// A signal: [`Output::Broadcast`] for the connections of the adapter's own sockets and of
+    /// links whose far ends take signals one by one, and besides, the signal once to each of
+    /// `links` (whose relays coalesce signals themselves, [`Hello::relay_signals`]) with its
+    /// `key` (its sender's session and topic). No session of such a link is in `skip`, and a
+    /// link of that kind not in `links` (the sender's own) gets nothing.
+    Signal { frame: Rc<str>, key: String, skip: Vec<String>, links: Vec<String> },
     /// Close a connection. The engine has already forgotten it.
     Close { conn: String, code: CloseCode },
     /// Store what the room must know about a connection to rebuild it after
@@ -260,6 +270,9 @@ pub struct Peer {
     /// Its link's far end mirrors the room's state (see [`Hello::relay_mirror`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub relay_mirror: bool,
+    /// Its link's far end coalesces its signals (see [`Hello::relay_signals`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relay_signals: bool,
 }
 
 /// Everything needed to rebuild a room: storage plus the live sockets.

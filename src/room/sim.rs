@@ -101,6 +101,8 @@ pub struct Link {
     /// Its relay mirrors the room's parts and state (link version 3 on): it makes its clients'
     /// welcomes and state replies, and is told the state again after each recall.
     pub mirror: bool,
+    /// Its relay coalesces the signals it is sent (link version 4 on): a signal crosses once.
+    pub signals: bool,
 }
 
 pub struct Sim {
@@ -309,6 +311,7 @@ impl Sim {
             canary: std::mem::take(&mut self.canary_next),
             relay_flow: link.as_ref().is_some_and(|l| !self.links.get(l).is_some_and(|l| l.v1)),
             relay_mirror: false,
+            relay_signals: false,
             link,
             tail: None,
         };
@@ -500,21 +503,9 @@ impl Sim {
                         self.deliver(&c, &frame);
                     }
                 }
-                Output::Broadcast { frame, skip } => {
-                    self.relay_all(&skip, &frame);
-                    let to: Vec<String> = self
-                        .sockets
-                        .iter()
-                        // Only admitted sockets (their record written), as the adapter's set.
-                        .filter(|(c, s)| s.open && s.peer.is_some() && !skip.contains(c))
-                        .filter(|(_, s)| !self.relayed(s))
-                        .map(|(c, _)| c.clone())
-                        .collect();
-                    self.broadcasts.push(to.len());
-                    self.cross(&to);
-                    for c in to {
-                        self.deliver(&c, &frame);
-                    }
+                Output::Broadcast { frame, skip } => self.broadcast(&frame, &skip, None),
+                Output::Signal { frame, key, skip, links } => {
+                    self.broadcast(&frame, &skip, Some((&key, &links)))
                 }
                 Output::Close { conn, code } => self.close(conn, code),
                 tail @ (Output::Replay { .. }
@@ -555,6 +546,25 @@ impl Sim {
                     self.alarm = None;
                 }
             }
+        }
+    }
+
+    /// The engine's broadcast (or signal, with its key and the links that take it once), as
+    /// the adapter applies it: over each link, then to the sockets here.
+    fn broadcast(&mut self, frame: &str, skip: &[String], signal: Option<(&str, &[String])>) {
+        self.relay_all(skip, frame, signal);
+        let to: Vec<String> = self
+            .sockets
+            .iter()
+            // Only admitted sockets (their record written), as the adapter's set.
+            .filter(|(c, s)| s.open && s.peer.is_some() && !skip.contains(c))
+            .filter(|(_, s)| !self.relayed(s))
+            .map(|(c, _)| c.clone())
+            .collect();
+        self.broadcasts.push(to.len());
+        self.cross(&to);
+        for c in to {
+            self.deliver(&c, frame);
         }
     }
 
@@ -658,8 +668,10 @@ impl Sim {
     }
 
     /// A frame for everyone but `skip`: once over each relayed link that has
-    /// a session it is for, with the link's sessions in `skip`.
-    fn relay_all(&mut self, skip: &[String], frame: &str) {
+    /// a session it is for, with the link's sessions in `skip`; a signal (its key and the links
+    /// listed) once to each listed link whose relay coalesces signals, and to such a link not
+    /// listed not at all.
+    fn relay_all(&mut self, skip: &[String], frame: &str, signal: Option<(&str, &[String])>) {
         // Per link, the sessions it is for and those skipped, of the ones the room knows (a
         // link that owes its sessions has others: they catch up when they come back).
         let mut per_link: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
@@ -674,13 +686,20 @@ impl Sim {
             }
         }
         for (link, (to, skip)) in per_link {
+            let keyed = signal.filter(|_| self.links[&link].signals);
+            if keyed.is_some_and(|(_, listed)| !listed.contains(&link)) {
+                continue; // the sender's own relay delivered it
+            }
+            assert!(keyed.is_none() || skip.is_empty(), "a keyed link's session skipped: {skip:?}");
             if to.is_empty() {
                 continue;
             }
             let l = self.links.get_mut(&link).expect("known link");
             assert!(l.open, "a send over the closed link {link}");
             l.sends += 1;
-            if self.recalls.owes(&link) {
+            if let (Some((key, _)), false) = (keyed, self.recalls.owes(&link)) {
+                self.downlinks.signal(&link, key, frame);
+            } else if self.recalls.owes(&link) {
                 // One by one, as the adapter sends them: not to a session opened in this turn
                 // whose welcome has not gone yet (the broadcast came before it joined).
                 let to = to.iter().filter(|c| self.sockets[c.as_str()].welcomed);

@@ -221,6 +221,13 @@ async fn four_regions(ctx: Ctx) -> R {
     );
     let oc = relay_stats(ctx.port, &room, "OC-0").await?;
     check!(oc["local_signals"] == 1, "the OC relay delivered the signal itself: {oc}");
+    // The home sent it to each other relay once, for all of its members (link version 4), and
+    // not back to OC.
+    check!(oc["home_signals"] == 0, "the signal came back to the OC relay: {oc}");
+    for (_, region) in &PLACES[1..] {
+        let r = relay_stats(ctx.port, &room, &format!("{region}-0")).await?;
+        check!(r["home_signals"] == 1, "relay {region}-0 took the signal once: {r}");
+    }
     check!(oc["state_replies"] == 1, "the OC relay made the state reply: {oc}");
     let mirrored = es::stats(ctx.port, &room).await?;
     check!(

@@ -222,19 +222,21 @@ impl Relay {
         }
     }
 
-    /// A signal from `from` for the relay's other members, as the home treats one for its
+    /// A signal from `from` (a client here, or none: the home sent it once for all) for the
+    /// relay's other members, as the home treats one for its
     /// own sockets: shed while the relay sends more than its outbound budget; at once when
     /// no coalescing window is open (which it opens while busy, see `open_window`); else
     /// waiting for the window's end, the latest per sender and topic. However many members
     /// move their cursors, each member gets at most one frame of signals per window from the
     /// relay; one whose own window is full gets the latest of each when it has read.
-    pub(super) fn local_signal(&mut self, from: &str, key: String, frame: Rc<str>) {
+    pub(super) fn signal(&mut self, from: &str, key: String, frame: Rc<str>) {
         let now = self.now;
         if self.outbound.rate(now) > self.config.outbound_budget {
             self.stats.signals_shed += 1;
             return;
         }
-        let receivers = self.clients.len().saturating_sub(1) as u64;
+        let receivers = self.clients.len().saturating_sub(self.clients.contains_key(from).into());
+        let receivers = receivers as u64;
         self.asked.add(now, receivers);
         // A window that has ended but not yet been flushed (its wake-up still to come) takes
         // the signal too, in the place of the one it replaces, and goes now: sent at once
@@ -260,6 +262,14 @@ impl Relay {
         }
         self.emit_all(&BTreeSet::from([from]), frame, Some(&key));
         self.open_window();
+    }
+
+    /// A signal of a member elsewhere, which the home sends once for all the relay's clients
+    /// (link version 4 on): coalesced and shed as its own members' (its sender is no client
+    /// here, so every admitted client may get it).
+    pub(super) fn home_signal(&mut self, key: String, frame: Rc<str>) {
+        self.stats.home_signals += 1;
+        self.signal("", key, frame);
     }
 
     /// Opens the coalescing window, only while the members ask for more than `batch_above`

@@ -620,9 +620,14 @@ fn topo_case(seed: u64) -> (u64, u64, u64, u64, (u64, u64)) {
     };
     let config = topo_config(seed, rand(3));
     let mut t = Topo::new(config, 1 + rand(60));
-    // Half the cases under a home that serves its relays in link version 2 (the relays of this
-    // code speak 3: an older home sends whole welcomes), without a draw of the walk's.
-    t.link_version = if (seed >> 8) & 1 == 0 { LINK_VERSION } else { 2 };
+    // A third of the cases each under a home that serves its relays in link version 2 (an
+    // older home sends whole welcomes) and 3 (it windows each relayed session's signals),
+    // without a draw of the walk's.
+    t.link_version = match (seed >> 8) % 3 {
+        0 => LINK_VERSION,
+        1 => 3,
+        _ => 2,
+    };
     let mut walkers: Vec<Walker> = Vec::new();
     let steps = 50 + rand(250);
     let trace = std::env::var("TOPO_CASE").is_ok();
@@ -1008,6 +1013,7 @@ pub(super) fn hello(conn: &str, user: &str) -> crate::room::Hello {
         tail: None,
         relay_flow: false,
         relay_mirror: false,
+        relay_signals: false,
     }
 }
 

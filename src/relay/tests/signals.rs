@@ -1,6 +1,10 @@
 //! Signals at a relay: the order of one sender's, and which frames are signals at all.
 
-use super::{ann_bob_and_cat, ann_bob_and_cat_with, of_type};
+use serde_json::Value;
+
+use super::{ann_bob_and_cat, ann_bob_and_cat_with, of_type, signal_is, REGIONS, RELAYS};
+use crate::protocol::link::LINK_VERSION;
+use crate::relay::sim::Topo;
 use crate::room::RoomConfig;
 
 /// The `i` of each signal `frames` hold, in order.
@@ -104,4 +108,68 @@ fn a_users_publishes_and_signals_share_one_budget_at_her_relay() {
         "{messages} messages and {signals} signals of 60 KB"
     );
     assert!(messages >= 10, "her publishes came: {messages}");
+}
+
+/// A relayed room of 60 members over four relays, one user (two sockets) signalling at her
+/// whole allowed rate (40 a second, a new topic each: nothing coalesces), Vic at another relay
+/// moving a cursor ten times a second, scaled so that the room sends its members more than
+/// `OUTBOUND_BUDGET` frames a second (600 here; 50,000 by default, which 2,600+ relayed members
+/// reach the same way). The home counted every relayed member as a send of its own, found itself
+/// over its budget and shed everyone's signals to the other relays: Cat, at a third, missed
+/// Vic's cursor. A relay of link version 4 takes each signal once and coalesces and sheds it for
+/// its own members: the home sends a signal once per relay, never per member.
+#[test]
+fn one_members_signals_do_not_take_the_homes_budget_for_everyone_elses() {
+    let (got, home_sends, shed, home_signals) = signals_past_the_budget(LINK_VERSION);
+    assert_eq!(got, 50, "Cat got {got} of Vic's 50 cursor moves ({shed} shed at the home)");
+    assert_eq!(shed, 0, "the home shed signals");
+    // Each signal crossed once to each relay but its sender's: Mallory's 200 and Vic's 50.
+    assert_eq!(home_signals, 250, "signals the home sent na-0 once each");
+    assert!(home_sends <= 3 * 60, "the home's sends a second: {home_sends}");
+}
+
+/// The same room with relays of link version 3, whose sessions the home windows one by one:
+/// the hole above, kept for them (the home serves each link in its relay's version).
+#[test]
+fn with_relays_of_link_version_3_the_home_still_windows_each_session() {
+    let (got, home_sends, shed, home_signals) = signals_past_the_budget(3);
+    assert!(shed > 0 && got < 50, "nothing shed: Cat got {got}, home sends {home_sends}/s");
+    assert_eq!(home_signals, 0, "a relay of version 3 is sent no keyed signal");
+}
+
+/// Cat's count of Vic's 50 signals, the home's sends a second at the end, the signals the home
+/// shed, and the keyed signals Cat's relay was sent.
+fn signals_past_the_budget(version: u32) -> (usize, u64, u64, u64) {
+    let mut config = RoomConfig { outbound_budget: 600, batch_above: 60, ..RoomConfig::default() };
+    config.finish();
+    let mut t = Topo::new(config, 10);
+    t.link_version = version;
+    let mut conns = Vec::new();
+    for (r, region) in RELAYS.iter().zip(REGIONS) {
+        for i in 0..15 {
+            let user = format!("{region}-u{i}");
+            conns.push(t.connect(r, &format!("sess-{user}"), &user, region, None));
+        }
+    }
+    let mallory = [conns[0].clone(), t.connect("oc-0", "sess-OC-u0b", "OC-u0", "OC", None)];
+    let (vic, cat) = (conns[15].clone(), conns[30].clone()); // at eu-0 and na-0
+    t.settle();
+    for c in conns.iter().chain(&mallory) {
+        t.take(c);
+    }
+    for step in 0..200u64 {
+        let m = &mallory[step as usize % 2];
+        t.send(m, &format!(r#"{{"type":"signal","topic":"m{step}","data":{{"i":{step}}}}}"#));
+        if step % 4 == 0 {
+            t.signal(&vic, &format!(r#"{{"i":{step}}}"#));
+        }
+        t.advance(25);
+    }
+    t.settle();
+    let got = signal_is(&t.take(&cat), "sess-EU-u0");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "Vic's in order at Cat: {got:?}");
+    let stats: Value = serde_json::from_str(&t.home.room.stats_json()).expect("JSON");
+    let sends = stats["outbound_per_sec"].as_u64().expect("a rate");
+    let shed = stats["signals_dropped"].as_u64().expect("a count");
+    (got.len(), sends, shed, t.relay("na-0").stats().home_signals)
 }

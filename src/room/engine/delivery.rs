@@ -8,7 +8,7 @@
 //! when the room's outbound work exceeds its budget. Durable frames are
 //! never dropped, reordered or delayed for a window.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use super::Room;
@@ -306,27 +306,7 @@ impl Room {
         }
         let now = self.now;
         let window = self.config.send_window;
-        // A signal that came over a link was delivered to the link's own
-        // sessions by its far end already (a relay delivers its members'
-        // signals at once); the room sends it to everyone else.
-        let origin = self.conns.get(sender).and_then(|c| c.link.clone());
-        let (mut idle, mut waiting, mut late) = (Vec::new(), Vec::new(), Vec::new());
-        let mut local = Vec::new();
-        for (id, c) in self.conns.iter().filter(|(id, _)| id.as_str() != sender) {
-            if origin.is_some() && c.link == origin {
-                local.push(id.clone());
-                continue;
-            }
-            // A reader that has not confirmed its window gets the latest
-            // signals when it has: they collapse while they wait.
-            if c.out.holding(now) || !c.flow.open(window) || c.out.due {
-                waiting.push(id.clone());
-            } else if c.out.is_empty() {
-                idle.push(id.clone());
-            } else {
-                late.push(id.clone()); // its window ended; the flush has not run yet
-            }
-        }
+        let Receivers { idle, waiting, late, local, links } = self.signal_receivers(sender);
         let mut over = Vec::new();
         for conn in &waiting {
             let c = self.conns.get_mut(conn).expect("listed above");
@@ -350,19 +330,57 @@ impl Room {
         for conn in over {
             self.check_backlog(&conn);
         }
-        if idle.is_empty() {
+        if idle.is_empty() && links.is_empty() {
             return;
         }
         let mut skip = waiting;
         skip.extend(late);
         skip.extend(local);
         skip.push(sender.to_owned());
-        self.count(idle.len() as u64, idle.len() as u64);
+        let sends = (idle.len() + links.len()) as u64;
+        self.count(sends, sends);
         self.sent_to_all(frame.len() as u64, &skip);
-        self.push(Output::Broadcast { frame, skip });
+        match links.is_empty() {
+            true => self.push(Output::Broadcast { frame, skip }),
+            false => self.push(Output::Signal { frame, key: key.to_owned(), skip, links }),
+        }
         for conn in idle {
             self.open_window(&conn);
         }
+    }
+
+    /// Who a signal from `sender` goes to, and how ([`Receivers`]).
+    fn signal_receivers(&self, sender: &str) -> Receivers {
+        let (now, window) = (self.now, self.config.send_window);
+        // A signal that came over a link was delivered to the link's own
+        // sessions by its far end already (a relay delivers its members'
+        // signals at once); the room sends it to everyone else.
+        let origin = self.conns.get(sender).and_then(|c| c.link.clone());
+        let mut to = Receivers::default();
+        let mut links: BTreeSet<&str> = BTreeSet::new();
+        for (id, c) in self.conns.iter().filter(|(id, _)| id.as_str() != sender) {
+            if c.signals_at_link {
+                if c.link != origin {
+                    links.extend(c.link.as_deref());
+                }
+                continue;
+            }
+            if origin.is_some() && c.link == origin {
+                to.local.push(id.clone());
+                continue;
+            }
+            // A reader that has not confirmed its window gets the latest
+            // signals when it has: they collapse while they wait.
+            if c.out.holding(now) || !c.flow.open(window) || c.out.due {
+                to.waiting.push(id.clone());
+            } else if c.out.is_empty() {
+                to.idle.push(id.clone());
+            } else {
+                to.late.push(id.clone()); // its window ended; the flush has not run yet
+            }
+        }
+        to.links = links.into_iter().map(str::to_owned).collect();
+        to
     }
 
     /// Defers a connection's frames (its replay, a send its user's reply
@@ -503,6 +521,22 @@ impl Room {
         }
         self.mark(marks);
     }
+}
+
+/// The connections a signal goes to, by how.
+#[derive(Default)]
+struct Receivers {
+    /// Nothing waits for them: the signal goes now, in one broadcast.
+    idle: Vec<String>,
+    /// Held (a replay, a full flow window, a turn's batch): it waits in their outboxes.
+    waiting: Vec<String>,
+    /// Their window ended and its flush has not run: it goes now, after what waits.
+    late: Vec<String>,
+    /// Sessions of the sender's link, whose far end delivered it already.
+    local: Vec<String>,
+    /// Links whose relays coalesce signals themselves ([`crate::room::Hello::relay_signals`]):
+    /// the signal goes to each once, never through their sessions' outboxes.
+    links: Vec<String>,
 }
 
 /// The same frames (the same texts, not equal ones), in the same order.

@@ -67,6 +67,7 @@ impl Room {
                 expires: p.exp.map(Time::ms),
                 stalled_since: None,
                 mirror: p.relay_mirror && p.link.is_some(),
+                signals_at_link: p.relay_signals && p.link.is_some(),
                 // Its client saw what it saw: any diff still owed to it is whole.
                 presence_seen: 0,
                 link: p.link,
@@ -158,6 +159,7 @@ impl Room {
             link,
             relay_flow,
             relay_mirror,
+            relay_signals,
         } = joining;
         self.retain_at = None;
         let previous = self.presence.remove(session);
@@ -190,6 +192,7 @@ impl Room {
             expires,
             stalled_since: None,
             mirror: relay_mirror && link.is_some(),
+            signals_at_link: relay_signals && link.is_some(),
             link,
             // Owed nothing before its welcome (below), which must be its first frame.
             presence_seen: u64::MAX,
@@ -638,10 +641,14 @@ impl Room {
     }
 
     fn remember(&mut self, session: &str, m: &Member, now: u64) {
-        let (exp, key, link, relay_flow, relay_mirror) = match self.conns.get(&m.conn) {
-            Some(c) => (c.expires, c.flow.key(), c.link.clone(), !c.flow.metered(), c.mirror),
-            None => (None, 0, None, false, false),
+        let (exp, key, link) = match self.conns.get(&m.conn) {
+            Some(c) => (c.expires, c.flow.key(), c.link.clone()),
+            None => (None, 0, None),
         };
+        let c = self.conns.get(&m.conn);
+        let relay_flow = c.is_some_and(|c| !c.flow.metered());
+        let relay_mirror = c.is_some_and(|c| c.mirror);
+        let relay_signals = c.is_some_and(|c| c.signals_at_link);
         self.push(Output::Remember(Peer {
             conn: m.conn.clone(),
             session: session.to_owned(),
@@ -658,6 +665,7 @@ impl Room {
             link,
             relay_flow,
             relay_mirror,
+            relay_signals,
         }));
     }
 }
@@ -678,4 +686,6 @@ pub(super) struct Joining<'a> {
     pub relay_flow: bool,
     /// Its link's far end mirrors the room ([`crate::room::Hello::relay_mirror`]).
     pub relay_mirror: bool,
+    /// Its link's far end coalesces its signals ([`crate::room::Hello::relay_signals`]).
+    pub relay_signals: bool,
 }

@@ -68,6 +68,9 @@ struct Conn {
     link: Option<String>,
     /// Its link's far end mirrors the room's parts and state ([`Hello::relay_mirror`]).
     mirror: bool,
+    /// Its link's far end coalesces and sheds the signals it is sent ([`Hello::relay_signals`]):
+    /// a signal goes to its link once, never through this connection's outbox.
+    signals_at_link: bool,
     /// The presence changes its welcome showed: those up to this number
     /// ([`diffs::Window::seen`]).
     presence_seen: u64,
@@ -438,6 +441,7 @@ impl Room {
             tail,
             relay_flow,
             relay_mirror,
+            relay_signals,
         } = hello;
         let expires = expires.map(Time::ms);
         // What the far end of a link says it can replay itself (a relay's tail), from `since`.
@@ -473,6 +477,7 @@ impl Room {
             link,
             relay_flow,
             relay_mirror,
+            relay_signals,
         };
         self.join(now, joining);
         let replay = self.replay_for(since, epoch.as_deref());
