@@ -287,7 +287,16 @@ impl Links {
         if !self.recalls.hold(link, open, now) {
             self.refuse(link, &conn);
         }
+        self.made_way();
         None
+    }
+
+    /// Closes (1012, to resume) the held connections that made way for a newcomer's open or
+    /// frame ([`Recalls::evicted`]).
+    fn made_way(&mut self) {
+        for (link, conn) in self.recalls.evicted() {
+            self.refuse(&link, &conn);
+        }
     }
 
     /// Closes `conn`'s client (1012 `room_recalling`, to resume) once, its open not taken; and
@@ -308,6 +317,7 @@ impl Links {
         if !self.recalls.hold_text(link, conn, text) {
             self.refuse(link, conn);
         }
+        self.made_way();
         true
     }
 

@@ -78,8 +78,9 @@ pub enum Held {
 }
 
 /// The most bytes of opens and their frames held for the links' answers ([`Recalls::hold`]):
-/// a storm's opens of a few seconds; past it a client is closed to resume (1012), as is one
-/// held longer than the caller's wait.
+/// a storm's opens of a few seconds; past it the connection holding the most of it is closed to
+/// resume (1012) if it holds more than the newcomer would, else the newcomer is, as is one held
+/// longer than the caller's wait.
 pub const HELD_BYTES: usize = 1024 * 1024;
 
 /// The most bytes of frames kept for one link's answer ([`Recalls::park`]): about a second of
@@ -140,7 +141,7 @@ impl Recalls {
                 *by.entry(c.as_str()).or_default() += t.len();
             }
             let mine = text.len() + by.get(conn).copied().unwrap_or(0);
-            let Some((top, most)) = by.into_iter().max_by_key(|&(_, n)| n) else {
+            let Some((top, most)) = by.into_iter().max_by_key(|&(c, n)| (n, c)) else {
                 return false; // nothing kept, and still too big
             };
             if top == conn || most <= mine {
@@ -159,8 +160,10 @@ impl Recalls {
         true
     }
 
-    /// The connections whose kept frames made way for another's since the last call, each with
-    /// its link ([`Recalls::park`]): close each with [`Recalls::unknown`].
+    /// The connections that made way for another's since the last call, each with its link:
+    /// frames kept for an answer ([`Recalls::park`]: close each with [`Recalls::unknown`]), or
+    /// a held open and its frames ([`Recalls::hold`], [`Recalls::hold_text`]: close each with
+    /// [`Recalls::refuse`]).
     pub fn evicted(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.evicted)
     }
@@ -277,6 +280,14 @@ impl Recalls {
     /// let released = recalls.release();
     /// assert!(matches!(&released[0], Held::Open { open, .. } if open.conn == "eu-0.c1"));
     /// assert!(matches!(&released[1], Held::Text { conn, .. } if conn == "eu-0.c1"));
+    /// // Past HELD_BYTES the connection holding the most makes way for a newcomer's open.
+    /// recalls.start("oc-0#4", 42);
+    /// assert!(recalls.hold("eu-0#1", open("eu-0.c2"), 6));
+    /// let big = "x".repeat(homeroom::relay::HELD_BYTES - 400);
+    /// assert!(recalls.hold_text("eu-0#1", "eu-0.c2", big));
+    /// assert!(recalls.hold("oc-0#4", open("oc-0.c7"), 6));
+    /// assert_eq!(recalls.evicted(), vec![("eu-0#1".to_owned(), "eu-0.c2".to_owned())]);
+    /// assert!(!recalls.held("eu-0.c2") && recalls.held("oc-0.c7"));
     /// ```
     pub fn hold(&mut self, link: &str, open: Open, now: u64) -> bool {
         if self.held(&open.conn) {
@@ -286,7 +297,7 @@ impl Recalls {
             return false;
         }
         let size = held_size(&open);
-        if self.held_bytes + size > HELD_BYTES {
+        if !self.make_way(&open.conn, size) {
             return false;
         }
         self.held_bytes += size;
@@ -314,7 +325,7 @@ impl Recalls {
         if !self.held(conn) {
             return false;
         }
-        if self.held_bytes + text.len() > HELD_BYTES {
+        if !self.make_way(conn, text.len()) {
             self.drop_held(conn);
             return false;
         }
@@ -322,6 +333,35 @@ impl Recalls {
         let at = self.held.last().map_or(0, |(at, _)| *at);
         let (link, conn) = (link.to_owned(), conn.to_owned());
         self.held.push((at, Held::Text { link, conn, text }));
+        true
+    }
+
+    /// Room for `size` more bytes of `conn`'s under [`HELD_BYTES`]: while there is not, the
+    /// connection holding the most of it gives way (its open and frames dropped, its id in
+    /// [`Recalls::evicted`]: the caller closes it to resume) if that is another one and it
+    /// holds more than `conn` would. False when `conn` is the one past the bound.
+    fn make_way(&mut self, conn: &str, size: usize) -> bool {
+        while self.held_bytes + size > HELD_BYTES {
+            let mut by: HashMap<&str, (usize, &str)> = HashMap::new();
+            for (_, h) in &self.held {
+                let (of, link, n) = match h {
+                    Held::Open { link, open } => (&open.conn, link, held_size(open)),
+                    Held::Text { link, conn, text } => (conn, link, text.len()),
+                };
+                let e = by.entry(of.as_str()).or_insert((0, link.as_str()));
+                e.0 += n;
+            }
+            let mine = size + by.get(conn).map_or(0, |e| e.0);
+            let Some((top, (most, link))) = by.into_iter().max_by_key(|&(c, (n, _))| (n, c)) else {
+                return false; // nothing held, and still too big
+            };
+            if top == conn || most <= mine {
+                return false;
+            }
+            let (top, link) = (top.to_owned(), link.to_owned());
+            self.drop_all(HashSet::from([top.clone()]));
+            self.evicted.push((link, top));
+        }
         true
     }
 

@@ -633,11 +633,7 @@ impl Topo {
                 }
                 UpOp::Text { conn, text } if self.home.recalls.held(&conn) => {
                     // Its open waits for every link's answer: so does the frame.
-                    if !self.home.recalls.hold_text(&link, &conn, text)
-                        && self.home.recalls.refuse(&link, &conn)
-                    {
-                        self.home.downlinks.restart(&link, &conn, "room_recalling");
-                    }
+                    self.home_hold_text(&link, &conn, text);
                 }
                 UpOp::Text { conn, text } if self.home.room.knows(&conn) => {
                     self.home
@@ -691,8 +687,31 @@ impl Topo {
                 let text = crate::room::Input::Text { conn: &conn, text: &text };
                 self.home.room.handle(self.now, text);
             } else {
-                self.home.recalls.hold_text(link, &conn, text);
+                self.home_hold_text(link, &conn, text);
             }
+        }
+    }
+
+    /// A frame of `conn`, whose open waits, waits behind it, as the adapter takes it; past the
+    /// bound the connection holding the most (or `conn`) is closed to resume.
+    fn home_hold_text(&mut self, link: &str, conn: &str, text: String) {
+        if !self.home.recalls.hold_text(link, conn, text) {
+            self.home_refuse(link, conn);
+        }
+        self.home_made_way();
+    }
+
+    /// Closes `conn` (1012, to resume) once, its open not taken.
+    fn home_refuse(&mut self, link: &str, conn: &str) {
+        if self.home.recalls.refuse(link, conn) {
+            self.home.downlinks.restart(link, conn, "room_recalling");
+        }
+    }
+
+    /// Closes the held connections that made way for a newcomer's open or frame.
+    fn home_made_way(&mut self) {
+        for (link, conn) in self.home.recalls.evicted() {
+            self.home_refuse(&link, &conn);
         }
     }
 
@@ -707,9 +726,10 @@ impl Topo {
         let conn = open.conn.clone();
         if self.home.recalls.hold(link, open, self.now.ms()) {
             self.held += u64::from(!again);
-        } else if self.home.recalls.refuse(link, &conn) {
-            self.home.downlinks.restart(link, &conn, "room_recalling");
+        } else {
+            self.home_refuse(link, &conn);
         }
+        self.home_made_way();
     }
 
     /// Once no link owes the home its sessions, the opens held meanwhile are decided, each

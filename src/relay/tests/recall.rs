@@ -223,3 +223,38 @@ fn a_session_of_a_user_blocked_before_its_relay_answered_is_closed_when_it_comes
         assert!(t.clients[conn].open, "{conn} kept");
     }
 }
+
+/// While the home recalls its relays' sessions (it was evicted), Mallory opens a new
+/// connection and sends 26 writes of 40 KB behind it: her open and its frames wait for every
+/// relay's answer, and fill the home's `HELD_BYTES` (1 MiB for all of them). A newcomer at
+/// another relay opening then, with one 30 KB write, was the one closed to resume (first come):
+/// now Mallory, holding the most, makes way; the newcomer is welcomed and her write stored,
+/// and Mallory resumes and sends hers again.
+#[test]
+fn a_member_who_fills_the_homes_hold_during_a_recall_makes_way_for_a_newcomer() {
+    let (mut t, _all) = room(10, 2);
+    assert!(t.evict_home());
+    let big = |n: usize| format!(r#"{{"text":"{}"}}"#, "x".repeat(n));
+    let mallory = t.connect("eu-0", "sess-mallory", "mallory", "EU", None);
+    let n = crate::relay::HELD_BYTES / 40_300;
+    for i in 0..n {
+        t.publish(&mallory, &format!("m-{i}"), &big(40_000));
+    }
+    let newcomer = t.connect("oc-0", "sess-newcomer", "newcomer", "OC", None);
+    t.publish(&newcomer, "n-1", &big(30_000));
+    t.settle();
+    assert_eq!(t.clients[&mallory].closed, Some(1012), "the biggest holder made way");
+    assert!(t.clients[&newcomer].open, "the newcomer stays");
+    let got = t.take(&newcomer);
+    assert_eq!(of_type(&got, "welcome").len(), 1, "welcomed: {got:?}");
+    assert_eq!(seqs(&got, "ack").len(), 1, "and her write stored");
+    let again = t.resume(&mallory, "eu-0");
+    t.settle();
+    for i in 0..n {
+        t.publish(&again, &format!("m-{i}"), &big(40_000));
+        t.advance(200); // her byte budget refills
+    }
+    t.settle();
+    assert_eq!(seqs(&t.take(&again), "ack").len(), n, "hers stored after her resume");
+    assert_eq!(t.home.disk.seq, n as u64 + 1, "every write once");
+}
