@@ -38,6 +38,21 @@ const PING: &str = r#"{"type":"ping"}"#;
 /// never waits (it takes the held opens with it). The seeds' coalescing window.
 pub const OPEN_HOLD_MS: u64 = 50;
 
+/// The home's `send`s and `all`s of one message with nothing else between them, in order: what
+/// each client gets of them goes as one text (a `batch` past one frame), not one per frame: the
+/// home sends a link's sessions each frame at once, so the packing its own sockets get in a
+/// busy turn happens here ([`Relay::fan_run`]).
+#[derive(Default)]
+struct Run(Vec<(Target, Rc<str>)>);
+
+/// Who a frame of a [`Run`] is for.
+enum Target {
+    /// These clients (a `send`).
+    To(Vec<String>),
+    /// Every client the home has addressed but these (an `all`).
+    AllBut(Vec<String>),
+}
+
 /// What a relay counts, for `/stats` and the tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct RelayStats {
@@ -549,64 +564,85 @@ impl Relay {
         }
         // Big frames the home sent once for several sessions: for this message only.
         let mut kept: HashMap<u64, Rc<str>> = HashMap::new();
+        // The frames of a run of `send`s and `all`s, sent when the run ends, packed per client.
+        let mut run = Run::default();
         for op in down.ops {
             match op {
                 DownOp::Send { to, frame } => {
                     self.learn(&frame);
-                    self.send_to(to, frame.into());
+                    run.0.push((Target::To(to), frame.into()));
                 }
-                DownOp::Keep { id, to, frame } => {
-                    // Learned once: its `again`s are the same frame.
-                    self.learn(&frame);
-                    let frame: Rc<str> = frame.into();
-                    kept.insert(id, frame.clone());
-                    self.send_to(to, frame);
-                }
-                DownOp::Again { id, to } => match kept.get(&id) {
-                    Some(frame) => self.send_to(to, frame.clone()),
-                    None => self.stats.bad_down += 1, // the home keeps a message whole
-                },
                 DownOp::All { skip, frame } => {
                     self.learn(&frame);
-                    let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
-                    self.emit_all(&skip, frame.into(), None);
+                    run.0.push((Target::AllBut(skip), frame.into()));
                 }
-                DownOp::Signal { key, frame } => self.home_signal(key, frame.into()),
-                DownOp::Close { conn, code, reason } => {
-                    if self.clients.remove(&conn).is_some() {
-                        self.outputs.push_back(Output::Close { conn, code, reason });
+                op => {
+                    self.fan_run(std::mem::take(&mut run));
+                    self.down_op(op, &mut kept);
+                }
+            }
+        }
+        self.fan_run(run);
+    }
+
+    /// One operation of the home's message (but the `send`s and `all`s of a run, above).
+    fn down_op(&mut self, op: DownOp, kept: &mut HashMap<u64, Rc<str>>) {
+        match op {
+            DownOp::Send { to, frame } => {
+                self.learn(&frame);
+                self.send_to(to, frame.into());
+            }
+            DownOp::Keep { id, to, frame } => {
+                // Learned once: its `again`s are the same frame.
+                self.learn(&frame);
+                let frame: Rc<str> = frame.into();
+                kept.insert(id, frame.clone());
+                self.send_to(to, frame);
+            }
+            DownOp::Again { id, to } => match kept.get(&id) {
+                Some(frame) => self.send_to(to, frame.clone()),
+                None => self.stats.bad_down += 1, // the home keeps a message whole
+            },
+            DownOp::All { skip, frame } => {
+                self.learn(&frame);
+                let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
+                self.emit_all(&skip, frame.into(), None);
+            }
+            DownOp::Signal { key, frame } => self.home_signal(key, frame.into()),
+            DownOp::Close { conn, code, reason } => {
+                if self.clients.remove(&conn).is_some() {
+                    self.outputs.push_back(Output::Close { conn, code, reason });
+                }
+            }
+            DownOp::Peer { conn, peer } => {
+                if let Some(c) = self.clients.get_mut(&conn) {
+                    c.peer = Some(peer);
+                }
+            }
+            DownOp::Recall { id, since } => self.recall(id, since),
+            op @ (DownOp::Epoch { .. }
+            | DownOp::Room { .. }
+            | DownOp::Welcome(_)
+            | DownOp::Snapshot { .. }
+            | DownOp::Set { .. }
+            | DownOp::State { .. }) => self.mirror_op(op),
+            DownOp::Entries { frame } => self.tail.learn(&frame),
+            DownOp::Replay { conn, after, upto } => self.replay(conn, after, upto),
+            DownOp::CatchUp { conn, bytes } => self.allow(&conn, bytes),
+            DownOp::Recalled { id } => {
+                if self.last_recall == Some(id) {
+                    for c in self.clients.values_mut() {
+                        c.from = None;
                     }
                 }
-                DownOp::Peer { conn, peer } => {
-                    if let Some(c) = self.clients.get_mut(&conn) {
-                        c.peer = Some(peer);
-                    }
-                }
-                DownOp::Recall { id, since } => self.recall(id, since),
-                op @ (DownOp::Epoch { .. }
-                | DownOp::Room { .. }
-                | DownOp::Welcome(_)
-                | DownOp::Snapshot { .. }
-                | DownOp::Set { .. }
-                | DownOp::State { .. }) => self.mirror_op(op),
-                DownOp::Entries { frame } => self.tail.learn(&frame),
-                DownOp::Replay { conn, after, upto } => self.replay(conn, after, upto),
-                DownOp::CatchUp { conn, bytes } => self.allow(&conn, bytes),
-                DownOp::Recalled { id } => {
-                    if self.last_recall == Some(id) {
-                        for c in self.clients.values_mut() {
-                            c.from = None;
-                        }
-                    }
-                }
-                DownOp::Unknown => self.stats.unknown_ops += 1,
-                DownOp::Stale { .. } => {
-                    // A newer instance speaks for this relay: nothing this
-                    // one holds reaches the room any more.
-                    self.up.clear();
-                    self.spent = true;
-                    self.restart_all("relay_replaced");
-                }
+            }
+            DownOp::Unknown => self.stats.unknown_ops += 1,
+            DownOp::Stale { .. } => {
+                // A newer instance speaks for this relay: nothing this
+                // one holds reaches the room any more.
+                self.up.clear();
+                self.spent = true;
+                self.restart_all("relay_replaced");
             }
         }
     }
@@ -648,18 +684,19 @@ impl Relay {
     /// A frame from the home for `to`: each one still here is the home's now (its welcome
     /// comes first).
     fn send_to(&mut self, to: Vec<String>, frame: Rc<str>) {
-        let conns: Vec<String> = to
-            .into_iter()
-            .filter(|c| match self.clients.get_mut(c) {
-                Some(client) => {
-                    client.admitted = true;
-                    client.hello = None;
-                    true
-                }
-                None => false, // it left; the home will hear
-            })
-            .collect();
+        let conns: Vec<String> = to.into_iter().filter(|c| self.admit(c)).collect();
         self.emit(conns, frame);
+    }
+
+    /// The home sent `conn` a frame: it is the home's now (its welcome comes first). False
+    /// when it left (the home will hear).
+    fn admit(&mut self, conn: &str) -> bool {
+        let Some(client) = self.clients.get_mut(conn) else {
+            return false;
+        };
+        client.admitted = true;
+        client.hello = None;
+        true
     }
 
     /// The home admitted `part.conn`: the relay makes its welcome, the same bytes the home

@@ -150,6 +150,11 @@ pub fn pack(frames: Vec<Rc<str>>, max_bytes: usize) -> Vec<Rc<str>> {
 
 const BATCH_HEAD: &str = r#"{"type":"batch","frames":["#;
 
+/// Whether `frame` is a `batch` [`pack`] made (a batch is never packed into another).
+pub fn is_batch(frame: &str) -> bool {
+    frame.starts_with(BATCH_HEAD)
+}
+
 /// One frame as itself, several as a `batch` (frames are JSON texts already).
 fn batch(mut group: Vec<Rc<str>>) -> Rc<str> {
     if group.len() == 1 {

@@ -5,12 +5,12 @@
 //! past the relay's outbound budget. A client's frames are never reordered: whatever waits for
 //! it goes before anything newer.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use super::{Client, Echo, Output, Relay, UpOp, Waiting};
+use super::{Client, Echo, Output, Relay, Run, Target, UpOp, Waiting};
 use crate::room::flow::mark_frame;
-use crate::room::outbox::pack;
+use crate::room::outbox::{is_batch, pack};
 
 /// The close code and reason of a client that confirmed too little (the home's `Backlog`).
 const BACKLOG: u16 = 4013;
@@ -102,6 +102,62 @@ impl Relay {
             }
         }
         self.fan(fan, frame);
+    }
+
+    /// Sends a [`Run`] of the home's frames: each client what the run has for it, packed (one
+    /// text where the home's frames were several). The clients the run names (a `send`'s, those
+    /// an `all` skips: its writers, mostly) get theirs one by one, in the run's order; every
+    /// other client gets every `all`, as one frame for all of them. A run of one frame, one
+    /// holding a `batch` already, or naming more clients than is cheap to follow, goes frame by
+    /// frame, as it came.
+    pub(super) fn fan_run(&mut self, Run(ops): Run) {
+        const NAMED_MAX: usize = 64;
+        let named: BTreeSet<String> = (ops.iter())
+            .flat_map(|(t, _)| match t {
+                Target::To(v) | Target::AllBut(v) => v.iter().cloned(),
+            })
+            .collect();
+        let packable = ops.len() > 1 && named.len() <= NAMED_MAX;
+        if !packable || ops.iter().any(|(_, f)| is_batch(f)) {
+            for (target, frame) in ops {
+                match target {
+                    Target::To(to) => self.send_to(to, frame),
+                    Target::AllBut(skip) => {
+                        let skip: BTreeSet<&str> = skip.iter().map(String::as_str).collect();
+                        self.emit_all(&skip, frame, None);
+                    }
+                }
+            }
+            return;
+        }
+        let mut own: BTreeMap<&str, Vec<Rc<str>>> = BTreeMap::new();
+        let mut common = Vec::new();
+        for (target, frame) in &ops {
+            match target {
+                Target::To(to) => {
+                    for c in to.iter().filter(|c| self.admit(c)) {
+                        own.entry(c.as_str()).or_default().push(frame.clone());
+                    }
+                }
+                Target::AllBut(skip) => {
+                    common.push(frame.clone());
+                    let admitted = |c: &str| self.clients.get(c).is_some_and(|c| c.admitted);
+                    for c in named.iter().filter(|c| !skip.contains(c) && admitted(c)) {
+                        own.entry(c.as_str()).or_default().push(frame.clone());
+                    }
+                }
+            }
+        }
+        let max = self.config.batch_max_bytes;
+        let skip: BTreeSet<&str> = named.iter().map(String::as_str).collect();
+        for frame in pack(common, max) {
+            self.emit_all(&skip, frame, None);
+        }
+        for (c, frames) in own {
+            for frame in pack(frames, max) {
+                self.emit(vec![c.to_owned()], frame);
+            }
+        }
     }
 
     /// Sends what a [`Fanout`] says went now, then the marks it made due, then checks the

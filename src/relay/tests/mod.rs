@@ -19,6 +19,7 @@ mod recall;
 mod signals;
 mod storm;
 mod tail;
+mod turns;
 
 const RELAYS: [&str; 4] = ["oc-0", "eu-0", "na-0", "as-0"];
 const REGIONS: [&str; 4] = ["OC", "EU", "NA", "AS"];

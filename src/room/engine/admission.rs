@@ -95,12 +95,16 @@ impl Room {
         if let Some(at) = conn.expires {
             self.expiries.insert((at, id.to_owned()));
         }
-        self.conns.insert(id.to_owned(), conn);
+        self.relayed.add(&conn);
+        if let Some(old) = self.conns.insert(id.to_owned(), conn) {
+            self.relayed.remove(&old);
+        }
     }
 
     /// Stops tracking a connection.
     pub(super) fn drop_conn(&mut self, id: &str) -> Option<Conn> {
         let conn = self.conns.remove(id)?;
+        self.relayed.remove(&conn);
         self.users.remove(&conn.user, self.now);
         if let Some(at) = conn.expires {
             self.expiries.remove(&(at, id.to_owned()));

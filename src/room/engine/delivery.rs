@@ -198,7 +198,7 @@ impl Room {
         if slow.len() < receivers {
             let mut all_skipped = slow.clone();
             all_skipped.extend(skip.iter().map(|c| (*c).to_owned()));
-            let fast = (receivers - slow.len()) as u64;
+            let fast = self.sends_for(receivers - slow.len());
             self.count(fast, fast);
             self.sent_to_all(frame.len() as u64, &all_skipped);
             self.push(Output::Broadcast { frame: frame.clone(), skip: all_skipped });
@@ -206,6 +206,16 @@ impl Room {
         for conn in slow {
             self.send(&conn, frame.clone());
         }
+    }
+
+    /// The sends a frame for `receivers` of the room's connections takes the adapter: one per
+    /// socket of its own, and one per link whose far end keeps its sessions' windows (the
+    /// adapter gathers a turn's frames for a link into one message), however many of the
+    /// link's sessions it is for ([`super::Relayed`]). So a relayed room's members neither
+    /// make the home batch its turns nor count against its outbound budget one by one.
+    fn sends_for(&self, receivers: usize) -> u64 {
+        let (members, links) = (self.relayed.members, self.relayed.links.len());
+        (receivers.saturating_sub(members) + links.min(receivers)) as u64
     }
 
     /// Counts `bytes` sent to every connection but those in `skip`, and

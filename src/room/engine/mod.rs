@@ -76,6 +76,53 @@ struct Conn {
     presence_seen: u64,
 }
 
+/// The users a room's storage knows blocked, as of `now`.
+fn users_of(snap: &Snapshot, now: u64) -> Users {
+    let mut users = Users::default();
+    for (user, until) in &snap.blocks {
+        users.block(user, Some(until.ms()));
+    }
+    users.prune_blocks(now);
+    users
+}
+
+/// The room's sessions over links whose far ends (relays of link version 2 on) keep their flow
+/// windows, counted as they come and go: the adapter sends such a link one message a turn
+/// whatever its sessions are sent, so a frame for all of them is one send per link, not per
+/// session (the room's batching and outbound budget count sends).
+#[derive(Debug, Default)]
+struct Relayed {
+    members: usize,
+    /// Each link with its sessions here.
+    links: HashMap<String, usize>,
+}
+
+impl Relayed {
+    fn link(c: &Conn) -> Option<&str> {
+        c.link.as_deref().filter(|_| !c.flow.metered())
+    }
+
+    fn add(&mut self, c: &Conn) {
+        if let Some(link) = Self::link(c) {
+            self.members += 1;
+            *self.links.entry(link.to_owned()).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, c: &Conn) {
+        let Some(link) = Self::link(c) else {
+            return;
+        };
+        self.members -= 1;
+        if let Some(n) = self.links.get_mut(link) {
+            *n -= 1;
+            if *n == 0 {
+                self.links.remove(link);
+            }
+        }
+    }
+}
+
 impl Conn {
     /// Nothing waits for it and its flow window is open: a frame may go
     /// out at once (and with a broadcast shared by every such connection).
@@ -94,6 +141,9 @@ pub struct Room {
     history: History,
     state: RoomState,
     conns: HashMap<String, Conn>,
+    /// How many of `conns` are sessions over links whose far ends keep their windows, and over
+    /// how many links: what a frame for all of them costs the adapter ([`Relayed`]).
+    relayed: Relayed,
     presence: Presence,
     summary: SummaryThrottle,
     /// Above `large_room` members: summaries only, no per-member diffs.
@@ -213,11 +263,7 @@ impl Room {
         let now = now.ms();
         let (owed, frames_owed) = (snap.presence_owed, snap.frames_owed);
         let history = history_of(&config, &snap);
-        let mut users = Users::default();
-        for (user, until) in &snap.blocks {
-            users.block(user, Some(until.ms()));
-        }
-        users.prune_blocks(now);
+        let users = users_of(&snap, now);
         let mut state = RoomState::default();
         for (key, value, version) in snap.state {
             state.set(key, value, version);
@@ -230,6 +276,7 @@ impl Room {
             history,
             state,
             conns: HashMap::new(),
+            relayed: Relayed::default(),
             presence: Presence::default(),
             summary: SummaryThrottle::default(),
             large: false,
