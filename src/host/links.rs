@@ -37,6 +37,15 @@ pub fn link_of(ws: &WebSocket) -> Option<LinkTag> {
     serde_json::from_str::<LinkTag>(&text).ok()
 }
 
+/// A signal the engine sends once to each of `links` ([`crate::room::Output::Signal`]): its key,
+/// those links, and the sender's own (`origin`).
+#[derive(Clone, Copy)]
+pub struct Signal<'a> {
+    pub key: &'a str,
+    pub links: &'a [String],
+    pub origin: Option<&'a str>,
+}
+
 /// The home's links, present while the room is in memory.
 #[derive(Default)]
 pub struct Links {
@@ -360,24 +369,21 @@ impl Links {
     /// not for a session whose welcome has not gone yet (the broadcast came before it joined).
     /// Elsewhere the relay gives an `all` only to clients it has welcomed.
     ///
-    /// A signal (`signal`: its key and the links the engine listed,
-    /// [`crate::room::Output::Signal`]) goes to a link whose relay coalesces signals (version 4
-    /// on) once, keyed, if listed, and to such a link not listed (the sender's) not at all:
-    /// nothing per session of it.
-    pub fn broadcast(
-        &mut self,
-        skip: &HashSet<&str>,
-        frame: &str,
-        signal: Option<(&str, &[String])>,
-    ) {
+    /// A signal ([`Signal`]) goes to a link whose relay coalesces signals (version 4 on) once,
+    /// keyed, if the engine listed it, and nothing to such a link that is the sender's own;
+    /// any other link gets it as a broadcast (its sessions, one by one, are the engine's).
+    pub fn broadcast(&mut self, skip: &HashSet<&str>, frame: &str, signal: Option<Signal>) {
         for (link, members) in &self.members {
             let version = self.sockets.get(link).map_or(1, |(tag, _)| tag.version);
             let keyed = signal.filter(|_| version >= 4);
-            if keyed.is_some_and(|(_, listed)| !listed.contains(link)) {
+            if keyed.is_some_and(|s| s.origin == Some(link.as_str())) {
                 continue; // the sender's own relay delivered it
             }
-            if let (Some((key, _)), false) = (keyed, self.recalls.owes(link)) {
-                self.down.signal(link, key, frame);
+            // Listed: its sessions are the relay's to coalesce for. Not listed (its sessions
+            // did not say their relay coalesces signals): as a broadcast, session by session.
+            let keyed = keyed.filter(|s| s.links.contains(link));
+            if let (Some(s), false) = (keyed, self.recalls.owes(link)) {
+                self.down.signal(link, s.key, frame);
                 continue;
             }
             if self.recalls.owes(link) {

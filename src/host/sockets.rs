@@ -6,7 +6,7 @@ use worker::wasm_bindgen::prelude::*;
 use worker::wasm_bindgen::JsCast;
 use worker::{js_sys, web_sys, SqlStorage, WebSocket};
 
-use super::links::{LinkTag, Links};
+use super::links::{LinkTag, Links, Signal};
 use super::storage;
 use crate::room::{Output, Peer, Room as Engine, Time};
 
@@ -165,7 +165,7 @@ impl Sockets {
         links: &mut Links,
         frame: &str,
         skip: &[String],
-        signal: Option<(&str, &[String])>,
+        signal: Option<Signal>,
     ) {
         self.sends += u64::from(self.send_all_but(frame, skip));
         let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
@@ -250,8 +250,9 @@ impl Sockets {
                     }
                 }
                 Output::Broadcast { frame, skip } => self.broadcast(links, &frame, &skip, None),
-                Output::Signal { frame, key, skip, links: to } => {
-                    self.broadcast(links, &frame, &skip, Some((&key, &to)))
+                Output::Signal { frame, key, skip, links: to, origin } => {
+                    let signal = Signal { key: &key, links: &to, origin: origin.as_deref() };
+                    self.broadcast(links, &frame, &skip, Some(signal))
                 }
                 out @ (Output::Replay { .. }
                 | Output::CatchUp { .. }

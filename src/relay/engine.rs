@@ -110,7 +110,8 @@ pub struct RelayStats {
     pub stalled_closes: u64,
 }
 
-/// A local signal waiting for the end of the relay's coalescing window.
+/// A signal (a member's here, or the home's for all) waiting for the end of the relay's
+/// coalescing window.
 #[derive(Debug)]
 struct Waiting {
     /// The sender's connection: it does not get its own signal.
@@ -170,7 +171,7 @@ pub struct Relay {
     outputs: VecDeque<Output>,
     /// The short timer, as last asked for.
     wake: Option<u64>,
-    /// Local signals coalescing until `window_until`, in the order their keys first came,
+    /// Signals coalescing until `window_until`, in the order their keys first came,
     /// and where each key is in it (a room of movers must not scan the list per signal).
     signals: Vec<Waiting>,
     waiting_at: HashMap<String, usize>,
@@ -180,7 +181,7 @@ pub struct Relay {
     window_until: Option<u64>,
     /// Frames the relay sent its clients per second (a batch counts once).
     outbound: Meter,
-    /// Local signal frames asked for per second (one per receiver, before coalescing).
+    /// Signal frames asked for per second (one per receiver, before coalescing).
     asked: Meter,
     /// The liveness sweep's alarm, as last asked for.
     alarm: Option<u64>,

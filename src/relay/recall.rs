@@ -62,8 +62,9 @@ pub struct Recalls {
     /// The connections whose opens are held.
     held_conns: HashSet<String>,
     held_bytes: usize,
-    /// Connections whose kept frames made way for another's ([`Recalls::park`]), each with its
-    /// link: the caller closes them to resume ([`Recalls::evicted`]).
+    /// Connections that made way for another's frames or open ([`Recalls::park`],
+    /// [`Recalls::hold`]), each with its link: the caller closes them to resume
+    /// ([`Recalls::evicted`]).
     evicted: Vec<(String, String)>,
 }
 
@@ -256,9 +257,10 @@ impl Recalls {
     /// (true) until every link has answered ([`Recalls::release`]), since until then the room
     /// cannot tell whose session it names, nor how many connections its user holds. True for
     /// an open held already (a relay's answer names the opens the home has not answered): it
-    /// stays where it came first, before its client's frames. False when the held bytes would
-    /// pass [`HELD_BYTES`], or nothing is owed: the caller closes it to resume
-    /// ([`Recalls::refuse`]).
+    /// stays where it came first, before its client's frames. Past [`HELD_BYTES`] the
+    /// connection holding the most makes way if it holds more than this open would (its id in
+    /// [`Recalls::evicted`]); false when it does not, or nothing is owed: the caller closes it
+    /// to resume ([`Recalls::refuse`]).
     ///
     /// ```
     /// use homeroom::protocol::link::Open;
@@ -319,8 +321,9 @@ impl Recalls {
     }
 
     /// `conn`, whose open is held, spoke over `link`: the frame waits behind its open (true).
-    /// False when its open is not held, or when the frame would pass [`HELD_BYTES`]: then its
-    /// open and frames are dropped, and the caller closes it to resume.
+    /// False when its open is not held, or when the frame would pass [`HELD_BYTES`] and no
+    /// connection holding more makes way ([`Recalls::evicted`]): then its open and frames are
+    /// dropped, and the caller closes it to resume.
     pub fn hold_text(&mut self, link: &str, conn: &str, text: String) -> bool {
         if !self.held(conn) {
             return false;

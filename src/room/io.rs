@@ -116,9 +116,16 @@ pub enum Output {
     /// A signal: [`Output::Broadcast`] for the connections of the adapter's own sockets and of
     /// links whose far ends take signals one by one, and besides, the signal once to each of
     /// `links` (whose relays coalesce signals themselves, [`Hello::relay_signals`]) with its
-    /// `key` (its sender's session and topic). No session of such a link is in `skip`, and a
-    /// link of that kind not in `links` (the sender's own) gets nothing.
-    Signal { frame: Rc<str>, key: String, skip: Vec<String>, links: Vec<String> },
+    /// `key` (its sender's session and topic). No session of a listed link is in `skip`; the
+    /// sender's own link (`origin`, whose far end delivered it) gets nothing if its relay
+    /// coalesces signals, and any other link as a broadcast says.
+    Signal {
+        frame: Rc<str>,
+        key: String,
+        skip: Vec<String>,
+        links: Vec<String>,
+        origin: Option<String>,
+    },
     /// Close a connection. The engine has already forgotten it.
     Close { conn: String, code: CloseCode },
     /// Store what the room must know about a connection to rebuild it after

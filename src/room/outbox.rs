@@ -126,7 +126,8 @@ impl Outbox {
 
 /// Packs frames into as few texts as possible: one frame as itself, several
 /// as `{"type":"batch","frames":[...]}` of at most `max_bytes` each (a frame
-/// larger than that travels alone).
+/// larger than that travels alone). A `batch` among them is packed by its
+/// frames, never as a frame of another batch: a client reads one level.
 pub fn pack(frames: Vec<Rc<str>>, max_bytes: usize) -> Vec<Rc<str>> {
     if frames.len() <= 1 {
         return frames;
@@ -135,11 +136,12 @@ pub fn pack(frames: Vec<Rc<str>>, max_bytes: usize) -> Vec<Rc<str>> {
     let mut group: Vec<Rc<str>> = Vec::new();
     let mut size = BATCH_HEAD.len() + 2;
     for frame in frames {
-        if !group.is_empty() && size + frame.len() + 1 > max_bytes {
+        let len = inner(&frame).len();
+        if !group.is_empty() && size + len + 1 > max_bytes {
             out.push(batch(std::mem::take(&mut group)));
             size = BATCH_HEAD.len() + 2;
         }
-        size += frame.len() + 1;
+        size += len + 1;
         group.push(frame);
     }
     if !group.is_empty() {
@@ -150,19 +152,22 @@ pub fn pack(frames: Vec<Rc<str>>, max_bytes: usize) -> Vec<Rc<str>> {
 
 const BATCH_HEAD: &str = r#"{"type":"batch","frames":["#;
 
-/// Whether `frame` is a `batch` [`pack`] made (a batch is never packed into another).
-pub fn is_batch(frame: &str) -> bool {
-    frame.starts_with(BATCH_HEAD)
+/// What a frame adds to a batch: a frame's text, or a `batch`'s frames (its
+/// text inside the brackets, as [`batch`] made it).
+fn inner(frame: &str) -> &str {
+    frame.strip_prefix(BATCH_HEAD).and_then(|f| f.strip_suffix("]}")).unwrap_or(frame)
 }
 
-/// One frame as itself, several as a `batch` (frames are JSON texts already).
+/// One frame as itself, several as a `batch` (frames are JSON texts already;
+/// a batch's own frames go in its place).
 fn batch(mut group: Vec<Rc<str>>) -> Rc<str> {
     if group.len() == 1 {
         return group.pop().expect("one frame");
     }
     let mut text = String::with_capacity(group.iter().map(|f| f.len() + 1).sum::<usize>() + 32);
     text.push_str(BATCH_HEAD);
-    for (i, f) in group.iter().enumerate() {
+    // An empty batch's place is nothing (no comma for it).
+    for (i, f) in group.iter().map(|f| inner(f)).filter(|f| !f.is_empty()).enumerate() {
         if i > 0 {
             text.push(',');
         }
@@ -178,6 +183,21 @@ mod tests {
 
     fn rc(s: &str) -> Rc<str> {
         s.into()
+    }
+
+    #[test]
+    fn a_batch_is_packed_by_its_frames_never_inside_another() {
+        let inner = pack(vec![rc(r#"{"a":1}"#), rc(r#"{"b":2}"#)], 1024);
+        assert_eq!(inner.len(), 1);
+        let empty = rc(r#"{"type":"batch","frames":[]}"#);
+        let out = pack(vec![rc(r#"{"z":0}"#), inner[0].clone(), empty, rc(r#"{"c":3}"#)], 1024);
+        assert_eq!(out.len(), 1);
+        assert_eq!(&*out[0], r#"{"type":"batch","frames":[{"z":0},{"a":1},{"b":2},{"c":3}]}"#);
+        // A batch that fills a text alone still goes alone, as itself.
+        let big = pack(vec![rc(&format!(r#"{{"x":"{}"}}"#, "x".repeat(600))), rc("{}")], 2048);
+        let out = pack(vec![big[0].clone(), rc(r#"{"y":1}"#)], 640);
+        assert_eq!(out.len(), 2);
+        assert!(Rc::ptr_eq(&out[0], &big[0]));
     }
 
     #[test]

@@ -105,6 +105,10 @@ pub struct Link {
     pub signals: bool,
 }
 
+/// A signal's key, the links the engine listed for it, and its sender's link
+/// ([`Output::Signal`]).
+type Keyed<'a> = (&'a str, &'a [String], Option<&'a str>);
+
 pub struct Sim {
     pub room: Room,
     pub config: RoomConfig,
@@ -504,8 +508,8 @@ impl Sim {
                     }
                 }
                 Output::Broadcast { frame, skip } => self.broadcast(&frame, &skip, None),
-                Output::Signal { frame, key, skip, links } => {
-                    self.broadcast(&frame, &skip, Some((&key, &links)))
+                Output::Signal { frame, key, skip, links, origin } => {
+                    self.broadcast(&frame, &skip, Some((&key, &links, origin.as_deref())))
                 }
                 Output::Close { conn, code } => self.close(conn, code),
                 tail @ (Output::Replay { .. }
@@ -551,7 +555,7 @@ impl Sim {
 
     /// The engine's broadcast (or signal, with its key and the links that take it once), as
     /// the adapter applies it: over each link, then to the sockets here.
-    fn broadcast(&mut self, frame: &str, skip: &[String], signal: Option<(&str, &[String])>) {
+    fn broadcast(&mut self, frame: &str, skip: &[String], signal: Option<Keyed>) {
         self.relay_all(skip, frame, signal);
         let to: Vec<String> = self
             .sockets
@@ -671,7 +675,7 @@ impl Sim {
     /// a session it is for, with the link's sessions in `skip`; a signal (its key and the links
     /// listed) once to each listed link whose relay coalesces signals, and to such a link not
     /// listed not at all.
-    fn relay_all(&mut self, skip: &[String], frame: &str, signal: Option<(&str, &[String])>) {
+    fn relay_all(&mut self, skip: &[String], frame: &str, signal: Option<Keyed>) {
         // Per link, the sessions it is for and those skipped, of the ones the room knows (a
         // link that owes its sessions has others: they catch up when they come back).
         let mut per_link: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
@@ -687,9 +691,11 @@ impl Sim {
         }
         for (link, (to, skip)) in per_link {
             let keyed = signal.filter(|_| self.links[&link].signals);
-            if keyed.is_some_and(|(_, listed)| !listed.contains(&link)) {
+            if keyed.is_some_and(|(_, _, origin)| origin == Some(link.as_str())) {
                 continue; // the sender's own relay delivered it
             }
+            // Not listed: its sessions, one by one, are the engine's (as the adapter does).
+            let keyed = keyed.filter(|(_, listed, _)| listed.contains(&link));
             assert!(keyed.is_none() || skip.is_empty(), "a keyed link's session skipped: {skip:?}");
             if to.is_empty() {
                 continue;
@@ -697,7 +703,7 @@ impl Sim {
             let l = self.links.get_mut(&link).expect("known link");
             assert!(l.open, "a send over the closed link {link}");
             l.sends += 1;
-            if let (Some((key, _)), false) = (keyed, self.recalls.owes(&link)) {
+            if let (Some((key, _, _)), false) = (keyed, self.recalls.owes(&link)) {
                 self.downlinks.signal(&link, key, frame);
             } else if self.recalls.owes(&link) {
                 // One by one, as the adapter sends them: not to a session opened in this turn
@@ -765,7 +771,12 @@ impl Sim {
 pub fn unpack(frame: &str) -> Vec<Value> {
     let v: Value = serde_json::from_str(frame).expect("server frames are JSON");
     match v["type"].as_str() {
-        Some("batch") => v["frames"].as_array().expect("batch frames").clone(),
+        Some("batch") => {
+            let frames = v["frames"].as_array().expect("batch frames").clone();
+            // The protocol's batch is one level: a client reads no deeper.
+            assert!(frames.iter().all(|f| f["type"] != "batch"), "a batch inside a batch: {frame}");
+            frames
+        }
         _ => vec![v],
     }
 }

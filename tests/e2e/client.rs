@@ -272,6 +272,10 @@ impl Client {
                         let frames = v["frames"]
                             .as_array()
                             .ok_or_else(|| format!("batch without frames array: {v}"))?;
+                        // The protocol's batch is one level: a client reads no deeper.
+                        if frames.iter().any(|f| f["type"] == "batch") {
+                            return Err(format!("a batch inside a batch: {v}"));
+                        }
                         self.queue.extend(frames.iter().cloned());
                         if let Some(f) = self.queue.pop_front() {
                             self.history.push(f.clone());

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use super::{Client, Echo, Output, Relay, Run, Target, UpOp, Waiting};
 use crate::room::flow::mark_frame;
-use crate::room::outbox::{is_batch, pack};
+use crate::room::outbox::pack;
 
 /// The close code and reason of a client that confirmed too little (the home's `Backlog`).
 const BACKLOG: u16 = 4013;
@@ -90,7 +90,7 @@ impl Relay {
     }
 
     /// A frame for every client the home has addressed but those in `skip` (the home's `all`),
-    /// or (`signal`: its key) a local signal for all of them.
+    /// or (`signal`: its key) a signal for all of them.
     pub(super) fn emit_all(&mut self, skip: &BTreeSet<&str>, frame: Rc<str>, key: Option<&str>) {
         let cfg = self.cfg();
         let mut fan = Fanout { left: Some(Vec::new()), ..Fanout::default() };
@@ -107,9 +107,9 @@ impl Relay {
     /// Sends a [`Run`] of the home's frames: each client what the run has for it, packed (one
     /// text where the home's frames were several). The clients the run names (a `send`'s, those
     /// an `all` skips: its writers, mostly) get theirs one by one, in the run's order; every
-    /// other client gets every `all`, as one frame for all of them. A run of one frame, one
-    /// holding a `batch` already, or naming more clients than is cheap to follow, goes frame by
-    /// frame, as it came.
+    /// other client gets every `all`, as one frame for all of them (a `batch` of the home's is
+    /// packed by its frames: [`pack`]). A run of one frame, or naming more clients than is
+    /// cheap to follow, goes frame by frame, as it came.
     pub(super) fn fan_run(&mut self, Run(ops): Run) {
         const NAMED_MAX: usize = 64;
         let named: BTreeSet<String> = (ops.iter())
@@ -117,8 +117,7 @@ impl Relay {
                 Target::To(v) | Target::AllBut(v) => v.iter().cloned(),
             })
             .collect();
-        let packable = ops.len() > 1 && named.len() <= NAMED_MAX;
-        if !packable || ops.iter().any(|(_, f)| is_batch(f)) {
+        if ops.len() < 2 || named.len() > NAMED_MAX {
             for (target, frame) in ops {
                 match target {
                     Target::To(to) => self.send_to(to, frame),

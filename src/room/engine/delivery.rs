@@ -316,6 +316,7 @@ impl Room {
         }
         let now = self.now;
         let window = self.config.send_window;
+        let origin = self.conns.get(sender).and_then(|c| c.link.clone());
         let Receivers { idle, waiting, late, local, links } = self.signal_receivers(sender);
         let mut over = Vec::new();
         for conn in &waiting {
@@ -352,7 +353,10 @@ impl Room {
         self.sent_to_all(frame.len() as u64, &skip);
         match links.is_empty() {
             true => self.push(Output::Broadcast { frame, skip }),
-            false => self.push(Output::Signal { frame, key: key.to_owned(), skip, links }),
+            false => {
+                let key = key.to_owned();
+                self.push(Output::Signal { frame, key, skip, links, origin })
+            }
         }
         for conn in idle {
             self.open_window(&conn);
