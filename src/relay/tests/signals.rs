@@ -173,3 +173,26 @@ fn signals_past_the_budget(version: u32) -> (usize, u64, u64, u64) {
     let shed = stats["signals_dropped"].as_u64().expect("a count");
     (got.len(), sends, shed, t.relay("na-0").stats().home_signals)
 }
+
+/// A room with sockets of the home's own beside one relay's members (a room crossing the
+/// relay threshold keeps its direct sockets). Ann signals at oc-0: her relay delivers it to Bob
+/// at once, and the home sends it to Dan, its own socket. With no other relay to send it to, the
+/// home made it a plain broadcast, which went back over oc-0's link skipping only Ann: Bob got
+/// it twice, the second a round trip late, uncoalesced.
+#[test]
+fn a_signal_from_a_relay_beside_the_homes_own_sockets_does_not_come_back_to_it() {
+    let mut t = Topo::new(RoomConfig::default(), 10);
+    let ann = t.connect("oc-0", "sess-ann1", "ann", "OC", None);
+    let bob = t.connect("oc-0", "sess-bob1", "bob", "OC", None);
+    let dan = t.home.connect("sess-dan1", "EU", None);
+    t.settle();
+    for c in [&ann, &bob] {
+        t.take(c);
+    }
+    t.home.take(&dan);
+    t.signal(&ann, r#"{"i":1}"#);
+    t.settle();
+    assert_eq!(is(&t.take(&bob)), vec![1], "Bob, at Ann's relay, once");
+    assert_eq!(is(&t.home.take(&dan)), vec![1], "Dan, the home's own socket");
+    assert!(is(&t.take(&ann)).is_empty(), "Ann never gets her own");
+}

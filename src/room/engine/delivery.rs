@@ -317,6 +317,10 @@ impl Room {
         let now = self.now;
         let window = self.config.send_window;
         let origin = self.conns.get(sender).and_then(|c| c.link.clone());
+        // A sender whose relay coalesces signals: its link's sessions are in no skip list, so
+        // the signal must name its origin even with no other link to go to, or a broadcast
+        // would take it back over that link.
+        let keyed_origin = self.conns.get(sender).is_some_and(|c| c.signals_at_link);
         let Receivers { idle, waiting, late, local, links } = self.signal_receivers(sender);
         let mut over = Vec::new();
         for conn in &waiting {
@@ -351,7 +355,7 @@ impl Room {
         let sends = (idle.len() + links.len()) as u64;
         self.count(sends, sends);
         self.sent_to_all(frame.len() as u64, &skip);
-        match links.is_empty() {
+        match links.is_empty() && !keyed_origin {
             true => self.push(Output::Broadcast { frame, skip }),
             false => {
                 let key = key.to_owned();
