@@ -283,6 +283,32 @@ async fn mixed(ctx: Ctx) -> R {
     check!(seq(&m) == after, "the missed message at its seq: {m}");
     let p = presence(ctx.port, &room).await?;
     check!(p["summary"]["members"] == 7, "seven members, never eight: {p}");
+    one_relay_beside_the_homes_sockets(ctx).await
+}
+
+/// Four of the home's own sockets and two members at one relay (no other relay): a signal of
+/// one relayed member reaches the other once. The home, with no other relay to send it to,
+/// made it a plain broadcast, which went back over her relay's link.
+async fn one_relay_beside_the_homes_sockets(ctx: Ctx) -> R {
+    let room = support::room("mixed-echo");
+    let mut direct = Vec::new();
+    for i in 0..4 {
+        direct.push(dial(ctx.port, &room, &format!("d{i}"), PLACES[1].0).await?);
+    }
+    let mut ann = dial(ctx.port, &room, "ann", PLACES[0].0).await?;
+    let mut bob = dial(ctx.port, &room, "bob", PLACES[0].0).await?;
+    check!(bob.welcome.get("relay").is_some(), "bob is relayed: {}", bob.welcome);
+    ann.send(json!({"type":"signal","topic":"cursor","data":{"x":1}})).await?;
+    // What the home sends after the signal comes after any copy of it.
+    ann.publish_acked("after", "chat", json!(1)).await?;
+    bob.message("after").await?;
+    let signals: Vec<&Value> = bob.history.iter().filter(|f| f["type"] == "signal").collect();
+    check!(signals.len() == 1, "bob got ann's one signal as {signals:?}");
+    for d in direct.iter_mut() {
+        d.message("after").await?;
+        let n = d.history.iter().filter(|f| f["type"] == "signal").count();
+        check!(n == 1, "[{}] got ann's signal {n} times", d.session);
+    }
     Ok(())
 }
 
