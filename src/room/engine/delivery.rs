@@ -187,18 +187,22 @@ impl Room {
             }
             return;
         }
+        // Relayed sessions left out (held back, skipped): not among the sends either.
+        let mut relayed_out = 0;
         let slow: Vec<String> = self
             .conns
             .iter()
             .filter(|(id, c)| !skipped(id) && !c.idle(window))
+            .inspect(|(_, c)| relayed_out += usize::from(super::Relayed::link(c).is_some()))
             .map(|(id, _)| id.clone())
             .collect();
-        let skipped_here = skip.iter().filter(|c| self.conns.contains_key(**c)).count();
-        let receivers = self.conns.len() - skipped_here;
+        let here: Vec<&super::Conn> = skip.iter().filter_map(|c| self.conns.get(*c)).collect();
+        relayed_out += here.iter().filter(|c| super::Relayed::link(c).is_some()).count();
+        let receivers = self.conns.len() - here.len();
         if slow.len() < receivers {
             let mut all_skipped = slow.clone();
             all_skipped.extend(skip.iter().map(|c| (*c).to_owned()));
-            let fast = self.sends_for(receivers - slow.len());
+            let fast = self.sends_for(receivers - slow.len(), relayed_out);
             self.count(fast, fast);
             self.sent_to_all(frame.len() as u64, &all_skipped);
             self.push(Output::Broadcast { frame: frame.clone(), skip: all_skipped });
@@ -213,8 +217,10 @@ impl Room {
     /// adapter gathers a turn's frames for a link into one message), however many of the
     /// link's sessions it is for ([`super::Relayed`]). So a relayed room's members neither
     /// make the home batch its turns nor count against its outbound budget one by one.
-    fn sends_for(&self, receivers: usize) -> u64 {
-        let (members, links) = (self.relayed.members, self.relayed.links.len());
+    /// `relayed_out`: the relayed sessions not among the receivers.
+    fn sends_for(&self, receivers: usize, relayed_out: usize) -> u64 {
+        let members = self.relayed.members.saturating_sub(relayed_out);
+        let links = self.relayed.links.len();
         (receivers.saturating_sub(members) + links.min(receivers)) as u64
     }
 
