@@ -137,17 +137,10 @@ impl Recalls {
             return false;
         }
         while p.parked_bytes + text.len() > PARKED_BYTES {
-            let mut by: HashMap<&str, usize> = HashMap::new();
-            for (c, t) in &p.parked {
-                *by.entry(c.as_str()).or_default() += t.len();
-            }
-            let mine = text.len() + by.get(conn).copied().unwrap_or(0);
-            let Some((top, most)) = by.into_iter().max_by_key(|&(c, n)| (n, c)) else {
-                return false; // nothing kept, and still too big
-            };
-            if top == conn || most <= mine {
+            let kept = p.parked.iter().map(|(c, t)| (c.as_str(), t.len()));
+            let Some((top, most)) = makes_way(kept, conn, text.len()) else {
                 return false;
-            }
+            };
             let top = top.to_owned();
             p.parked.retain(|(c, _)| *c != top);
             p.parked_bytes -= most;
@@ -345,23 +338,16 @@ impl Recalls {
     /// holds more than `conn` would. False when `conn` is the one past the bound.
     fn make_way(&mut self, conn: &str, size: usize) -> bool {
         while self.held_bytes + size > HELD_BYTES {
-            let mut by: HashMap<&str, (usize, &str)> = HashMap::new();
-            for (_, h) in &self.held {
-                let (of, link, n) = match h {
-                    Held::Open { link, open } => (&open.conn, link, held_size(open)),
-                    Held::Text { link, conn, text } => (conn, link, text.len()),
-                };
-                let e = by.entry(of.as_str()).or_insert((0, link.as_str()));
-                e.0 += n;
-            }
-            let mine = size + by.get(conn).map_or(0, |e| e.0);
-            let Some((top, (most, link))) = by.into_iter().max_by_key(|&(c, (n, _))| (n, c)) else {
-                return false; // nothing held, and still too big
-            };
-            if top == conn || most <= mine {
+            let held = self.held.iter().map(|(_, h)| {
+                let (of, _, n) = held_parts(h);
+                (of, n)
+            });
+            let Some((top, _)) = makes_way(held, conn, size) else {
                 return false;
-            }
-            let (top, link) = (top.to_owned(), link.to_owned());
+            };
+            let on = |h: &Held| held_parts(h).0 == top;
+            let link = self.held.iter().find(|(_, h)| on(h)).map(|(_, h)| held_parts(h).1);
+            let (top, link) = (top.to_owned(), link.unwrap_or_default().to_owned());
             self.drop_all(HashSet::from([top.clone()]));
             self.evicted.push((link, top));
         }
@@ -386,10 +372,7 @@ impl Recalls {
         }
         let mut freed = 0;
         self.held.retain(|(_, h)| {
-            let (of, size) = match h {
-                Held::Open { open, .. } => (&open.conn, held_size(open)),
-                Held::Text { conn, text, .. } => (conn, text.len()),
-            };
+            let (of, _, size) = held_parts(h);
             let keep = !conns.contains(of);
             if !keep {
                 freed += size;
@@ -429,6 +412,33 @@ impl Recalls {
 }
 
 /// What a held open counts against [`HELD_BYTES`]: its record and the token's `info`.
+/// Of the bytes kept per connection (`kept`: each connection's pieces), the connection that
+/// makes way for `size` more of `conn`'s, with what it holds: the one holding the most (ties by
+/// name: a hash map's order is not the simulator's), if it is another one holding more than
+/// `conn` would. The bounds of what the home keeps for its relays' answers ([`PARKED_BYTES`],
+/// [`HELD_BYTES`]) are thus not first come.
+fn makes_way<'a>(
+    kept: impl Iterator<Item = (&'a str, usize)>,
+    conn: &str,
+    size: usize,
+) -> Option<(&'a str, usize)> {
+    let mut by: HashMap<&str, usize> = HashMap::new();
+    for (c, n) in kept {
+        *by.entry(c).or_default() += n;
+    }
+    let mine = size + by.get(conn).copied().unwrap_or(0);
+    let (top, most) = by.into_iter().max_by_key(|&(c, n)| (n, c))?;
+    (top != conn && most > mine).then_some((top, most))
+}
+
+/// A held piece's connection, link and size.
+fn held_parts(h: &Held) -> (&str, &str, usize) {
+    match h {
+        Held::Open { link, open } => (&open.conn, link, held_size(open)),
+        Held::Text { link, conn, text } => (conn, link, text.len()),
+    }
+}
+
 fn held_size(open: &Open) -> usize {
     256 + open.info.as_ref().map_or(0, String::len)
 }
