@@ -11,11 +11,12 @@ use serde_json::{json, Value};
 
 use super::sessions::{refused, wait_leave, Raw, CLOSE_WAIT};
 use crate::check;
-use crate::client::{enc, Dial};
+use crate::client::{enc, Client, Dial};
 use crate::edge_support::{
     self as es, admin, bearer_admin, check_refusal, now_secs, token, token_exp, TOKENS,
 };
 use crate::harness::Spec;
+use crate::presence::read_until;
 use crate::support::{self, check_contiguous, seq, Ctx, R};
 
 pub fn trials() -> Vec<Spec> {
@@ -356,9 +357,17 @@ async fn unanswered_close(ctx: Ctx) -> R {
     let (mut mallory, _) =
         Raw::connect(&Dial::new(ctx.port, &room, &mal).token(&token(&room, "mallory"))).await?;
     bob.await_members(2).await?;
+    // The idle time counts from the room's last work, so that work must be seen. A summary
+    // changed within `summary_interval_ms` (2 s) of the last one waits for an alarm, which is
+    // work Bob sees only when the counts differ from the last sent: before the fences, a CI run
+    // saw the room still loaded 13 s after the leave. The summary of two, then the summary of one
+    // after the kick (one alarm on), is the last the room does before mallory's frames.
+    await_counted(&mut bob, 0, 2).await?;
+    let mark = bob.history.len();
     let answer = kick_req(&ctx, &room, json!({"user":"mallory","block_secs":600})).await?;
     check!(answer["closed"] == 1, "kick answered {answer}");
     wait_leave(&mut bob, &mal, CLOSE_WAIT).await?;
+    await_counted(&mut bob, mark, 1).await?;
     let seen = bob.history.len();
     let loads = ctx.log.room_loaded(&room).len();
 
@@ -392,6 +401,15 @@ async fn unanswered_close(ctx: Ctx) -> R {
         !names.contains("mallory") && body["summary"]["members"] == 1,
         "listed after the reload: {body}"
     );
+    Ok(())
+}
+
+/// Waits for a `summary` frame of `members` members, or finds one in `c`'s history from `mark`.
+async fn await_counted(c: &mut Client, mark: usize, members: u64) -> R {
+    let counted = |f: &Value| f["type"] == "summary" && f["members"] == members;
+    if !c.history[mark..].iter().any(counted) {
+        read_until(c, &format!("a summary of {members} members"), CLOSE_WAIT, counted).await?;
+    }
     Ok(())
 }
 
