@@ -70,7 +70,7 @@ pub struct RelayStats {
     /// Clients closed because they went silent past the presence TTL.
     pub timed_out: u64,
     /// Binary frames, and texts with a control character, refused past the sender's rate (no
-    /// answer sent).
+    /// answer sent), or before its welcome past the room's burst of answers it is owed.
     pub binary_dropped: u64,
     /// Frames refused here for their user's byte budget (not sent up: the home would refuse
     /// them too).
@@ -149,6 +149,10 @@ struct Client {
     out: Outbox,
     /// Since when frames have waited behind its full window with no echo (ms).
     stalled_since: Option<u64>,
+    /// `bad_frame` answers to frames it sent before the home addressed it: they follow its
+    /// welcome, which is a client's first frame. At most the room's burst, taken from the
+    /// bucket its answers here are paid from.
+    owed: Vec<&'static str>,
 }
 
 /// A relay: a pure state machine (see the [module](super) docs).
@@ -383,6 +387,7 @@ impl Relay {
             // here for the relay's (the same counter would make the same tokens).
             flow: Flow::new(Flow::key_of_load(open.secret, RELAY_MARKS)),
             out: Outbox::default(),
+            owed: Vec::new(),
             stalled_since: None,
         };
         // An id the adapter reused replaces its old connection.
@@ -490,16 +495,29 @@ impl Relay {
     /// here at the room's per-connection rate (the bucket its local signals use); past it the
     /// frame gets no answer, so a flood of them costs the relay one check each and the home
     /// nothing.
-    fn bad_frame(&mut self, conn: &str, message: &str) {
+    fn bad_frame(&mut self, conn: &str, message: &'static str) {
         let (now, rate, burst) = (self.now, self.config.rate_per_sec, self.config.burst);
         let Some(c) = self.clients.get_mut(conn) else {
             return;
         };
-        if c.signals.take(rate, burst, 1, now) {
-            let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
-            self.emit(vec![conn.to_owned()], frame.to_text().into());
-        } else {
+        if !c.signals.take(rate, burst, 1, now) || (!c.admitted && c.owed.len() >= burst as usize) {
             self.stats.binary_dropped += 1;
+        } else if c.admitted {
+            self.emit(vec![conn.to_owned()], Self::bad_frame_text(message));
+        } else {
+            c.owed.push(message); // after its welcome ([`Relay::pay_owed`])
+        }
+    }
+
+    fn bad_frame_text(message: &str) -> Rc<str> {
+        let frame = ServerFrame::Error { code: "bad_frame", id: None, message, version: None };
+        frame.to_text().into()
+    }
+
+    /// The answers `conn` was owed before the home addressed it, now that its welcome went.
+    fn pay_owed(&mut self, conn: &str, owed: Vec<&'static str>) {
+        for message in owed {
+            self.emit(vec![conn.to_owned()], Self::bad_frame_text(message));
         }
     }
 
@@ -685,18 +703,25 @@ impl Relay {
     /// A frame from the home for `to`: each one still here is the home's now (its welcome
     /// comes first).
     fn send_to(&mut self, to: Vec<String>, frame: Rc<str>) {
-        let conns: Vec<String> = to.into_iter().filter(|c| self.admit(c)).collect();
+        let mut owed = Vec::new();
+        let conns: Vec<String> = to.into_iter().filter(|c| self.admit(c, &mut owed)).collect();
         self.emit(conns, frame);
+        for (conn, answers) in owed {
+            self.pay_owed(&conn, answers);
+        }
     }
 
-    /// The home sent `conn` a frame: it is the home's now (its welcome comes first). False
-    /// when it left (the home will hear).
-    fn admit(&mut self, conn: &str) -> bool {
+    /// The home sent `conn` a frame: it is the home's now (its welcome comes first; what it was
+    /// owed before goes into `owed`, to follow it). False when it left (the home will hear).
+    fn admit(&mut self, conn: &str, owed: &mut Vec<(String, Vec<&'static str>)>) -> bool {
         let Some(client) = self.clients.get_mut(conn) else {
             return false;
         };
         client.admitted = true;
         client.hello = None;
+        if !client.owed.is_empty() {
+            owed.push((conn.to_owned(), std::mem::take(&mut client.owed)));
+        }
         true
     }
 
@@ -715,6 +740,7 @@ impl Relay {
             return self.close_client(&part.conn, RESTART, "relay_unwelcome");
         };
         c.admitted = true;
+        let owed = std::mem::take(&mut c.owed);
         let frame = server::Welcome {
             kind: "welcome",
             room: &room.room,
@@ -734,7 +760,8 @@ impl Relay {
         }
         .to_text();
         self.stats.welcomes += 1;
-        self.emit(vec![part.conn], frame.into());
+        self.emit(vec![part.conn.clone()], frame.into());
+        self.pay_owed(&part.conn, owed);
     }
 
     /// What the home tells the relay of the room (its log, its parts, its state), and what it

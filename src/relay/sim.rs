@@ -1,6 +1,7 @@
 //! A deterministic topology: the room's home (a [`Sim`](crate::room::sim::Sim)) and its relays, each
 //! link one ordered connection with a one-way delay, on one virtual clock.
-//! Clients connect to a relay by its name; what the relays say to the home and
+//! Clients connect to a relay by its name, or to the home itself ([`HOME`]: a mixed room);
+//! what the relays say to the home and
 //! the home to them crosses the wire as text, as the adapters would send it.
 //! Links and relays can drop and reset; a relay can be split in two
 //! instances (the stale-instance case), or hang with its link open, which the
@@ -29,6 +30,11 @@ use super::{Admit, Downlinks, Input, Output, Relay, Relays};
 use crate::protocol::link::{Up, UpOp, LEASE_MS, LINK_VERSION};
 use crate::room::sim::{Link, Sim};
 use crate::room::{Hello, RoomConfig, Time};
+
+/// The place of the home's own sockets: [`Topo::connect`] to `HOME` opens a socket at the home
+/// itself, beside its relays' sessions, as a room that crossed the relay threshold keeps the
+/// sockets it held (a mixed room). Its frames are checked as a relay's client's are.
+pub const HOME: &str = "home";
 
 /// One instance of a relay.
 pub struct Node {
@@ -62,6 +68,31 @@ pub struct Client {
     pub epoch: Option<String>,
     /// The welcomes it was sent, as text (whichever object made them).
     pub welcomes: Vec<String>,
+}
+
+impl Client {
+    /// What a frame tells the client of where it is: the `seq` it applied and the epoch it
+    /// counts in. An `ack` or `message` must be of a `seq` already stored (`stored`).
+    fn applies(&mut self, v: &Value, stored: u64) {
+        match v["type"].as_str() {
+            Some(kind @ ("ack" | "message")) => {
+                let seq = v["seq"].as_u64().expect("seq");
+                assert!(seq <= stored, "frame for seq {seq} left before it was stored");
+                if kind == "message" {
+                    self.seq = self.seq.max(seq);
+                }
+            }
+            Some("welcome") => {
+                self.epoch = v["epoch"].as_str().map(str::to_owned);
+                if v["resumed"] != true {
+                    // No replay follows: the client is at the room's seq.
+                    self.seq = v["seq"].as_u64().unwrap_or(0);
+                }
+            }
+            Some("resync") => self.seq = v["seq"].as_u64().unwrap_or(self.seq),
+            _ => {}
+        }
+    }
 }
 
 /// Where a message on the wire goes.
@@ -185,6 +216,9 @@ impl Topo {
         region: &str,
         since: Option<(u64, &str)>,
     ) -> String {
+        if relay == HOME {
+            return self.connect_home(session, user, region, since);
+        }
         let instance = self.instance(relay);
         self.next_conn += 1;
         let conn = format!("{relay}.c{}", self.next_conn);
@@ -224,6 +258,31 @@ impl Topo {
         conn
     }
 
+    /// A socket at the home itself ([`HOME`]).
+    fn connect_home(
+        &mut self,
+        session: &str,
+        user: &str,
+        region: &str,
+        since: Option<(u64, &str)>,
+    ) -> String {
+        self.home.now = self.now;
+        let conn = self.home.connect_as(session, user, region, since);
+        let client = Client {
+            instance: HOME.into(),
+            session: session.into(),
+            user: user.into(),
+            region: region.into(),
+            open: true,
+            seq: since.map_or(0, |s| s.0),
+            epoch: since.map(|s| s.1.to_owned()),
+            ..Default::default()
+        };
+        self.clients.insert(conn.clone(), client);
+        self.flush_home();
+        conn
+    }
+
     /// The client reconnects to relay `name` as the same session, resuming
     /// from what it applied: what our client does after any close.
     pub fn resume(&mut self, conn: &str, relay: &str) -> String {
@@ -245,6 +304,11 @@ impl Topo {
         let c = &self.clients[conn];
         assert!(c.open, "test bug: sending on a closed socket");
         let instance = c.instance.clone();
+        if instance == HOME {
+            self.home.now = self.now;
+            self.home.send(conn, text);
+            return self.flush_home();
+        }
         self.relay_input(&instance, Input::Text { conn, text });
     }
 
@@ -253,6 +317,11 @@ impl Topo {
         let c = &self.clients[conn];
         assert!(c.open, "test bug: sending on a closed socket");
         let instance = c.instance.clone();
+        if instance == HOME {
+            self.home.now = self.now;
+            self.home.send_binary(conn, len);
+            return self.flush_home();
+        }
         self.relay_input(&instance, Input::Binary { conn, len });
     }
 
@@ -276,6 +345,11 @@ impl Topo {
             c.open = false;
             c.closed_at = Some(self.now);
             let instance = c.instance.clone();
+            if instance == HOME {
+                self.home.now = self.now;
+                self.home.drop_conn(conn);
+                return self.flush_home();
+            }
             self.relay_input(&instance, Input::Closed { conn });
         }
     }
@@ -383,6 +457,7 @@ impl Topo {
                 self.instance_replaced(&key);
             }
         }
+        self.sync_home_sockets();
     }
 
     /// What the operator (or anything outside the sockets) does to the home
@@ -554,26 +629,37 @@ impl Topo {
             c.welcomes.push(frame.to_owned());
         }
         for v in frames {
-            match v["type"].as_str() {
-                Some(kind @ ("ack" | "message")) => {
-                    let seq = v["seq"].as_u64().expect("seq");
-                    assert!(seq <= stored, "frame for seq {seq} left before it was stored");
-                    if kind == "message" {
-                        c.seq = c.seq.max(seq);
-                    }
-                }
-                Some("welcome") => {
-                    c.epoch = v["epoch"].as_str().map(str::to_owned);
-                    if v["resumed"] != true {
-                        // No replay follows: the client is at the room's seq.
-                        c.seq = v["seq"].as_u64().unwrap_or(0);
-                    }
-                }
-                Some("resync") => c.seq = v["seq"].as_u64().unwrap_or(c.seq),
-                _ => {}
-            }
+            c.applies(&v, stored);
             c.inbox.push(v);
         }
+    }
+
+    /// The frames a socket at the home got so far (the home's simulator delivered them, and
+    /// checked each was stored before it left), as its client reads them.
+    fn take_home(&mut self, conn: &str) -> Vec<Value> {
+        let stored = self.home.disk.seq;
+        let s = self.home.sockets.get_mut(conn).expect("a socket at the home");
+        let frames = std::mem::take(&mut s.inbox);
+        let c = self.clients.get_mut(conn).expect("known client");
+        for v in &frames {
+            if v["type"] == "welcome" {
+                c.welcomes.push(v.to_string());
+            }
+            c.applies(v, stored);
+            c.inbox.push(v.clone());
+        }
+        for v in frames.iter().filter(|v| v["type"] == "state" || v["type"] == "resync") {
+            let seq = v["seq"].as_u64().expect("seq");
+            if self.home.disk.deleted == 0 {
+                assert_eq!(v["state"], self.home.disk.state_at(seq), "{conn}: the state at {seq}");
+            }
+        }
+        let c = self.clients.get_mut(conn).expect("known client");
+        let (echoes, frames) = crate::room::sim::read(&mut c.inbox, c.open && !c.silent);
+        for echo in echoes {
+            self.send(conn, &echo);
+        }
+        frames
     }
 
     /// The home takes a relay's message.
@@ -775,6 +861,20 @@ impl Topo {
             let heard = self.hung.remove(&instance).unwrap_or(self.now);
             self.home_closes(&instance, heard);
         }
+        self.sync_home_sockets();
+    }
+
+    /// The home's own sockets it closed (or lost in a reset) are closed for their clients.
+    fn sync_home_sockets(&mut self) {
+        let now = self.now;
+        for (conn, c) in self.clients.iter_mut().filter(|(_, c)| c.instance == HOME && c.open) {
+            let s = &self.home.sockets[conn];
+            if !s.open {
+                c.open = false;
+                c.closed = Some(s.closed.unwrap_or(1006));
+                c.closed_at = Some(now);
+            }
+        }
     }
 
     /// The time of the next thing due anywhere, if any.
@@ -888,6 +988,9 @@ impl Topo {
     /// Takes the frames a client got so far; echoes each `mark` (unless
     /// the client is silent), which are not returned.
     pub fn take(&mut self, conn: &str) -> Vec<Value> {
+        if self.clients[conn].instance == HOME {
+            return self.take_home(conn);
+        }
         let c = self.clients.get_mut(conn).expect("known client");
         let (echoes, frames) = crate::room::sim::read(&mut c.inbox, c.open && !c.silent);
         for echo in echoes {

@@ -130,11 +130,11 @@ impl Relay {
             return;
         }
         let mut own: BTreeMap<&str, Vec<Rc<str>>> = BTreeMap::new();
-        let mut common = Vec::new();
+        let (mut common, mut owed) = (Vec::new(), Vec::new());
         for (target, frame) in &ops {
             match target {
                 Target::To(to) => {
-                    for c in to.iter().filter(|c| self.admit(c)) {
+                    for c in to.iter().filter(|c| self.admit(c, &mut owed)) {
                         own.entry(c.as_str()).or_default().push(frame.clone());
                     }
                 }
@@ -156,6 +156,9 @@ impl Relay {
             for frame in pack(frames, max) {
                 self.emit(vec![c.to_owned()], frame);
             }
+        }
+        for (conn, answers) in owed {
+            self.pay_owed(&conn, answers);
         }
     }
 

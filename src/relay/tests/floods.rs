@@ -1,5 +1,7 @@
 //! A member's flood at her relay: what crosses the link to the home, and who else pays.
 
+use serde_json::Value;
+
 use super::{ann_bob_and_cat, of_type};
 
 /// A publish of about `bytes` bytes.
@@ -94,4 +96,32 @@ fn mark_shaped_frames_before_her_welcome_are_paid_like_any_other() {
     // Her burst (1 MiB) of them, escaped in the link's JSON; 5.5 MB when they went up unpaid.
     assert!(crossed < 2_500_000, "{crossed} bytes of forged echoes crossed the link");
     assert_eq!(t.clients[&bob].closed, None);
+}
+
+#[test]
+fn a_bad_frame_before_her_welcome_is_answered_after_it() {
+    // A client's first frame is its welcome (PROTOCOL.md). At the home that holds: it admits
+    // an open before it reads the socket. At a relay the open waits a link's crossing (and a
+    // storm's hold), and the relay answered a binary frame or a control character at once:
+    // `bad_frame` came first, and a client that reads the first frame as the welcome took the
+    // error for it. Under a home of each link version: one that sends whole welcomes (2), one
+    // whose relay makes them (the current).
+    for version in [crate::protocol::link::LINK_VERSION, 2] {
+        let (mut t, _ann, _bob, _cat) = super::ann_bob_and_cat(100);
+        t.link_version = version;
+        let mallory = t.connect("na-0", "sess-mal1", "mallory", "NA", None);
+        t.send_binary(&mallory, 10);
+        t.send(&mallory, "\u{1}");
+        assert!(t.clients[&mallory].inbox.is_empty(), "v{version}: nothing before her welcome");
+        t.settle();
+        let got = t.take(&mallory);
+        let kinds: Vec<&str> = got.iter().take(3).filter_map(|f| f["type"].as_str()).collect();
+        assert_eq!(kinds, ["welcome", "error", "error"], "v{version}: {got:?}");
+        let bad = of_type(&got, "error").iter().filter(|e| e["code"] == "bad_frame").count();
+        assert_eq!(bad, 2, "v{version}: both answered: {got:?}");
+        // Once she is in, an answer goes at once.
+        t.send_binary(&mallory, 10);
+        let now: Vec<Value> = t.clients[&mallory].inbox.clone();
+        assert_eq!(of_type(&now, "error").len(), 1, "v{version}: at once: {now:?}");
+    }
 }
