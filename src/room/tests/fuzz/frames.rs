@@ -573,8 +573,13 @@ pub(super) fn gen_server_text(rng: &mut Rng) -> (String, Vec<String>) {
             frames.push(text.into());
             kinds.push("message".to_owned());
         }
-        let packed = pack(frames, rng.range(64, 4096) as usize);
-        // Each packed text carries its share, in order.
+        let mut packed = pack(frames, rng.range(64, 4096) as usize);
+        if rng.chance(50) {
+            // Packed again, batches among its frames (a relay's packed runs queued behind a slow
+            // reader): a batch's frames take its place, never a batch inside another.
+            packed = pack(packed, rng.range(64, 4096) as usize);
+        }
+        // Each packed text carries its share, in order (a nested batch would be one `batch`).
         let mut all = Vec::new();
         let mut texts = Vec::new();
         for p in &packed {
