@@ -129,11 +129,13 @@ async fn bids(ctx: Ctx) -> R {
     let room = support::room("auction");
     // Both connected before the lot opens, so that the lot's seconds are spent on bids only:
     // the relayed trial failed once on a 2-core CI machine (its message lost to CI's tail), and
-    // slow connects running out the lot is one way it could.
+    // slow connects running out the lot is one way it could. And 10 s of them, not 5: a full
+    // run here (upgrades taking 1.2 s) ran a 5 s lot out through relays before the seq check,
+    // and the rules' close took seqs of its own (`7 -> 10`).
     let mut ann = dial(&ctx, "auction", &room, "ann").await?;
     let mut mallory = dial(&ctx, "auction", &room, "mallory").await?;
     let resp =
-        admin(&ctx, "POST", "auction", &room, "open", r#"{"start":100,"step":10,"seconds":5}"#)
+        admin(&ctx, "POST", "auction", &room, "open", r#"{"start":100,"step":10,"seconds":10}"#)
             .await?;
     let opened = es::json_200("POST /auction/{room}/open", &resp)?;
     let ends_at = opened["lot"]["ends_at"].as_u64().ok_or("no ends_at")?;
