@@ -411,7 +411,6 @@ impl Recalls {
     }
 }
 
-/// What a held open counts against [`HELD_BYTES`]: its record and the token's `info`.
 /// Of the bytes kept per connection (`kept`: each connection's pieces), the connection that
 /// makes way for `size` more of `conn`'s, with what it holds: the one holding the most (ties by
 /// name: a hash map's order is not the simulator's), if it is another one holding more than
@@ -439,6 +438,7 @@ fn held_parts(h: &Held) -> (&str, &str, usize) {
     }
 }
 
+/// What a held open counts against [`HELD_BYTES`]: its record and the token's `info`.
 fn held_size(open: &Open) -> usize {
     256 + open.info.as_ref().map_or(0, String::len)
 }

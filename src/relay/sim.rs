@@ -620,15 +620,7 @@ impl Topo {
     fn deliver(&mut self, conn: &str, frame: &str) {
         let frames = crate::room::sim::unpack(frame);
         let stored = self.home.disk.seq;
-        // A `state` or `resync` frame is the room's state at its `seq` exactly, whoever made it
-        // (the home, or a relay from its mirror). A room deleted since started a new log.
-        for v in frames.iter().filter(|v| v["type"] == "state" || v["type"] == "resync") {
-            let seq = v["seq"].as_u64().expect("seq");
-            if self.home.disk.deleted == 0 {
-                let want = self.home.disk.state_at(seq);
-                assert_eq!(v["state"], want, "{conn} got the state at {seq} wrong");
-            }
-        }
+        self.check_states(conn, &frames);
         let c = self.clients.get_mut(conn).expect("known client");
         assert!(c.open, "frame sent to closed client {conn}: {frame}");
         c.texts += 1;
@@ -643,6 +635,18 @@ impl Topo {
             }
             c.applies(&v);
             c.inbox.push(v);
+        }
+    }
+
+    /// A `state` or `resync` frame is the room's state at its `seq` exactly, whoever made it
+    /// (the home, or a relay from its mirror). A room deleted since started a new log.
+    fn check_states(&self, conn: &str, frames: &[Value]) {
+        for v in frames.iter().filter(|v| v["type"] == "state" || v["type"] == "resync") {
+            let seq = v["seq"].as_u64().expect("seq");
+            if self.home.disk.deleted == 0 {
+                let want = self.home.disk.state_at(seq);
+                assert_eq!(v["state"], want, "{conn} got the state at {seq} wrong");
+            }
         }
     }
 
@@ -662,12 +666,7 @@ impl Topo {
             c.applies(v);
             c.inbox.push(v.clone());
         }
-        for v in frames.iter().filter(|v| v["type"] == "state" || v["type"] == "resync") {
-            let seq = v["seq"].as_u64().expect("seq");
-            if self.home.disk.deleted == 0 {
-                assert_eq!(v["state"], self.home.disk.state_at(seq), "{conn}: the state at {seq}");
-            }
-        }
+        self.check_states(conn, &frames);
         let c = self.clients.get_mut(conn).expect("known client");
         let (echoes, frames) = crate::room::sim::read(&mut c.inbox, c.open && !c.silent);
         for echo in echoes {
