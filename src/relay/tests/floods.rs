@@ -119,6 +119,17 @@ fn a_bad_frame_before_her_welcome_is_answered_after_it() {
         assert_eq!(kinds, ["welcome", "error", "error"], "v{version}: {got:?}");
         let bad = of_type(&got, "error").iter().filter(|e| e["code"] == "bad_frame").count();
         assert_eq!(bad, 2, "v{version}: both answered: {got:?}");
+        // What waits for her welcome is bounded: a flood before it keeps at most the room's
+        // burst of answers, the rest dropped.
+        let burst = crate::room::RoomConfig::default().burst;
+        let mallet = t.connect("na-0", "sess-mal2", "mallory", "NA", None);
+        for _ in 0..burst + 30 {
+            t.send_binary(&mallet, 10);
+        }
+        t.settle();
+        let owed = of_type(&t.take(&mallet), "error").len() as u64;
+        assert_eq!(owed, burst, "v{version}: the answers kept for her welcome");
+        assert!(t.relay("na-0").stats().binary_dropped >= 30, "v{version}: the rest dropped");
         // Once she is in, an answer goes at once.
         t.send_binary(&mallory, 10);
         let now: Vec<Value> = t.clients[&mallory].inbox.clone();
